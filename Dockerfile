@@ -1,0 +1,9 @@
+FROM python:3.11-slim
+ENV PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=pattern_site.settings.production
+WORKDIR /app
+COPY pyproject.toml constraints.txt ./
+COPY . .
+RUN pip install --no-cache-dir -c constraints.txt . \
+ && PATTERN_SECRET_KEY=build python manage.py collectstatic --noinput
+EXPOSE 8000
+CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "pattern_site.asgi:application"]

@@ -1,0 +1,57 @@
+# Two commands for a newcomer: `make run` and `make test` (see README.md).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test setup lint format migrate worker web test-deps bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+migrate: setup
+	$(PY) manage.py migrate --noinput
+
+## make run: set up, migrate, seed the demo if empty, serve web + worker + beat
+run: migrate
+	$(PY) manage.py seed_demo
+	$(PY) manage.py serve
+
+## make test: set up (with Chromium for browser tests), lint, run every test
+test: setup test-deps
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/pytest
+
+# Debian's Chromium for the browser tests (never a downloaded browser build).
+test-deps:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "Installing Debian's chromium for the browser tests..."; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "chromium is missing: browser tests will skip (install Debian's chromium)"; \
+	  fi; \
+	fi
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+web: migrate
+	$(VENV)/bin/daphne -b 127.0.0.1 -p $${PATTERN_PORT:-8000} pattern_site.asgi:application
+
+worker: setup
+	$(VENV)/bin/celery -A pattern_site worker --beat --loglevel INFO
+
+clean:
+	rm -rf $(VENV) var node_modules static/dist

@@ -1,0 +1,59 @@
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from coordination.models import Agent, AgentToken, Constellation
+from coordination.services import agent_token_issue, agent_token_revoke
+
+
+class AgentInline(admin.TabularInline):
+    model = Agent
+    extra = 0
+    fields = ["name", "role", "model_name", "is_active", "last_active_at"]
+    readonly_fields = ["last_active_at"]
+    show_change_link = True
+
+
+@admin.register(Constellation)
+class ConstellationAdmin(admin.ModelAdmin):
+    list_display = ["name", "partner", "created_at"]
+    search_fields = ["name", "partner__username"]
+    filter_horizontal = ["members"]
+    inlines = [AgentInline]
+
+
+class AgentTokenInline(admin.TabularInline):
+    model = AgentToken
+    extra = 0
+    can_delete = False
+    fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    list_display = ["name", "constellation", "role", "is_active", "last_active_at"]
+    list_filter = ["constellation", "is_active"]
+    search_fields = ["name", "role"]
+    readonly_fields = ["last_active_at", "created_at"]
+    inlines = [AgentTokenInline]
+    actions = ["rotate_tokens", "revoke_tokens"]
+
+    @admin.action(description="Rotate API token (shows the new token once)")
+    def rotate_tokens(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
+        for agent in queryset:
+            issued = agent_token_issue(agent=agent)
+            self.message_user(
+                request,
+                f"New token for {agent.name}: {issued.raw}"
+                " (copy it now; it is not shown again)",
+                messages.WARNING,
+            )
+
+    @admin.action(description="Revoke API tokens")
+    def revoke_tokens(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
+        revoked = sum(agent_token_revoke(agent=agent) for agent in queryset)
+        self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)

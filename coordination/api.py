@@ -1,0 +1,50 @@
+"""Constellation and agent endpoints of the tool API."""
+
+from django.http import HttpRequest
+from ninja import Router
+
+from coordination.auth import request_actor
+from coordination.schemas import AgentOut, AgentUpdateIn, ConstellationOut, WhoAmIOut
+from coordination.selectors import (
+    agent_get_for_actor,
+    agent_get_for_change,
+    agent_list_for_actor,
+    constellation_list_for_actor,
+)
+from coordination.services import agent_update
+
+router = Router(tags=["coordination"])
+
+
+@router.get("/whoami", response=WhoAmIOut, summary="Who the request is acting as")
+def whoami(request: HttpRequest) -> dict[str, object]:
+    actor = request_actor(request)
+    return {
+        "kind": actor.kind,
+        "id": actor.id,
+        "name": actor.display_name,
+        "agent": actor.agent,
+    }
+
+
+@router.get("/constellations", response=list[ConstellationOut])
+def list_constellations(request: HttpRequest) -> object:
+    return constellation_list_for_actor(actor=request_actor(request))
+
+
+@router.get("/agents", response=list[AgentOut])
+def list_agents(request: HttpRequest, constellation_id: int | None = None) -> object:
+    return agent_list_for_actor(
+        actor=request_actor(request), constellation_id=constellation_id
+    )
+
+
+@router.get("/agents/{agent_id}", response=AgentOut)
+def get_agent(request: HttpRequest, agent_id: int) -> object:
+    return agent_get_for_actor(actor=request_actor(request), agent_id=agent_id)
+
+
+@router.patch("/agents/{agent_id}", response=AgentOut)
+def update_agent(request: HttpRequest, agent_id: int, payload: AgentUpdateIn) -> object:
+    agent = agent_get_for_change(actor=request_actor(request), agent_id=agent_id)
+    return agent_update(agent=agent, **payload.dict(exclude_unset=True))

@@ -1,0 +1,37 @@
+"""How API requests authenticate, producing an ``Actor``.
+
+Agents send ``Authorization: Bearer <token>``; humans use their Django
+session (with CSRF enforced on writes).  A present but wrong bearer token is
+a 401 with its reason; it never falls back to the session.
+"""
+
+from typing import Any
+
+from django.http import HttpRequest
+from ninja.security import HttpBearer, SessionAuth
+
+from coordination.actors import Actor
+from coordination.services import agent_token_authenticate
+
+
+class AgentTokenAuth(HttpBearer):
+    def authenticate(self, request: HttpRequest, token: str) -> Actor | None:
+        return Actor.for_agent(agent_token_authenticate(raw=token))
+
+
+class HumanSessionAuth(SessionAuth):
+    def authenticate(self, request: HttpRequest, key: str | None) -> Actor | None:
+        if request.user.is_authenticated:
+            return Actor.for_user(request.user)
+        return None
+
+
+def api_auth() -> list[Any]:
+    """The auth callbacks every authenticated endpoint accepts, in order."""
+    return [AgentTokenAuth(), HumanSessionAuth()]
+
+
+def request_actor(request: HttpRequest) -> Actor:
+    actor = request.auth  # type: ignore[attr-defined]
+    assert isinstance(actor, Actor)
+    return actor

@@ -1,0 +1,49 @@
+"""The one hierarchy of domain errors.
+
+Services and selectors raise these; ``pattern_site.api`` maps them to HTTP
+once, the websocket consumers map them to protocol error codes once, and the
+dashboard shows their message once.  A message says what was wrong and what
+is allowed.
+"""
+
+
+class ApplicationError(Exception):
+    """Base of every error a user of the product may be shown."""
+
+    status_code = 400
+    code = "error"
+
+    def __init__(self, message: str, *, extra: dict[str, object] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.extra = extra or {}
+
+
+class NotFound(ApplicationError):
+    status_code = 404
+    code = "not_found"
+
+
+class AuthenticationFailed(ApplicationError):
+    status_code = 401
+    code = "auth_failed"
+
+
+class PermissionDenied(ApplicationError):
+    status_code = 403
+    code = "permission_denied"
+
+
+class LimitExceeded(ApplicationError):
+    status_code = 422
+    code = "limit_exceeded"
+
+
+class InvalidInput(ApplicationError):
+    status_code = 422
+    code = "invalid_input"
+
+
+class Conflict(ApplicationError):
+    status_code = 409
+    code = "conflict"

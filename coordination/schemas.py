@@ -1,0 +1,40 @@
+from datetime import datetime
+
+from ninja import Schema
+
+
+class ConstellationOut(Schema):
+    id: int
+    name: str
+    partner: str
+    created_at: datetime
+
+    @staticmethod
+    def resolve_partner(obj: object) -> str:
+        return obj.partner.get_username()  # type: ignore[attr-defined]
+
+
+class AgentOut(Schema):
+    id: int
+    constellation_id: int
+    name: str
+    role: str
+    description: str
+    model_name: str
+    is_active: bool
+    last_active_at: datetime | None
+    created_at: datetime
+
+
+class WhoAmIOut(Schema):
+    kind: str
+    id: str
+    name: str
+    agent: AgentOut | None = None
+
+
+class AgentUpdateIn(Schema):
+    role: str | None = None
+    description: str | None = None
+    model_name: str | None = None
+    is_active: bool | None = None

@@ -1,0 +1,219 @@
+"""Writes of constellations, agents and agent tokens.
+
+Tokens: a new token is returned once, in clear, by the service that makes
+it; only its SHA-256 is stored.  Issuing a token revokes the agent's
+earlier ones (rotation).
+"""
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from coordination.errors import AuthenticationFailed, Conflict
+from coordination.models import Agent, AgentToken, Constellation
+
+TOKEN_PREFIX = "pat_"
+# How stale ``last_active_at`` may get before a request refreshes it; keeps
+# authentication from writing on every request.
+ACTIVITY_RESOLUTION = timedelta(seconds=60)
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    token: AgentToken
+    raw: str
+
+
+def token_hash(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+@transaction.atomic
+def constellation_create(
+    *,
+    name: str,
+    partner: AbstractBaseUser,
+    members: list[AbstractBaseUser] | None = None,
+) -> Constellation:
+    if Constellation.objects.filter(name=name).exists():
+        raise Conflict(f"a constellation named {name!r} already exists")
+    constellation = Constellation(name=name, partner=partner)
+    constellation.full_clean()
+    constellation.save()
+    if members:
+        constellation.members.add(*members)
+    return constellation
+
+
+@transaction.atomic
+def constellation_member_add(
+    *, constellation: Constellation, user: AbstractBaseUser
+) -> None:
+    constellation.members.add(user)
+
+
+@transaction.atomic
+def agent_create(
+    *,
+    constellation: Constellation,
+    name: str,
+    role: str = "",
+    description: str = "",
+    model_name: str = "",
+) -> tuple[Agent, IssuedToken]:
+    if constellation.agents.filter(name=name).exists():
+        raise Conflict(
+            f"constellation {constellation.name!r} already has an agent named {name!r}"
+        )
+    agent = Agent(
+        constellation=constellation,
+        name=name,
+        role=role,
+        description=description,
+        model_name=model_name,
+    )
+    agent.full_clean()
+    agent.save()
+    return agent, agent_token_issue(agent=agent)
+
+
+@transaction.atomic
+def agent_token_issue(*, agent: Agent) -> IssuedToken:
+    """Make a new token for ``agent`` and revoke its earlier ones."""
+    agent_token_revoke(agent=agent)
+    raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = AgentToken(agent=agent, key_hash=token_hash(raw), prefix=raw[:12])
+    token.full_clean()
+    token.save()
+    return IssuedToken(token=token, raw=raw)
+
+
+@transaction.atomic
+def agent_token_revoke(*, agent: Agent) -> int:
+    """Revoke every active token of ``agent``; returns how many."""
+    return AgentToken.objects.filter(agent=agent, revoked_at__isnull=True).update(
+        revoked_at=timezone.now()
+    )
+
+
+def agent_token_authenticate(*, raw: str) -> Agent:
+    """The active agent whose live token is ``raw``, or ``AuthenticationFailed``."""
+    token = (
+        AgentToken.objects.select_related("agent__constellation")
+        .filter(key_hash=token_hash(raw))
+        .first()
+    )
+    if token is None:
+        raise AuthenticationFailed("invalid agent token")
+    if token.revoked_at is not None:
+        raise AuthenticationFailed(
+            "this agent token was revoked; ask an operator for a new one"
+        )
+    agent = token.agent
+    if not agent.is_active:
+        raise AuthenticationFailed(f"agent {agent.name!r} is deactivated")
+    now = timezone.now()
+    if agent.last_active_at is None or now - agent.last_active_at > ACTIVITY_RESOLUTION:
+        # Recorded by the worker, so authenticating never writes to the database.
+        from coordination.tasks import agent_touch_task
+
+        agent_touch_task.delay_on_commit(agent.pk, now.isoformat())
+    return agent
+
+
+def agent_touch(*, agent_id: int, at: datetime) -> None:
+    """Record that an agent was active at ``at`` (never moves time backwards)."""
+    Agent.objects.filter(pk=agent_id).filter(
+        Q(last_active_at__isnull=True) | Q(last_active_at__lt=at)
+    ).update(last_active_at=at)
+    AgentToken.objects.filter(agent_id=agent_id, revoked_at__isnull=True).update(
+        last_used_at=at
+    )
+
+
+@transaction.atomic
+def user_get_or_create(
+    *, username: str, password: str | None = None
+) -> tuple[AbstractBaseUser, bool]:
+    user_model = get_user_model()
+    user = user_model.objects.filter(username=username).first()
+    if user is not None:
+        return user, False
+    user = user_model(username=username)
+    if password:
+        user.set_password(password)
+    else:
+        user.set_unusable_password()
+    user.full_clean(exclude=["password"])
+    user.save()
+    return user, True
+
+
+DEMO_CONSTELLATION = "Pattern"
+DEMO_AGENTS: list[tuple[str, str]] = [
+    ("Pattern", "Orchestrator: talks with the partner and coordinates the others"),
+    ("Entropy", "Task breakdown: turns overwhelming work into small concrete steps"),
+    ("Flux", "Time: schedules, estimates and guards against time blindness"),
+    ("Momentum", "Energy and flow: tracks attention, energy and focus states"),
+    ("Anchor", "Habits and safety: routines, medication, basic needs, tone checks"),
+    ("Archive", "Memory: stores, consolidates and recalls long-term knowledge"),
+]
+
+
+@dataclass(frozen=True)
+class DemoSeed:
+    constellation: Constellation
+    username: str
+    password: str
+    tokens: dict[str, str]
+
+
+@transaction.atomic
+def demo_constellation_seed(
+    *, username: str = "partner", password: str = ""
+) -> DemoSeed | None:
+    """Seed the demo constellation when the database has none; else None."""
+    if Constellation.objects.exists():
+        return None
+    password = password or secrets.token_urlsafe(12)
+    partner, _ = user_get_or_create(username=username, password=password)
+    partner.is_staff = True
+    partner.is_superuser = True
+    partner.set_password(password)
+    partner.save(update_fields=["is_staff", "is_superuser", "password"])
+    constellation = constellation_create(name=DEMO_CONSTELLATION, partner=partner)
+    tokens = {}
+    for name, role in DEMO_AGENTS:
+        _, issued = agent_create(constellation=constellation, name=name, role=role)
+        tokens[name] = issued.raw
+    return DemoSeed(constellation, username, password, tokens)
+
+
+@transaction.atomic
+def agent_update(
+    *,
+    agent: Agent,
+    role: str | None = None,
+    description: str | None = None,
+    model_name: str | None = None,
+    is_active: bool | None = None,
+) -> Agent:
+    changes = {
+        "role": role,
+        "description": description,
+        "model_name": model_name,
+        "is_active": is_active,
+    }
+    fields = [name for name, value in changes.items() if value is not None]
+    for name in fields:
+        setattr(agent, name, changes[name])
+    agent.full_clean()
+    agent.save(update_fields=fields)
+    return agent

@@ -1,0 +1,15 @@
+from django.urls import path
+
+from coordination import views
+
+app_name = "dashboard"
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path(
+        "constellations/<int:constellation_id>/",
+        views.constellation_detail,
+        name="constellation",
+    ),
+    path("agents/<int:agent_id>/", views.agent_detail, name="agent"),
+]

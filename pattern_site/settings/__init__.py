@@ -1,0 +1,1 @@
+"""Settings, one module per role: dev (default), test, production."""

@@ -1,0 +1,190 @@
+"""Settings shared by every role, driven by environment variables.
+
+Every variable read here is listed with its default in ``.env.example``.
+With no variable set, the site runs embedded: one SQLite file (WAL, with
+sqlite-vec and FTS5), an in-memory channel layer and a Celery broker on the
+local filesystem, so nothing but Python is needed.  ``PATTERN_REDIS_URL``
+moves the channel layer and the broker to Redis; ``DATABASE_URL`` moves the
+database (e.g. to PostgreSQL).
+"""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+env = environ.Env()
+env.read_env(BASE_DIR / ".env")
+
+DATA_DIR = Path(env.str("PATTERN_DATA_DIR", default=str(BASE_DIR / "var")))
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+SECRET_KEY = env.str("PATTERN_SECRET_KEY", default="dev-only-insecure-key-change-me")
+DEBUG = env.bool("PATTERN_DEBUG", default=False)
+ALLOWED_HOSTS = env.list("PATTERN_ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env.list("PATTERN_CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "channels",
+    "coordination",
+    "activity",
+    "memory",
+    "folders",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "pattern_site.middleware.ApplicationErrorMiddleware",
+]
+
+ROOT_URLCONF = "pattern_site.urls"
+ASGI_APPLICATION = "pattern_site.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------
+# The embedded default is SQLite through pattern_site.db.sqlite_vec, which
+# swaps in sqlean (stdlib sqlite3 cannot load extensions here) and loads
+# sqlite-vec on every connection.  Persistent connections keep a durable
+# write well under a millisecond (ARCHITECTURE.md fact 9).
+SQLITE_ENGINE = "pattern_site.db.sqlite_vec"
+DATABASES = {
+    "default": env.db_url(
+        "DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'pattern.sqlite3'}"
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["ENGINE"] = SQLITE_ENGINE
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": env.int("PATTERN_SQLITE_BUSY_TIMEOUT", default=20),
+        "transaction_mode": "IMMEDIATE",
+        "init_command": (
+            "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA foreign_keys=ON;"
+        ),
+    }
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("PATTERN_CONN_MAX_AGE", default=600)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis, channel layer, Celery -----------------------------------------
+REDIS_URL = env.str("PATTERN_REDIS_URL", default="")
+
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {
+                # redis-py 8 otherwise times out idle websockets after ~5 s
+                # (ARCHITECTURE.md fact 5).
+                "hosts": [{"address": REDIS_URL, "socket_timeout": None}],
+                "capacity": 1500,
+                "expiry": 30,
+            },
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+CELERY_BROKER_DIR = DATA_DIR / "celery-broker"
+CELERY_BROKER_URL = env.str(
+    "PATTERN_CELERY_BROKER_URL", default=REDIS_URL or "filesystem://"
+)
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    (CELERY_BROKER_DIR / "queue").mkdir(parents=True, exist_ok=True)
+    (CELERY_BROKER_DIR / "processed").mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
+        "data_folder_out": str(CELERY_BROKER_DIR / "queue"),
+        "processed_folder": str(CELERY_BROKER_DIR / "processed"),
+        "store_processed": False,
+        "polling_interval": 0.05,
+    }
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ALWAYS_EAGER = env.bool("PATTERN_CELERY_EAGER", default=False)
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 4
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+
+# --- Embeddings -------------------------------------------------------------
+EMBEDDING_MODEL = env.str(
+    "PATTERN_EMBEDDING_MODEL", default="sentence-transformers/all-MiniLM-L6-v2"
+)
+EMBEDDING_DIM = env.int("PATTERN_EMBEDDING_DIM", default=384)
+_default_model_dir = BASE_DIR.parent / "shared" / "models" / "all-MiniLM-L6-v2-onnx"
+EMBEDDING_MODEL_DIR = env.str(
+    "PATTERN_EMBEDDING_MODEL_DIR",
+    default=str(_default_model_dir) if _default_model_dir.is_dir() else "",
+)
+
+DEMO_PASSWORD = env.str("PATTERN_DEMO_PASSWORD", default="")
+
+# --- Auth, i18n, static -----------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard:home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "staticfiles"
+STATIC_ROOT.mkdir(exist_ok=True)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_MIMETYPES = {".wasm": "application/wasm"}
+
+# Upper bound of one API request body (bad input gets a clear 413, not a hang).
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int(
+    "PATTERN_MAX_REQUEST_BYTES", default=2 * 1024 * 1024
+)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.str("PATTERN_LOG_LEVEL", "INFO")},
+    "loggers": {"daphne": {"level": "WARNING"}},
+}

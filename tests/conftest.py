@@ -1,0 +1,263 @@
+"""Shared fixtures: factories, API clients, real Redis/Chromium/worker processes.
+
+Tests marked ``redis`` or ``browser`` need a real Redis or Chromium.  Outside
+CI they skip with the reason when those are absent; with ``CI=true`` a
+missing one fails the run instead.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from channels.layers import channel_layers
+from django.conf import settings
+from django.test import Client
+
+from coordination.services import IssuedToken
+from pattern_site.celery import app as celery_app
+from tests.factories import AgentFactory, ConstellationFactory, UserFactory
+
+REPO = Path(__file__).resolve().parent.parent
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+REDIS_URL = os.environ.get("PATTERN_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+CHROMIUM = os.environ.get("PATTERN_CHROMIUM", "/usr/bin/chromium")
+
+
+def missing(reason: str) -> None:
+    """Skip for a missing external part, or fail when running in CI."""
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=true: this test must run)")
+    pytest.skip(reason)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float = 30.0, proc: Any = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(
+                f"process exited with {proc.returncode} before listening"
+            )
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"nothing listened on port {port} within {timeout} s")
+
+
+# --- external parts ---------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    import redis
+
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping()
+    except Exception as exc:
+        missing(f"Redis is not reachable at {REDIS_URL}: {exc}")
+    return REDIS_URL
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+        missing(f"Chromium is not installed at {CHROMIUM} (apt-get install chromium)")
+    return CHROMIUM
+
+
+@pytest.fixture
+def redis_channel_layer(settings: Any, redis_url: str) -> Iterator[None]:
+    """Switch this test to the real Redis channel layer, and back."""
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [{"address": redis_url, "socket_timeout": None}]},
+        }
+    }
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_channel_layers() -> Iterator[None]:
+    # Channels caches layer instances (and their event-loop-bound state).
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+# --- processes --------------------------------------------------------------
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """Environment for a server/worker process sharing this test database."""
+    db_name = settings.DATABASES["default"]["NAME"]
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "pattern_site.settings.test",
+        "PATTERN_DATA_DIR": str(settings.DATA_DIR),
+        "PATTERN_DEBUG": "false",
+        "PATTERN_CELERY_EAGER": "false",
+        "PYTHONUNBUFFERED": "1",
+    }
+    if settings.DATABASES["default"]["ENGINE"].endswith("sqlite_vec"):
+        env["DATABASE_URL"] = f"sqlite:///{db_name}"
+    env.update(extra)
+    return env
+
+
+def celery_configure(*, eager: bool, broker_url: str) -> None:
+    """Point this process's Celery app elsewhere; it caches its connections."""
+    celery_app.conf.task_always_eager = eager
+    celery_app.conf.broker_url = broker_url
+    celery_app._pool = None
+    celery_app.amqp._producer_pool = None
+
+
+@pytest.fixture
+def celery_worker_process(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A real ``celery worker`` process on the configured (or given) broker.
+
+    Parametrize indirectly with a broker URL to use Redis; the default is the
+    embedded filesystem broker.  Tasks sent from the test are not eager.
+    """
+    broker = getattr(request, "param", None) or settings.CELERY_BROKER_URL
+    old = (celery_app.conf.task_always_eager, celery_app.conf.broker_url)
+    celery_configure(eager=False, broker_url=broker)
+    env = subprocess_env(PATTERN_CELERY_BROKER_URL=broker)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "pattern_site",
+            "worker",
+            "--concurrency",
+            "1",
+            "--pool",
+            "solo",
+            "--loglevel",
+            "INFO",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline() if proc.stdout else ""
+        if not line and proc.poll() is not None:
+            raise RuntimeError("celery worker exited:\n" + "".join(lines))
+        lines.append(line)
+        if " ready." in line:
+            break
+    else:
+        proc.kill()
+        raise TimeoutError("celery worker not ready:\n" + "".join(lines))
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        celery_configure(eager=old[0], broker_url=old[1])
+
+
+def wait_until(predicate: Any, timeout: float = 20.0, interval: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout} s")
+
+
+@pytest.fixture
+def daphne_server(transactional_db: None) -> Iterator[str]:
+    """A real Daphne process serving this test database; yields its base URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "pattern_site.asgi:application",
+        ],
+        cwd=REPO,
+        env=subprocess_env(),
+    )
+    try:
+        wait_for_port(port, proc=proc)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+# --- domain objects and clients -------------------------------------------------
+
+
+@pytest.fixture
+def partner(db: None) -> Any:
+    return UserFactory(username="partner")
+
+
+@pytest.fixture
+def constellation(partner: Any) -> Any:
+    return ConstellationFactory(partner=partner, name="Pattern")
+
+
+@pytest.fixture
+def agent(constellation: Any) -> Any:
+    return AgentFactory(constellation=constellation, name="Entropy")
+
+
+@pytest.fixture
+def agent_token(agent: Any) -> IssuedToken:
+    from coordination.services import agent_token_issue
+
+    return agent_token_issue(agent=agent)
+
+
+@pytest.fixture
+def agent_client(agent_token: IssuedToken) -> Client:
+    return Client(HTTP_AUTHORIZATION=f"Bearer {agent_token.raw}")
+
+
+@pytest.fixture
+def partner_client(partner: Any) -> Client:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(partner)
+    return client

@@ -1,0 +1,132 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from django.db import connection, connections
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_embedded_default_loads_sqlite_vec_and_fts5_on_every_connection(db):
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE VIRTUAL TABLE t_vec USING vec0(embedding float[3])")
+        cursor.execute(
+            "INSERT INTO t_vec(rowid, embedding) VALUES (1, '[1,0,0]'), (2, '[0,1,0]')"
+        )
+        cursor.execute(
+            "SELECT rowid FROM t_vec WHERE embedding MATCH '[0.9,0.1,0]'"
+            " ORDER BY distance LIMIT 1"
+        )
+        assert cursor.fetchone()[0] == 1
+        cursor.execute(
+            "CREATE VIRTUAL TABLE t_fts USING fts5(body, tokenize='porter unicode61')"
+        )
+        cursor.execute("INSERT INTO t_fts(body) VALUES ('agents remembering things')")
+        cursor.execute("SELECT count(*) FROM t_fts WHERE t_fts MATCH 'remember'")
+        assert cursor.fetchone()[0] == 1
+    # A brand-new connection gets the extension too.
+    fresh = connections.create_connection("default")
+    try:
+        with fresh.cursor() as cursor:
+            cursor.execute("SELECT vec_version()")
+            assert cursor.fetchone()[0].startswith("v")
+    finally:
+        fresh.close()
+
+
+def test_sqlite_runs_in_wal_mode_with_a_busy_timeout(db):
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA journal_mode")
+        assert cursor.fetchone()[0] == "wal"
+        cursor.execute("PRAGMA busy_timeout")
+        assert cursor.fetchone()[0] >= 1000
+
+
+def _settings_in_subprocess(**env: str) -> dict:
+    code = (
+        "import django, json; django.setup();"
+        "from django.conf import settings as s;"
+        "print(json.dumps({'engine': s.DATABASES['default']['ENGINE'],"
+        "'layer': s.CHANNEL_LAYERS['default'],"
+        "'broker': s.CELERY_BROKER_URL}))"
+    )
+    full_env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "pattern_site.settings.dev",
+        **env,
+    }
+    if "DATABASE_URL" not in env:
+        full_env.pop("DATABASE_URL", None)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_default_settings_need_no_server(tmp_path):
+    cfg = _settings_in_subprocess(PATTERN_DATA_DIR=str(tmp_path), PATTERN_REDIS_URL="")
+    assert cfg["engine"] == "pattern_site.db.sqlite_vec"
+    assert cfg["layer"]["BACKEND"] == "channels.layers.InMemoryChannelLayer"
+    assert cfg["broker"] == "filesystem://"
+
+
+def test_redis_url_moves_channel_layer_and_broker_to_redis(tmp_path):
+    cfg = _settings_in_subprocess(
+        PATTERN_DATA_DIR=str(tmp_path), PATTERN_REDIS_URL="redis://127.0.0.1:6379/3"
+    )
+    assert cfg["layer"]["BACKEND"] == "channels_redis.core.RedisChannelLayer"
+    host = cfg["layer"]["CONFIG"]["hosts"][0]
+    assert host["socket_timeout"] is None
+    assert cfg["broker"] == "redis://127.0.0.1:6379/3"
+
+
+def test_database_url_selects_postgresql(tmp_path):
+    cfg = _settings_in_subprocess(
+        PATTERN_DATA_DIR=str(tmp_path),
+        DATABASE_URL="postgres://postgres@127.0.0.1:5432/test",
+    )
+    assert cfg["engine"] == "django.db.backends.postgresql"
+
+
+def test_health_reports_every_subsystem(client, db):
+    response = client.get("/api/health")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ok"
+    assert body["database"]["sqlite_vec_version"].startswith("v")
+    assert body["channel_layer"]["ok"] is True
+    assert body["broker"]["ok"] is True
+    assert set(body["embeddings"]) >= {"ok", "model", "dim", "detail"}
+
+
+def test_openapi_docs_are_served(client, db):
+    assert client.get("/api/docs").status_code == 200
+    schema = client.get("/api/openapi.json").json()
+    assert "/api/health" in schema["paths"]
+
+
+def test_docker_compose_describes_web_worker_beat_and_redis():
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert {"web", "worker", "beat", "redis"} <= set(services)
+    assert "daphne" in " ".join(services["web"]["command"])
+    assert "worker" in " ".join(services["worker"]["command"])
+    assert "beat" in " ".join(services["beat"]["command"])
+    for name in ("web", "worker", "beat"):
+        assert services[name]["build"]["dockerfile"] == "Dockerfile"
+        assert services[name]["environment"]["PATTERN_REDIS_URL"].startswith("redis://")
+    assert (REPO / "Dockerfile").exists()
+
+
+@pytest.mark.parametrize("name", ["PATTERN_REDIS_URL", "DATABASE_URL"])
+def test_env_example_lists_the_variables(name):
+    assert name in (REPO / ".env.example").read_text()

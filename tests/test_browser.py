@@ -1,0 +1,48 @@
+"""Headless Chromium against a real Daphne process."""
+
+import pytest
+
+from coordination.services import demo_constellation_seed
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+@pytest.fixture
+def browser(chromium_path):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=chromium_path,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def demo_seed(transactional_db):
+    return demo_constellation_seed(password="demo-password-1")
+
+
+def test_partner_logs_in_and_sees_the_demo_agents(demo_seed, daphne_server, browser):
+    seed = demo_seed
+    page = browser.new_page()
+    page.goto(f"{daphne_server}/")
+    page.fill("#id_username", seed.username)
+    page.fill("#id_password", "demo-password-1")
+    page.click("button[type=submit]")
+    page.wait_for_selector("[data-testid=agents]")
+    names = page.locator(".agent-name").all_inner_texts()
+    assert names == sorted(seed.tokens)
+    # The presence socket connects through Daphne with the session.
+    page.wait_for_selector(".dot-on", timeout=10_000)
