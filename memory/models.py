@@ -1,0 +1,1 @@
+"""Memory: blocks (Loro documents), long-term memory."""
