@@ -4,7 +4,7 @@ Pure functions over ``loro.LoroDoc`` and plain JSON (no Django, no
 database), so the services, the selectors and the benchmarks share them.
 
 Layout of a document (per schema kind; a composite section ``s`` prefixes
-its containers with ``"s/"``):
+its containers with ``"s:"``):
 
 - text: root ``LoroText`` ``content``
 - map: root ``LoroMap`` ``fields``; list fields are child ``LoroList`` s,
@@ -49,7 +49,9 @@ def loro_guard(what: str) -> Iterator[None]:
     try:
         yield
     except BaseException as exc:
-        if type(exc) is not BaseException:
+        # Loro raises bare BaseException, and a Rust panic PanicException
+        # (also a BaseException); anything else is not ours to swallow.
+        if type(exc) is not BaseException and type(exc).__name__ != "PanicException":
             raise
         raise InvalidInput(f"{what}: {exc}") from None
 
@@ -129,8 +131,10 @@ def schema_validate(schema: Any, *, nested: bool = False) -> dict[str, Any]:
         if not isinstance(section, dict) or not isinstance(section.get("name"), str):
             raise InvalidInput("each composite section needs a 'name'")
         name = section["name"].strip()
-        if not name or "/" in name or name in names:
-            raise InvalidInput(f"section names must be unique, without '/': {name!r}")
+        if not name or set(name) & set("/:\0") or name in names:
+            raise InvalidInput(
+                f"section names must be unique, without '/' or ':': {name!r}"
+            )
         names.add(name)
         out_sections.append(
             {
@@ -236,7 +240,7 @@ def template_get(name: str) -> Template:
 
 
 def _prefix(section: str | None) -> str:
-    return f"{section}/" if section else ""
+    return f"{section}:" if section else ""
 
 
 def document_value(doc: LoroDoc, schema: dict[str, Any]) -> Any:
@@ -298,7 +302,8 @@ def render_value(schema: dict[str, Any], value: Any) -> str:
         lines = []
         for field in schema["fields"]:
             marker = " [read-only]" if field["read_only"] else ""
-            lines.append(f"{field['name']}{marker}: {_scalar(value[field['name']])}")
+            line = f"{field['name']}{marker}: {_scalar(value[field['name']])}"
+            lines.append(line.rstrip())
         return "\n".join(lines)
     if kind == "list":
         if schema["style"] == "checkbox":
