@@ -56,7 +56,7 @@ def loro_guard(what: str) -> Iterator[None]:
         raise InvalidInput(f"{what}: {exc}") from None
 
 
-# --- schemas ------------------------------------------------------------------
+# --- schemas ----------
 
 
 def schema_validate(schema: Any, *, nested: bool = False) -> dict[str, Any]:
@@ -162,7 +162,7 @@ def _field(schema: dict[str, Any], name: str) -> dict[str, Any]:
     raise InvalidInput(f"no field {name!r}; fields: {names}")
 
 
-# --- templates ----------------------------------------------------------------
+# --- templates ----------
 
 
 @dataclass(frozen=True)
@@ -236,7 +236,7 @@ def template_get(name: str) -> Template:
     return TEMPLATES[name]
 
 
-# --- reading a document -------------------------------------------------------
+# --- reading a document ----------
 
 
 def _prefix(section: str | None) -> str:
@@ -344,7 +344,7 @@ def render(doc: LoroDoc, schema: dict[str, Any]) -> str:
     return render_value(schema, document_value(doc, schema))
 
 
-# --- changing a document ------------------------------------------------------
+# --- changing a document ----------
 
 OPERATIONS = {
     "text": ("set_text", "append_text", "replace_text"),
@@ -566,7 +566,7 @@ def value_from_text(schema: dict[str, Any], text: str) -> Any:
     )
 
 
-# --- comparing contents -------------------------------------------------------
+# --- comparing contents ----------
 
 
 def is_extension(old: Any, new: Any) -> bool:

@@ -243,7 +243,7 @@ def block_value(*, block: MemoryBlock, doc: LoroDoc | None = None) -> Any:
     return documents.document_value(doc, block.schema)
 
 
-# --- history --------------------------------------------------------------------
+# --- history ----------
 
 
 def block_history(
@@ -297,7 +297,7 @@ def block_diff(
     return documents.diff_values(block.schema, old, new)
 
 
-# --- sharing and approvals ----------------------------------------------------------
+# --- sharing and approvals ----------
 
 
 def block_attachment_list(*, block: MemoryBlock) -> QuerySet[BlockAttachment]:

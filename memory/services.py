@@ -69,7 +69,7 @@ class BlockChange:
         return "applied" if self.update is not None else "unchanged"
 
 
-# --- the one write path -------------------------------------------------------
+# --- the one write path ----------
 
 
 def _lock(block: MemoryBlock) -> MemoryBlock:
@@ -415,7 +415,7 @@ def block_rollback(*, actor: Actor, block: MemoryBlock, version_id: int) -> Bloc
     )
 
 
-# --- approvals ------------------------------------------------------------------
+# --- approvals ----------
 
 
 @transaction.atomic
@@ -489,7 +489,7 @@ def approval_decide(
     return approval
 
 
-# --- blocks themselves --------------------------------------------------------------
+# --- blocks themselves ----------
 
 
 def _choice(value: str, choices: Any, what: str) -> str:
@@ -718,7 +718,7 @@ def block_swap(
     )
 
 
-# --- sharing ----------------------------------------------------------------------
+# --- sharing ----------
 
 
 @transaction.atomic
@@ -754,7 +754,7 @@ def block_unshare(*, actor: Actor, block: MemoryBlock, agent: Agent) -> bool:
     return bool(deleted)
 
 
-# --- export and import ---------------------------------------------------------------
+# --- export and import ----------
 
 
 def blocks_export(*, actor: Actor, agent: Agent) -> dict[str, Any]:

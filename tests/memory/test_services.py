@@ -91,7 +91,7 @@ def test_permission_table_for_the_owner_agent(make_block, agent, permission):
 
 @pytest.mark.parametrize("permission", list(TABLE))
 def test_permission_table_content_effects(make_block, agent, permission):
-    appended, overwritten, _ = TABLE[permission]
+    appended = TABLE[permission][0]
     actor = Actor.for_agent(agent)
     block = make_block(content="base", permission=permission)
     if appended != "denied":
@@ -207,7 +207,7 @@ def test_labels_are_unique_per_owner(make_block):
         make_block(label="persona")
 
 
-# --- approvals ----------------------------------------------------------------------
+# --- approvals ----------
 
 
 def test_partner_block_write_becomes_request_and_approval_applies_as_agent(
@@ -276,7 +276,7 @@ def test_request_that_cannot_apply_is_refused_up_front(make_block, agent):
     assert not BlockApproval.objects.exists()
 
 
-# --- limits and log blocks ------------------------------------------------------------
+# --- limits and log blocks ----------
 
 
 def test_append_over_char_limit_is_refused_with_sizes(make_block, agent):
@@ -342,7 +342,7 @@ def test_agent_cannot_change_read_only_field(make_block, agent, partner):
     assert block_value(block=block)["name"] == "X"
 
 
-# --- history, diff, rollback ------------------------------------------------------------
+# --- history, diff, rollback ----------
 
 
 def test_history_view_diff_and_rollback(make_block, agent, partner):
@@ -410,7 +410,7 @@ def test_version_of_another_block_is_not_found(make_block):
         block_version_view(block=a, version_id=block_history(block=b)[0].pk)
 
 
-# --- context tool moves ---------------------------------------------------------------
+# --- context tool moves ----------
 
 
 def test_archive_load_and_swap_move_blocks_between_working_and_archival(
@@ -429,7 +429,7 @@ def test_archive_load_and_swap_move_blocks_between_working_and_archival(
         block_move(actor=actor, block=core, to_type="archival")
 
 
-# --- export / import -----------------------------------------------------------------
+# --- export / import ----------
 
 
 def test_export_import_round_trip_keeps_content_settings_and_history(
