@@ -168,12 +168,45 @@ def block_approval_needed(*, actor: Actor, block: MemoryBlock) -> bool:
 
 
 def block_permission_label(*, actor: Actor, block: MemoryBlock) -> str:
-    """How the block's permission reads in the actor's prompt."""
-    if actor.kind == "agent" and getattr(block, "shared_access", None):
-        access = block_access_for_actor(actor=actor, block=block)
-        if access != PERMISSION_ACCESS[block.permission]:
-            return SHARED_ACCESS_LABEL[block.shared_access]
-    return PERMISSION_LABEL[block.permission]
+    """How the block's permission reads in the actor's prompt: the block's
+    permission, or what a weaker attachment leaves of it."""
+    label = PERMISSION_LABEL[block.permission]
+    if actor.kind != "agent":
+        return label
+    access = block_access_for_actor(actor=actor, block=block)
+    if _RANK[access] < _RANK[PERMISSION_ACCESS[block.permission]]:
+        return {"read": "ReadOnly", "append": "Append"}[access]
+    return label
+
+
+def block_shared_from(*, actor: Actor, block: MemoryBlock) -> str | None:
+    """Whose block this is, for an agent that does not own it."""
+    if actor.kind != "agent":
+        return None
+    if block.owner_id is None:
+        return "constellation"
+    assert actor.agent is not None
+    return None if block.owner_id == actor.agent.pk else block.owner.name
+
+
+def block_facts_for_actor(*, actor: Actor, block: MemoryBlock) -> dict[str, Any]:
+    """A block's settings with the actor's view of it (for lists and pages)."""
+    return {
+        "id": block.pk,
+        "label": block.label,
+        "description": block.description,
+        "block_type": block.block_type,
+        "permission": block.permission,
+        "access": block_access_for_actor(actor=actor, block=block),
+        "approval_required": block_approval_needed(actor=actor, block=block),
+        "owner_id": block.owner_id,
+        "owner": block.owner.name if block.owner_id else None,
+        "shared_from": block_shared_from(actor=actor, block=block),
+        "pinned": block.pinned,
+        "size": block.size,
+        "char_limit": block.char_limit,
+        "updated_at": block.updated_at,
+    }
 
 
 def block_require_access(*, actor: Actor, block: MemoryBlock, needed: Access) -> None:

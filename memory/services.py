@@ -881,3 +881,87 @@ def _import_v1(*, actor: Actor, agent: Agent, item: dict[str, Any]) -> MemoryBlo
         pinned=pinned,
         content=content,
     )
+
+
+# --- the agent tools (context, Letta core_memory_*) -----------------
+
+
+def _text_target(block: MemoryBlock, section: str | None) -> tuple[str, str | None]:
+    """The schema kind an append/replace lands in, and the section."""
+    schema = block.schema
+    if schema["kind"] != "composite":
+        return schema["kind"], None
+    if section is None:
+        writable = [
+            s["name"]
+            for s in schema["sections"]
+            if s["schema"]["kind"] in ("text", "list") and not s["read_only"]
+        ]
+        if len(writable) != 1:
+            names = ", ".join(s["name"] for s in schema["sections"])
+            raise InvalidInput(
+                f"block {block.label!r} has sections {names}; name the 'section'"
+            )
+        section = writable[0]
+    for sec in schema["sections"]:
+        if sec["name"] == section:
+            return sec["schema"]["kind"], section
+    raise InvalidInput(f"block {block.label!r} has no section {section!r}")
+
+
+def tool_append(
+    *, actor: Actor, block: MemoryBlock, content: str, section: str | None = None
+) -> BlockChange:
+    """Append ``content`` on a new line (text) or as a new item (list)."""
+    if not content:
+        raise InvalidInput("nothing to append: 'content' is empty")
+    kind, section = _text_target(block, section)
+    if kind == "text":
+        current = selectors.block_value(block=block)
+        if section is not None:
+            current = current[section]
+        op: dict[str, Any] = {
+            "op": "append_text",
+            "text": ("\n" if current else "") + content,
+        }
+    elif kind == "list":
+        op = {"op": "push_item", "item": content}
+    else:
+        raise InvalidInput(
+            f"block {block.label!r} is a {kind} block; use its structured "
+            "operations (POST /api/blocks/{id}/operations)"
+        )
+    if section is not None:
+        op["section"] = section
+    return block_operate(
+        actor=actor,
+        block=block,
+        operations=[op],
+        summary=_summary(f"append: {content}"),
+    )
+
+
+def tool_replace(
+    *, actor: Actor, block: MemoryBlock, old: str, new: str, section: str | None = None
+) -> BlockChange:
+    kind, section = _text_target(block, section)
+    if kind != "text":
+        raise InvalidInput(f"replace works on text; block {block.label!r} is {kind}")
+    op: dict[str, Any] = {"op": "replace_text", "old": old, "new": new}
+    if section is not None:
+        op["section"] = section
+    return block_operate(
+        actor=actor,
+        block=block,
+        operations=[op],
+        summary=_summary(f"replace {old!r} with {new!r}"),
+    )
+
+
+def tool_update(*, actor: Actor, block: MemoryBlock, content: str) -> BlockChange:
+    """Letta's ``core_memory_update``: the block's whole content becomes
+    ``content``."""
+    value = documents.value_from_text(block.schema, content)
+    return block_set_content(
+        actor=actor, block=block, value=value, summary=_summary(f"update: {content}")
+    )
