@@ -555,6 +555,8 @@ def block_create(
     )
     if not block.description:
         block.description = f"Memory block '{block.label}'"
+    block.rendered = documents.render(LoroDoc(), schema)
+    block.size = len(block.rendered)
     _label_free(block)
     block.full_clean()
     block.save()
