@@ -273,15 +273,15 @@ def _value(doc: LoroDoc, schema: dict[str, Any], section: str | None) -> Any:
     return {s["name"]: _value(doc, s["schema"], s["name"]) for s in schema["sections"]}
 
 
-def _scalar(value: Any) -> str:
+def render_scalar(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     if isinstance(value, list):
-        return ", ".join(_scalar(v) for v in value)
+        return ", ".join(render_scalar(v) for v in value)
     if isinstance(value, dict):
-        return ", ".join(f"{k}: {_scalar(v)}" for k, v in value.items())
+        return ", ".join(f"{k}: {render_scalar(v)}" for k, v in value.items())
     return str(value)
 
 
@@ -289,8 +289,8 @@ def _item_text(item: Any) -> str:
     if isinstance(item, dict):
         for key in ("text", "task", "title"):
             if key in item:
-                return _scalar(item[key])
-    return _scalar(item)
+                return render_scalar(item[key])
+    return render_scalar(item)
 
 
 def render_value(schema: dict[str, Any], value: Any) -> str:
@@ -302,7 +302,7 @@ def render_value(schema: dict[str, Any], value: Any) -> str:
         lines = []
         for field in schema["fields"]:
             marker = " [read-only]" if field["read_only"] else ""
-            line = f"{field['name']}{marker}: {_scalar(value[field['name']])}"
+            line = f"{field['name']}{marker}: {render_scalar(value[field['name']])}"
             lines.append(line.rstrip())
         return "\n".join(lines)
     if kind == "list":
@@ -326,7 +326,7 @@ def render_value(schema: dict[str, Any], value: Any) -> str:
 
 def _log_line(entry: Any) -> str:
     if not isinstance(entry, dict):
-        return _scalar(entry)
+        return render_scalar(entry)
     head = ""
     if entry.get("timestamp"):
         head += f"[{entry['timestamp']}] "
@@ -336,8 +336,8 @@ def _log_line(entry: Any) -> str:
         k: v for k, v in entry.items() if k not in ("timestamp", "agent", "agent_id")
     }
     if set(rest) == {"message"}:
-        return head + _scalar(rest["message"])
-    return head + _scalar(rest)
+        return head + render_scalar(rest["message"])
+    return head + render_scalar(rest)
 
 
 def render(doc: LoroDoc, schema: dict[str, Any]) -> str:

@@ -379,12 +379,13 @@ def approval_get_for_decision(*, actor: Actor, approval_id: int) -> BlockApprova
     return approval
 
 
-def constellation_block_counts(*, actor: Actor) -> dict[int, int]:
-    """Blocks per visible constellation (for the constellation pages)."""
+def block_counts_by_owner(*, actor: Actor, constellation_id: int) -> dict[Any, int]:
+    """Blocks per owner agent id (None: constellation-level) in one query."""
     rows = (
         block_list_for_actor(actor=actor)
+        .filter(constellation_id=constellation_id)
         .order_by()
-        .values_list("constellation_id")
+        .values_list("owner_id")
         .annotate(n=Count("pk", distinct=True))
     )
     return dict(rows)
