@@ -146,6 +146,17 @@ def schema_validate(schema: Any, *, nested: bool = False) -> dict[str, Any]:
     return {"kind": "composite", "sections": out_sections}
 
 
+def has_read_only(schema: dict[str, Any]) -> bool:
+    """Whether any field or section (at any depth) is read-only."""
+    if schema["kind"] == "map":
+        return any(f["read_only"] for f in schema["fields"])
+    if schema["kind"] == "composite":
+        return any(
+            s["read_only"] or has_read_only(s["schema"]) for s in schema["sections"]
+        )
+    return False
+
+
 def _section(schema: dict[str, Any], name: str) -> dict[str, Any]:
     for section in schema["sections"]:
         if section["name"] == name:
@@ -407,7 +418,11 @@ def operation_apply(
             new = _require(op, "text", str)
             text.update(new) if text.len_unicode else text.insert(0, new)
         elif name == "append_text":
-            text.insert(text.len_unicode, _require(op, "text", str))
+            # "separator" goes between old and new text (not into an empty one).
+            separator = op.get("separator", "") if text.len_unicode else ""
+            if not isinstance(separator, str):
+                raise InvalidInput("'separator' must be text")
+            text.insert(text.len_unicode, separator + _require(op, "text", str))
         else:
             old, new = _require(op, "old", str), _require(op, "new", str)
             current = text.to_string()

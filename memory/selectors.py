@@ -245,6 +245,16 @@ def block_can_share(*, actor: Actor, block: MemoryBlock) -> bool:
     return block.owner_id is not None and block_can_configure(actor=actor, block=block)
 
 
+def block_log_pending(*, block_id: Any, upto: int) -> list[bytes]:
+    """The update log after the snapshot (``upto``), oldest first."""
+    return [
+        bytes(d)
+        for d in BlockUpdate.objects.filter(block_id=block_id, pk__gt=upto)
+        .order_by("pk")
+        .values_list("data", flat=True)
+    ]
+
+
 def block_document_load(*, block: MemoryBlock) -> LoroDoc:
     """The block's Loro document: its snapshot plus the updates after it.
 
@@ -260,12 +270,7 @@ def block_document_load(*, block: MemoryBlock) -> LoroDoc:
         if not row:
             raise NotFound(f"block {block.label!r} no longer exists")
         snapshot, upto = row[0]
-        data = [
-            bytes(d)
-            for d in BlockUpdate.objects.filter(block_id=block.pk, pk__gt=upto)
-            .order_by("pk")
-            .values_list("data", flat=True)
-        ]
+        data = block_log_pending(block_id=block.pk, upto=upto)
         if all(data):
             return documents.document_load(bytes(snapshot), data)
     raise RuntimeError(f"block {block.pk} kept compacting while being read")
@@ -279,14 +284,29 @@ def block_value(*, block: MemoryBlock, doc: LoroDoc | None = None) -> Any:
 # --- history ----------
 
 
+HISTORY_FIELDS = (
+    "id",
+    "created_at",
+    "actor_kind",
+    "actor_id",
+    "actor_name",
+    "summary",
+    "size",
+)
+
+
 def block_history(
     *, block: MemoryBlock, limit: int = 50, before: int | None = None
-) -> list[BlockUpdate]:
-    """Versions of a block, newest first (``before`` pages to older ones)."""
-    qs = BlockUpdate.objects.filter(block=block).defer("data", "frontiers")
+) -> list[Any]:
+    """Versions of a block, newest first (``before`` pages to older ones).
+
+    Light rows (named tuples of ``HISTORY_FIELDS``), so listing thousands
+    of versions stays fast.
+    """
+    qs = BlockUpdate.objects.filter(block=block)
     if before is not None:
         qs = qs.filter(pk__lt=before)
-    return list(qs.order_by("-pk")[:limit])
+    return list(qs.order_by("-pk").values_list(*HISTORY_FIELDS, named=True)[:limit])
 
 
 def block_history_count(*, block: MemoryBlock) -> int:

@@ -323,7 +323,7 @@ def test_log_blocks_are_system_maintained_and_prune_to_max_entries(make_block, a
         )
     # Pruned entries stay in the history.
     first = block_history(block=log, limit=10)[-1]
-    assert "e0" in block_version_view(block=log, version_id=first.pk).rendered
+    assert "e0" in block_version_view(block=log, version_id=first.id).rendered
 
 
 def test_agent_cannot_change_read_only_field(make_block, agent, partner):
@@ -363,14 +363,14 @@ def test_history_view_diff_and_rollback(make_block, agent, partner):
     assert [v.size for v in versions] == [7, 7, 3]
     first = versions[-1]
 
-    assert block_version_view(block=block, version_id=first.pk).rendered == "one"
+    assert block_version_view(block=block, version_id=first.id).rendered == "one"
     assert block_value(block=block) == "ONE\ntwo"  # the live block is untouched
-    diff = block_diff(block=block, from_version=first.pk)
+    diff = block_diff(block=block, from_version=first.id)
     assert "-one" in diff["unified"] and "+ONE" in diff["unified"]
 
-    change = block_rollback(actor=actor, block=block, version_id=first.pk)
+    change = block_rollback(actor=actor, block=block, version_id=first.id)
     assert block_value(block=block) == "one"
-    assert change.update.summary == f"rolled back to version {first.pk}"
+    assert change.update.summary == f"rolled back to version {first.id}"
     assert len(block_history(block=block)) == 4
 
 
@@ -382,7 +382,7 @@ def test_field_level_diff_for_structured_blocks(make_block, partner):
         block=block,
         operations=[{"op": "set_field", "field": "name", "value": "Orual"}],
     )
-    v1 = block_history(block=block)[0].pk
+    v1 = block_history(block=block)[0].id
     block_operate(
         actor=human,
         block=block,
@@ -400,14 +400,14 @@ def test_rollback_needs_write_access(make_block, agent):
         block_rollback(
             actor=Actor.for_agent(agent),
             block=block,
-            version_id=block_history(block=block)[0].pk,
+            version_id=block_history(block=block)[0].id,
         )
 
 
 def test_version_of_another_block_is_not_found(make_block):
     a, b = make_block(label="a", content="x"), make_block(label="b", content="y")
     with pytest.raises(NotFound):
-        block_version_view(block=a, version_id=block_history(block=b)[0].pk)
+        block_version_view(block=a, version_id=block_history(block=b)[0].id)
 
 
 # --- context tool moves ----------

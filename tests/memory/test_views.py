@@ -61,11 +61,11 @@ def test_block_page_shows_content_history_and_version(web, make_block, agent):
         summary="rewrote notes",
     )
     first = block_history(block=block)[-1]
-    page = web.get(f"/memory/blocks/{block.pk}/?version={first.pk}").content.decode()
+    page = web.get(f"/memory/blocks/{block.pk}/?version={first.id}").content.decode()
     assert 'data-testid="rendered"' in page and "second" in page
     assert "rewrote notes" in page and "Entropy" in page
     assert "Read-only view" in page and "first" in page
-    diff = web.get(f"/memory/blocks/{block.pk}/?from={first.pk}").content.decode()
+    diff = web.get(f"/memory/blocks/{block.pk}/?from={first.id}").content.decode()
     assert "-first" in diff and "+second" in diff
 
 
@@ -76,7 +76,7 @@ def test_edit_and_rollback_from_the_dashboard(web, make_block):
     last = block_history(block=block)[0]
     assert (last.actor_kind, last.actor_name) == ("human", "partner")
     first = block_history(block=block)[-1]
-    web.post(f"/memory/blocks/{block.pk}/rollback", {"version": first.pk})
+    web.post(f"/memory/blocks/{block.pk}/rollback", {"version": first.id})
     assert block_value(block=block) == "one"
 
 
