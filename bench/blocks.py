@@ -13,7 +13,6 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -51,6 +50,7 @@ from coordination.services import (  # noqa: E402
 )
 from memory.selectors import block_document_load, block_history  # noqa: E402
 from memory.services import block_create, block_operate  # noqa: E402
+from tests.conftest import free_port, wait_for_port  # noqa: E402
 
 
 def line(name: str, value: str, target: str, ok: bool | None = None) -> None:
@@ -155,12 +155,6 @@ def bench_history(block: object) -> None:
     )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def bench_http(token: str, labels: list[str], requests: int) -> None:
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -181,13 +175,7 @@ def bench_http(token: str, labels: list[str], requests: int) -> None:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_for_port(port, proc=proc)
         headers = {
             "Authorization": f"Bearer {token}",
             "Content-Type": "application/json",

@@ -947,13 +947,8 @@ def tool_append(
             f"block {block.label!r} is a {kind} block; use its structured "
             "operations (POST /api/blocks/{id}/operations)"
         )
-    if section is not None:
-        op["section"] = section
-    return block_operate(
-        actor=actor,
-        block=block,
-        operations=[op],
-        summary=_summary(f"append: {content}"),
+    return _tool_operate(
+        actor=actor, block=block, op=op, section=section, summary=f"append: {content}"
     )
 
 
@@ -963,14 +958,27 @@ def tool_replace(
     kind, section = _text_target(block, section)
     if kind != "text":
         raise InvalidInput(f"replace works on text; block {block.label!r} is {kind}")
-    op: dict[str, Any] = {"op": "replace_text", "old": old, "new": new}
+    return _tool_operate(
+        actor=actor,
+        block=block,
+        op={"op": "replace_text", "old": old, "new": new},
+        section=section,
+        summary=f"replace {old!r} with {new!r}",
+    )
+
+
+def _tool_operate(
+    *,
+    actor: Actor,
+    block: MemoryBlock,
+    op: dict[str, Any],
+    section: str | None,
+    summary: str,
+) -> BlockChange:
     if section is not None:
         op["section"] = section
     return block_operate(
-        actor=actor,
-        block=block,
-        operations=[op],
-        summary=_summary(f"replace {old!r} with {new!r}"),
+        actor=actor, block=block, operations=[op], summary=_summary(summary)
     )
 
 
