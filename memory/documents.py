@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from loro import (
+    ID,
     ExportMode,
     Frontiers,
     LoroCounter,
@@ -687,3 +688,22 @@ def frontiers_decode(data: bytes) -> Frontiers:
 
 def commit_message(*, actor_ref: str, summary: str) -> str:
     return json.dumps({"actor": actor_ref, "summary": summary})
+
+
+def change_messages(doc: LoroDoc) -> list[dict[str, Any]]:
+    """Attribution carried in the document itself: each change's commit
+    message (``{"actor", "summary"}``; ``{}`` when a peer set none)."""
+    spans = doc.oplog_vv.to_spans().inner()
+    heads = [ID(peer, end - 1) for peer, (start, end) in spans.items() if end > start]
+    found: list[dict[str, Any]] = []
+
+    def visit(change: Any) -> bool:
+        try:
+            found.append(json.loads(change.message or "{}"))
+        except ValueError:
+            found.append({"summary": change.message})
+        return False  # False walks on to the change's ancestors
+
+    with loro_guard("cannot read the document's history"):
+        doc.travel_change_ancestors(heads, visit)
+    return found

@@ -13,6 +13,7 @@ from coordination.errors import (
     NotFound,
     PermissionDenied,
 )
+from memory import documents
 from memory.models import (
     ApprovalStatus,
     BlockApproval,
@@ -26,6 +27,7 @@ from memory.selectors import (
     approval_get_for_decision,
     block_access_for_actor,
     block_diff,
+    block_document_load,
     block_get_for_actor,
     block_history,
     block_list_for_actor,
@@ -502,3 +504,15 @@ def test_import_with_corrupt_snapshot_imports_nothing(agent):
     with pytest.raises(InvalidInput):
         blocks_import(actor=Actor.system(), agent=agent, data=data)
     assert not MemoryBlock.objects.exists()
+
+
+def test_loro_document_carries_who_changed_it(make_block, agent, partner):
+    block = make_block(content="a")
+    block_operate(actor=Actor.for_agent(agent), block=block, operations=APPEND)
+    block_operate(actor=Actor.for_user(partner), block=block, operations=OVERWRITE)
+    messages = documents.change_messages(block_document_load(block=block))
+    actors = sorted(m["actor"] for m in messages)
+    assert actors == sorted(
+        ["system:system", f"agent:{agent.pk}", f"human:{partner.pk}"]
+    )
+    assert {"set_text", "append_text"} <= {m["summary"] for m in messages}
