@@ -152,8 +152,11 @@ EMBEDDING_MODEL_DIR = env.str(
 
 # --- Memory blocks ----------------------------------------------------------
 # A block's update log is folded into its Loro snapshot once it holds this
-# many updates or bytes (whichever comes first).
-MEMORY_COMPACT_UPDATES = env.int("PATTERN_MEMORY_COMPACT_UPDATES", default=64)
+# many updates or bytes (whichever comes first).  Loading a bare snapshot is
+# lazy and ~10x cheaper than a snapshot plus any update (Loro must then
+# decode it), so the default folds on every write; raise it for blocks whose
+# history is so long that rewriting the snapshot each time costs more.
+MEMORY_COMPACT_UPDATES = env.int("PATTERN_MEMORY_COMPACT_UPDATES", default=1)
 MEMORY_COMPACT_BYTES = env.int("PATTERN_MEMORY_COMPACT_BYTES", default=256 * 1024)
 MEMORY_DEFAULT_CHAR_LIMIT = env.int("PATTERN_MEMORY_CHAR_LIMIT", default=5000)
 # Dotted path of ``callable(agent) -> str | None`` that renders the activity
