@@ -78,14 +78,15 @@ def block_list_for_actor(
         assert actor.agent is not None
         agent = actor.agent
         attached = BlockAttachment.objects.filter(block=OuterRef("pk"), agent=agent)
+        shared = BlockAttachment.objects.filter(agent=agent).values("block_id")
         qs = qs.filter(
             Q(owner=agent)
             | Q(owner__isnull=True, constellation_id=agent.constellation_id)
-            | Q(attachments__agent=agent)
+            | Q(pk__in=shared)
         ).annotate(shared_access=Subquery(attached.values("access")[:1]))
         if agent_id is not None and agent_id != agent.pk:
             return qs.none()
-        return qs.distinct()
+        return qs
     if actor.kind == "human":
         qs = qs.filter(constellation__in=constellation_list_for_actor(actor=actor))
     if agent_id is not None:
@@ -107,6 +108,14 @@ def block_get_for_actor(*, actor: Actor, block_id: object) -> MemoryBlock:
 def block_get_by_label_for_agent(*, agent: Agent, label: str) -> MemoryBlock:
     """The block an agent means by ``label``: its own, else shared, else the
     constellation's."""
+    own = (
+        MemoryBlock.objects.select_related("owner", "constellation")
+        .defer("snapshot")
+        .filter(owner=agent, label=label)
+        .first()
+    )
+    if own is not None:  # the common case, answered by the unique index
+        return own
     candidates = list(
         block_list_for_actor(actor=Actor.for_agent(agent)).filter(label=label)
     )
