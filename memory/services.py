@@ -209,9 +209,14 @@ def _block_record(
 
     ``pending_*`` describe the log after the snapshot before this update.
     """
+    compact = (
+        pending_count + 1 >= settings.MEMORY_COMPACT_UPDATES
+        or pending_bytes + len(data) >= settings.MEMORY_COMPACT_BYTES
+    )
     update = BlockUpdate(
         block=block,
-        data=data,
+        # Folded into the snapshot right away: no need to store it twice.
+        data=b"" if compact else data,
         frontiers=doc.oplog_frontiers.encode(),
         actor_kind=actor.kind,
         actor_id=actor.id,
@@ -219,20 +224,18 @@ def _block_record(
         summary=_summary(summary),
         size=len(rendered),
     )
-    update.full_clean(exclude=["block"], validate_unique=False)
+    update.full_clean(exclude=["block", "data"], validate_unique=False)
     update.save()
     block.rendered = rendered
     block.size = len(rendered)
     block.updated_at = timezone.now()
     fields = ["rendered", "size", "updated_at"]
-    if (
-        pending_count + 1 >= settings.MEMORY_COMPACT_UPDATES
-        or pending_bytes + len(data) >= settings.MEMORY_COMPACT_BYTES
-    ):
+    if compact:
         block.snapshot = documents.snapshot(doc)
-        BlockUpdate.objects.filter(
-            block=block, pk__gt=block.snapshot_upto, pk__lte=update.pk
-        ).update(data=b"")
+        if pending_count:
+            BlockUpdate.objects.filter(
+                block=block, pk__gt=block.snapshot_upto, pk__lt=update.pk
+            ).update(data=b"")
         block.snapshot_upto = update.pk
         fields += ["snapshot", "snapshot_upto"]
     MemoryBlock.objects.filter(pk=block.pk).update(
