@@ -1,0 +1,252 @@
+"""Benchmark memory blocks: service appends vs a plain UPDATE, loading and
+history listing of a 10,000-edit block, and HTTP tool-API appends under a
+real Daphne at concurrency 1 and 8.
+
+Run: ``.venv/bin/python bench/blocks.py`` (``--edits``, ``--appends``,
+``--requests`` to change the sizes).  Uses a throwaway database in a
+temporary data directory; prints each figure next to its target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+DATA_DIR = tempfile.mkdtemp(prefix="pattern-bench-")
+os.environ.update(
+    {
+        "DJANGO_SETTINGS_MODULE": "pattern_site.settings.dev",
+        "PATTERN_DATA_DIR": DATA_DIR,
+        "PATTERN_DEBUG": "false",
+        # No worker runs here: record agent activity inline (once a minute).
+        "PATTERN_CELERY_EAGER": "true",
+        "PATTERN_LOG_LEVEL": "WARNING",
+    }
+)
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.core.management import call_command  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
+
+from coordination.actors import Actor  # noqa: E402
+from coordination.services import (  # noqa: E402
+    agent_create,
+    constellation_create,
+    user_get_or_create,
+)
+from memory.selectors import block_document_load, block_history  # noqa: E402
+from memory.services import block_create, block_operate  # noqa: E402
+from tests.conftest import free_port, wait_for_port  # noqa: E402
+
+
+def line(name: str, value: str, target: str, ok: bool | None = None) -> None:
+    mark = "" if ok is None else ("  ok" if ok else "  MISSED")
+    print(f"{name:<58} {value:>16}   target {target}{mark}")
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def seed_block(agent: object, label: str, edits: int) -> object:
+    """A block with ``edits`` prior changes by an agent, kept under its char
+    limit the way a real one is: notes appended, older ones trimmed by a
+    rewrite whenever the block passes 4,000 characters."""
+    block = block_create(
+        actor=Actor.system(), owner=agent, label=label, char_limit=20_000
+    )
+    actor = Actor.for_agent(agent)
+    for n in range(edits):
+        if block.size > 4000:
+            op = {"op": "set_text", "text": block.rendered[-1500:]}
+        else:
+            op = {"op": "append_text", "text": f"note {n}: partner focused well\n"}
+        block_operate(actor=actor, block=block, operations=[op])
+    return block
+
+
+def bench_appends(agent: object, block: object, appends: int) -> None:
+    actor = Actor.for_agent(agent)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE TABLE IF NOT EXISTS bench_plain (id INTEGER PRIMARY KEY, body TEXT)"
+        )
+        cursor.execute(
+            "INSERT INTO bench_plain (id, body) VALUES (1, ?)", [block.rendered]
+        )
+    start = time.perf_counter()
+    for n in range(appends):
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE bench_plain SET body = body || ? WHERE id = 1", [f"a{n} "]
+            )
+    plain = appends / (time.perf_counter() - start)
+    start = time.perf_counter()
+    for n in range(appends):
+        block_operate(
+            actor=actor,
+            block=block,
+            operations=[{"op": "append_text", "text": f"a{n} "}],
+        )
+    service = appends / (time.perf_counter() - start)
+    line("plain UPDATE of a text column (appends/s)", f"{plain:,.0f}", "reference")
+    line(
+        "service appends on the 10,000-edit block (appends/s)",
+        f"{service:,.0f}",
+        ">= plain/2",
+        service >= plain / 2,
+    )
+    line(
+        "versioning cost (plain/service)",
+        f"{plain / service:.2f}x",
+        "<= 2x",
+        plain / service <= 2,
+    )
+
+
+def bench_load(block: object, loads: int) -> None:
+    times = []
+    for _ in range(loads):
+        start = time.perf_counter()
+        doc = block_document_load(block=block)
+        doc.get_text("content").to_string()
+        times.append((time.perf_counter() - start) * 1000)
+    p50, p95 = statistics.median(times), percentile(times, 0.95)
+    line("load 10,000-edit block p50 (ms)", f"{p50:.2f}", "-")
+    line("load 10,000-edit block p95 (ms)", f"{p95:.2f}", "< 5 ms", p95 < 5)
+
+
+def bench_history(block: object) -> None:
+    times_page, times_all = [], []
+    for _ in range(20):
+        start = time.perf_counter()
+        page = block_history(block=block, limit=50)
+        times_page.append((time.perf_counter() - start) * 1000)
+        start = time.perf_counter()
+        everything = block_history(block=block, limit=1_000_000)
+        times_all.append((time.perf_counter() - start) * 1000)
+    assert len(page) == 50
+    line(
+        "history, newest page of 50 (ms, median)",
+        f"{statistics.median(times_page):.2f}",
+        "< 50 ms",
+        statistics.median(times_page) < 50,
+    )
+    line(
+        f"history, all {len(everything):,} versions (ms, median)",
+        f"{statistics.median(times_all):.2f}",
+        "< 50 ms",
+        statistics.median(times_all) < 50,
+    )
+
+
+def bench_http(token: str, labels: list[str], requests: int) -> None:
+    port = free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "pattern_site.asgi:application",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, proc=proc)
+        headers = {
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/json",
+        }
+
+        def worker(label: str, count: int, failures: list[str]) -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            for n in range(count):
+                body = json.dumps(
+                    {"operation": "append", "label": label, "content": f"h{n}"}
+                )
+                conn.request("POST", "/api/tools/context", body, headers)
+                response = conn.getresponse()
+                data = response.read()
+                if response.status != 200:
+                    failures.append(f"{response.status} {data[:200]!r}")
+            conn.close()
+
+        worker(labels[0], 20, [])  # warm up
+        for concurrency in (1, 8):
+            failures: list[str] = []
+            per = requests // concurrency
+            threads = [
+                threading.Thread(target=worker, args=(labels[n], per, failures))
+                for n in range(concurrency)
+            ]
+            start = time.perf_counter()
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            rate = per * concurrency / (time.perf_counter() - start)
+            line(
+                f"HTTP context append, concurrency {concurrency} (req/s)",
+                f"{rate:,.0f}",
+                ">= 300/s",
+                rate >= 300 and not failures,
+            )
+            if failures:
+                print(f"   {len(failures)} failed, e.g. {failures[0]}")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--edits", type=int, default=10_000)
+    parser.add_argument("--appends", type=int, default=1_000)
+    parser.add_argument("--loads", type=int, default=200)
+    parser.add_argument("--requests", type=int, default=800)
+    args = parser.parse_args()
+
+    call_command("migrate", verbosity=0)
+    partner, _ = user_get_or_create(username="bench")
+    constellation = constellation_create(name="Bench", partner=partner)
+    agent, issued = agent_create(constellation=constellation, name="Bench")
+    print(f"database: {connection.settings_dict['NAME']}")
+    start = time.perf_counter()
+    block = seed_block(agent, "big", args.edits)
+    print(f"seeded {args.edits:,} edits in {time.perf_counter() - start:.1f} s\n")
+
+    bench_load(block, args.loads)
+    bench_history(block)
+    bench_appends(agent, block, args.appends)
+    labels = [f"http{n}" for n in range(8)]
+    for label in labels:
+        block_create(actor=Actor.system(), owner=agent, label=label, char_limit=50_000)
+    connection.close()
+    bench_http(issued.raw, labels, args.requests)
+
+
+if __name__ == "__main__":
+    main()
