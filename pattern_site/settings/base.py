@@ -188,3 +188,10 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("PATTERN_LOG_LEVEL", "INFO")},
     "loggers": {"daphne": {"level": "WARNING"}},
 }
+
+# --- Live co-editing (/ws/sync/, memory/consumers.py) ----------------------
+# Largest single Loro update a client may send (in fragments) over the socket;
+# bigger ones are refused with the protocol's payload_too_large.
+PATTERN_SYNC_MAX_UPDATE_BYTES = env.int(
+    "PATTERN_SYNC_MAX_UPDATE_BYTES", default=4 * 1024 * 1024
+)

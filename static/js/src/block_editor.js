@@ -1,0 +1,149 @@
+// Live co-editing of a memory block: CodeMirror 6 bound to the block's Loro
+// text (loro-codemirror), synced over /ws/sync/ with the loro-websocket client
+// (the Loro Syncing Protocol), remote cursors through a %EPH presence room.
+// Mounted on every [data-block-editor] element (templates/memory/_editor.html).
+import init, { EphemeralStore, LoroDoc, UndoManager } from "loro-crdt";
+import { EditorView, basicSetup } from "codemirror";
+import { EditorState } from "@codemirror/state";
+import { LoroExtensions } from "loro-codemirror";
+import { LoroWebsocketClient } from "loro-websocket";
+import { LoroAdaptor, LoroEphemeralAdaptor } from "loro-adaptors/loro";
+
+const PRESENCE_TIMEOUT_MS = 30000;
+const COLOURS = 8;
+
+function colourClass(name) {
+  let hash = 0;
+  for (const ch of name) hash = (hash * 31 + ch.codePointAt(0)) >>> 0;
+  return `peer-colour-${hash % COLOURS}`;
+}
+
+function socketUrl(path) {
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  return `${scheme}://${location.host}${path}`;
+}
+
+class BlockEditor {
+  constructor(root) {
+    this.root = root;
+    this.blockId = root.dataset.blockId;
+    this.readOnly = root.dataset.readonly === "true";
+    this.userName = root.dataset.userName || "someone";
+    this.textContainer = root.dataset.textContainer || "content";
+    this.badge = root.querySelector("[data-editor-status]");
+    this.peersBox = root.querySelector("[data-editor-peers]");
+    this.pending = 0;
+    this.roomStatus = "connecting";
+    this.clientStatus = "connecting";
+  }
+
+  async start() {
+    await init({ module_or_path: this.root.dataset.wasmUrl });
+    this.doc = new LoroDoc();
+    this.presence = new EphemeralStore(PRESENCE_TIMEOUT_MS);
+    const user = { name: this.userName, colorClassName: colourClass(this.userName) };
+    const getText = (doc) => doc.getText(this.textContainer);
+    const extensions = [
+      basicSetup,
+      EditorView.lineWrapping,
+      LoroExtensions(
+        this.doc,
+        { user, ephemeral: this.presence },
+        this.readOnly ? undefined : new UndoManager(this.doc, {}),
+        getText,
+      ),
+    ];
+    if (this.readOnly) {
+      extensions.push(EditorState.readOnly.of(true), EditorView.editable.of(false));
+    }
+    this.view = new EditorView({
+      parent: this.root.querySelector("[data-editor-mount]"),
+      state: EditorState.create({ doc: getText(this.doc).toString(), extensions }),
+    });
+    this.root.editor = this; // for tests and the console
+
+    // Edits made while the socket is down stay in the document and are sent
+    // when the room is joined again (the server answers with its version).
+    this.doc.subscribeLocalUpdates(() => {
+      if (this.roomStatus !== "joined") this.pending += 1;
+      this.render();
+    });
+    this.presence.subscribe(() => this.renderPeers());
+
+    this.client = new LoroWebsocketClient({ url: socketUrl(this.root.dataset.syncUrl) });
+    this.client.onStatusChange((status) => {
+      this.clientStatus = status;
+      this.render();
+    });
+    const onRoomStatus = (status) => {
+      this.roomStatus = status;
+      if (status === "joined") this.pending = 0;
+      this.render();
+    };
+    const adaptor = new LoroAdaptor(this.doc, {
+      onUpdateError: (_updates, _code, reason) => this.showError(reason),
+    });
+    this.room = await this.client.join({
+      roomId: this.blockId,
+      crdtAdaptor: adaptor,
+      onStatusChange: onRoomStatus,
+    });
+    this.presenceRoom = await this.client.join({
+      roomId: this.blockId,
+      crdtAdaptor: new LoroEphemeralAdaptor(this.presence),
+    });
+    this.root.dataset.ready = "true";
+    this.render();
+  }
+
+  showError(reason) {
+    this.error = reason;
+    this.render();
+  }
+
+  render() {
+    if (!this.badge) return;
+    let text;
+    let cls;
+    if (this.roomStatus === "joined" && this.clientStatus === "connected") {
+      text = this.readOnly ? "Live (read only)" : "Connected";
+      cls = "badge badge-ok";
+    } else if (this.clientStatus === "connecting" || this.roomStatus === "reconnecting") {
+      text = "Reconnecting…";
+      cls = "badge badge-warn";
+    } else {
+      text = "Offline";
+      cls = "badge badge-muted";
+    }
+    if (this.pending && this.roomStatus !== "joined") {
+      text += ` — ${this.pending} pending edit${this.pending === 1 ? "" : "s"}`;
+    }
+    if (this.error) text += ` (last edit refused: ${this.error.replaceAll("_", " ")})`;
+    this.badge.textContent = text;
+    this.badge.className = cls;
+    this.badge.dataset.status = this.roomStatus;
+    this.badge.dataset.pending = String(this.pending);
+  }
+
+  renderPeers() {
+    if (!this.peersBox) return;
+    const me = `${this.doc.peerIdStr}-cm-user`;
+    const names = [];
+    for (const [key, value] of Object.entries(this.presence.getAllStates())) {
+      if (key.endsWith("-cm-user") && key !== me && value?.name) names.push(value.name);
+    }
+    this.peersBox.textContent = names.length ? `Also here: ${[...new Set(names)].join(", ")}` : "";
+  }
+
+  text() {
+    return this.doc.getText(this.textContainer).toString();
+  }
+}
+
+for (const root of document.querySelectorAll("[data-block-editor]")) {
+  new BlockEditor(root).start().catch((error) => {
+    console.error(error);
+    const badge = root.querySelector("[data-editor-status]");
+    if (badge) badge.textContent = `Editor failed to start: ${error.message}`;
+  });
+}
