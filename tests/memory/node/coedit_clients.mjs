@@ -1,0 +1,54 @@
+// Real loro-websocket clients against our /ws/sync/ (used by test_sync_interop.py).
+//
+//   node coedit_clients.mjs edit --room ID --token T --container content \
+//        --edits 20 URL [URL...]
+//     one client per URL (URLs may repeat or point at different servers);
+//     all edit the block's text concurrently, wait for every ack, then wait
+//     until every client's text holds every edit; prints {"texts": [...]}.
+//   node coedit_clients.mjs read --room ID --token T --container content URL
+//     a fresh client with an empty document joins and prints {"texts": [text]}.
+import { joinedClient, parseArgs, sleep, waitFor } from "../../../bench/node/clients.mjs";
+
+const args = parseArgs(process.argv.slice(2));
+const [mode, ...urls] = args._;
+const container = args.container ?? "content";
+const edits = Number(args.edits ?? 10);
+
+const clients = [];
+for (const [i, url] of urls.entries()) {
+  clients.push(
+    await joinedClient({ url, roomId: args.room, token: args.token, peerId: 1000 + i }),
+  );
+}
+const textOf = (c) => c.doc.getText(container).toString();
+
+if (mode === "edit") {
+  await Promise.all(
+    clients.map(async (c, i) => {
+      for (let k = 0; k < edits; k++) {
+        const text = c.doc.getText(container);
+        const at = Math.floor(Math.random() * (text.length + 1));
+        text.insert(at, `<c${i}e${k}>`);
+        c.doc.commit();
+        await sleep(Math.random() * 10);
+      }
+    }),
+  );
+  await Promise.all(clients.map((c) => c.acked()));
+  const markers = clients.flatMap((_, i) =>
+    Array.from({ length: edits }, (_, k) => `<c${i}e${k}>`),
+  );
+  await waitFor(
+    () => clients.every((c) => markers.every((m) => textOf(c).includes(m))),
+    20000,
+    "convergence",
+  );
+}
+console.log(
+  JSON.stringify({
+    texts: clients.map(textOf),
+    errors: clients.map((c) => c.errors),
+  }),
+);
+await Promise.all(clients.map((c) => c.close()));
+process.exit(0);
