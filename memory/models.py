@@ -1,1 +1,174 @@
-"""Memory: blocks (Loro documents), long-term memory."""
+"""Memory blocks (Loro documents), their update log, sharing and approvals.
+
+A block's content is its Loro ``snapshot`` plus the ``BlockUpdate`` rows
+after ``snapshot_upto``.  Update rows are never deleted: compaction folds
+their bytes into the snapshot and empties ``data``, and the rows stay as the
+block's history (who, when, what, size, version).
+"""
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+from coordination.models import Agent, Constellation
+
+
+class BlockType(models.TextChoices):
+    CORE = "core", "Core"
+    WORKING = "working", "Working"
+    ARCHIVAL = "archival", "Archival"
+    LOG = "log", "Log"
+
+
+class Permission(models.TextChoices):
+    """Seed 003's permission table (what an agent may do with the block)."""
+
+    READ_ONLY = "read_only", "ReadOnly"
+    PARTNER = "partner", "Partner"
+    HUMAN = "human", "Human"
+    APPEND = "append", "Append"
+    READ_WRITE = "read_write", "ReadWrite"
+    ADMIN = "admin", "Admin"
+
+
+class SharedAccess(models.TextChoices):
+    READ_ONLY = "read_only", "ReadOnly"
+    APPEND_ONLY = "append_only", "AppendOnly"
+    READ_WRITE = "read_write", "ReadWrite"
+
+
+class MemoryBlock(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    constellation = models.ForeignKey(
+        Constellation, on_delete=models.CASCADE, related_name="memory_blocks"
+    )
+    owner = models.ForeignKey(
+        Agent,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="memory_blocks",
+        help_text="Empty for a constellation-level block.",
+    )
+    label = models.CharField(max_length=100)
+    description = models.TextField(blank=True)
+    block_type = models.CharField(
+        max_length=16, choices=BlockType.choices, default=BlockType.WORKING
+    )
+    schema = models.JSONField(default=dict)
+    char_limit = models.PositiveIntegerField(default=5000)
+    permission = models.CharField(
+        max_length=16, choices=Permission.choices, default=Permission.READ_WRITE
+    )
+    pinned = models.BooleanField(default=False)
+    snapshot = models.BinaryField(default=b"")
+    snapshot_upto = models.BigIntegerField(
+        default=0, help_text="Id of the last update folded into the snapshot."
+    )
+    rendered = models.TextField(blank=True, help_text="Content as the LLM sees it.")
+    size = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["label"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "label"],
+                condition=Q(owner__isnull=False),
+                name="block_label_unique_per_owner",
+            ),
+            models.UniqueConstraint(
+                fields=["constellation", "label"],
+                condition=Q(owner__isnull=True),
+                name="block_label_unique_per_constellation",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.label
+
+    @property
+    def is_constellation_level(self) -> bool:
+        return self.owner_id is None
+
+
+class BlockUpdate(models.Model):
+    """One change of a block: a Loro update, who made it and why."""
+
+    block = models.ForeignKey(
+        MemoryBlock, on_delete=models.CASCADE, related_name="updates"
+    )
+    data = models.BinaryField(help_text="Loro update bytes; empty once compacted.")
+    frontiers = models.BinaryField(help_text="Document version after this change.")
+    actor_kind = models.CharField(max_length=8)
+    actor_id = models.CharField(max_length=64)
+    actor_name = models.CharField(max_length=150)
+    summary = models.CharField(max_length=300)
+    size = models.PositiveIntegerField(help_text="Rendered size after the change.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["block", "id"], name="block_update_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.block_id}#{self.pk} by {self.actor_kind}:{self.actor_id}"
+
+
+class BlockAttachment(models.Model):
+    """A block shared with an agent that does not own it."""
+
+    block = models.ForeignKey(
+        MemoryBlock, on_delete=models.CASCADE, related_name="attachments"
+    )
+    agent = models.ForeignKey(
+        Agent, on_delete=models.CASCADE, related_name="block_attachments"
+    )
+    access = models.CharField(max_length=16, choices=SharedAccess.choices)
+    attached_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["block", "agent"], name="block_attached_once_per_agent"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.block_id} -> {self.agent_id} ({self.access})"
+
+
+class ApprovalStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    APPROVED = "approved", "Approved"
+    REJECTED = "rejected", "Rejected"
+    FAILED = "failed", "Failed"
+
+
+class BlockApproval(models.Model):
+    """An agent's change to a Partner/Human block, waiting for a human."""
+
+    block = models.ForeignKey(
+        MemoryBlock, on_delete=models.CASCADE, related_name="approvals"
+    )
+    agent = models.ForeignKey(
+        Agent, on_delete=models.CASCADE, related_name="block_approvals"
+    )
+    operations = models.JSONField()
+    summary = models.CharField(max_length=300)
+    status = models.CharField(
+        max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING
+    )
+    decided_by = models.CharField(max_length=150, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    result = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["block", "status"], name="approval_status")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} on {self.block_id}: {self.status}"

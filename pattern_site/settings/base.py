@@ -150,6 +150,18 @@ EMBEDDING_MODEL_DIR = env.str(
     default=str(_default_model_dir) if _default_model_dir.is_dir() else "",
 )
 
+# --- Memory blocks ----------------------------------------------------------
+# A block's update log is folded into its Loro snapshot once it holds this
+# many updates or bytes (whichever comes first).
+MEMORY_COMPACT_UPDATES = env.int("PATTERN_MEMORY_COMPACT_UPDATES", default=200)
+MEMORY_COMPACT_BYTES = env.int("PATTERN_MEMORY_COMPACT_BYTES", default=256 * 1024)
+MEMORY_DEFAULT_CHAR_LIMIT = env.int("PATTERN_MEMORY_CHAR_LIMIT", default=5000)
+# Dotted path of ``callable(agent) -> str | None`` that renders the activity
+# section of an agent's context (empty: no activity section).
+MEMORY_CONTEXT_ACTIVITY_RENDERER = env.str(
+    "PATTERN_MEMORY_ACTIVITY_RENDERER", default=""
+)
+
 DEMO_PASSWORD = env.str("PATTERN_DEMO_PASSWORD", default="")
 
 # --- Auth, i18n, static -----------------------------------------------------

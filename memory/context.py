@@ -1,0 +1,246 @@
+"""The context builder: an agent's system prompt from its memory (seed 004).
+
+Order: base instructions, core blocks (and log blocks, always in context),
+working blocks (pinned, or referenced by the request's batch block ids), the
+activity section (from ``settings.MEMORY_CONTEXT_ACTIVITY_RENDERER``, a
+dotted path to ``callable(agent) -> str | None``; filled by the activity
+issue), then tool execution rules.  Each block renders as::
+
+    <block:label permission="ReadWrite" shared_from="Archive">
+    description (when enabled)
+    rendered content
+    </block:label>
+
+Token counts are estimates (no model tokenizer can be downloaded here):
+words cost one token per four characters, rounded up, and every other
+non-space character one token - close to BPE tokenizers on English prose
+and never zero for code or JSON.  When blocks exceed the model's memory
+budget, unpinned working blocks go first, then pinned ones; core blocks are
+always kept and the overrun is reported in the metadata.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from coordination.actors import Actor
+from coordination.errors import InvalidInput
+from coordination.models import Agent
+from memory import selectors
+from memory.models import BlockType, MemoryBlock
+
+
+@dataclass(frozen=True)
+class ModelContextLimits:
+    max_tokens: int
+    memory_tokens: int
+    history_tokens: int
+    reserved_response_tokens: int
+
+
+DEFAULT_LIMITS = ModelContextLimits(128_000, 16_000, 96_000, 8_000)
+# Longest matching prefix of the agent's model name wins.
+MODEL_LIMITS: dict[str, ModelContextLimits] = {
+    "claude": ModelContextLimits(200_000, 24_000, 160_000, 8_000),
+    "gpt-4o": ModelContextLimits(128_000, 16_000, 96_000, 8_000),
+    "gpt-4.1": ModelContextLimits(1_000_000, 32_000, 900_000, 16_000),
+    "gemini": ModelContextLimits(1_000_000, 32_000, 900_000, 16_000),
+    "llama": ModelContextLimits(8_192, 2_000, 4_000, 1_024),
+}
+
+
+def model_limits(model_name: str) -> ModelContextLimits:
+    name = (model_name or "").lower()
+    matches = [prefix for prefix in MODEL_LIMITS if name.startswith(prefix)]
+    return MODEL_LIMITS[max(matches, key=len)] if matches else DEFAULT_LIMITS
+
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def estimate_tokens(text: str) -> int:
+    return sum(
+        math.ceil(len(piece) / 4) if piece[0].isalnum() or piece[0] == "_" else 1
+        for piece in _TOKEN.findall(text)
+    )
+
+
+RuleKind = Literal[
+    "start_constraint", "exit_loop", "continue_loop", "max_calls", "requires_prior"
+]
+
+
+@dataclass(frozen=True)
+class ToolRule:
+    tool: str
+    kind: RuleKind
+    value: int | str | None = None
+
+    def render(self) -> str:
+        if self.kind == "start_constraint":
+            return f"- Call `{self.tool}` first before any other tools"
+        if self.kind == "exit_loop":
+            return f"- The conversation will end after calling `{self.tool}`"
+        if self.kind == "continue_loop":
+            return f"- The conversation will be continued after calling `{self.tool}`"
+        if self.kind == "max_calls":
+            return f"- Call `{self.tool}` at most {self.value} times"
+        return f"- Call `{self.tool}` only after calling `{self.value}`"
+
+
+def tool_rule_parse(raw: dict[str, Any]) -> ToolRule:
+    kinds = RuleKind.__args__  # type: ignore[attr-defined]
+    tool, kind, value = raw.get("tool"), raw.get("kind"), raw.get("value")
+    if not isinstance(tool, str) or not tool or kind not in kinds:
+        raise InvalidInput(f"a tool rule needs a 'tool' and a 'kind' in {kinds}")
+    if kind == "max_calls" and not (isinstance(value, int) and value > 0):
+        raise InvalidInput("a max_calls rule needs a positive integer 'value'")
+    if kind == "requires_prior" and not (isinstance(value, str) and value):
+        raise InvalidInput("a requires_prior rule needs the prior tool as 'value'")
+    return ToolRule(tool=tool, kind=kind, value=value)
+
+
+def render_tool_rules(rules: Iterable[ToolRule]) -> str:
+    rules = list(rules)
+    if not rules:
+        return ""
+    first = [r for r in rules if r.kind == "start_constraint"]
+    rest = [r for r in rules if r.kind != "start_constraint"]
+    return "\n".join(["# Tool Execution Rules", *(r.render() for r in first + rest)])
+
+
+@dataclass
+class Section:
+    name: str
+    text: str
+    tokens: int
+    blocks: list[str] = field(default_factory=list)
+
+
+@dataclass
+class BuiltContext:
+    system_prompt: str
+    sections: list[Section]
+    metadata: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def render_block(*, actor: Actor, block: MemoryBlock, include_description: bool) -> str:
+    permission = selectors.block_permission_label(actor=actor, block=block)
+    attrs = f'permission="{permission}"'
+    shared_from = selectors.block_shared_from(actor=actor, block=block)
+    if shared_from:
+        attrs += f' shared_from="{shared_from}"'
+    lines = [f"<block:{block.label} {attrs}>"]
+    if include_description and block.description:
+        lines.append(block.description)
+    if block.rendered:
+        lines.append(block.rendered)
+    lines.append(f"</block:{block.label}>")
+    return "\n".join(lines)
+
+
+def default_instructions(agent: Agent) -> str:
+    text = (
+        f"You are {agent.name}, an agent of the {agent.constellation.name} "
+        "constellation."
+    )
+    if agent.role:
+        text += f" Your role: {agent.role}."
+    if agent.description:
+        text += f"\n{agent.description}"
+    return text
+
+
+def activity_section(agent: Agent) -> str:
+    """The activity hook: whatever the configured renderer returns."""
+    path = settings.MEMORY_CONTEXT_ACTIVITY_RENDERER
+    if not path:
+        return ""
+    renderer: Callable[[Agent], str | None] = import_string(path)
+    return renderer(agent) or ""
+
+
+def context_build(
+    *,
+    agent: Agent,
+    batch_block_ids: Iterable[str] = (),
+    base_instructions: str | None = None,
+    tool_rules: Iterable[ToolRule] = (),
+    model_name: str | None = None,
+    include_descriptions: bool = True,
+) -> BuiltContext:
+    """Build ``agent``'s system prompt; ``batch_block_ids`` (ids or labels)
+    bring unpinned working blocks in for this request."""
+    actor = Actor.for_agent(agent)
+    model = model_name if model_name is not None else agent.model_name
+    limits = model_limits(model)
+    batch = {str(b) for b in batch_block_ids}
+    blocks = list(
+        selectors.block_list_for_actor(actor=actor).order_by("block_type", "label")
+    )
+    core = [b for b in blocks if b.block_type in (BlockType.CORE, BlockType.LOG)]
+    working = [
+        b
+        for b in blocks
+        if b.block_type == BlockType.WORKING
+        and (b.pinned or str(b.pk) in batch or b.label in batch)
+    ]
+
+    def rendered(block: MemoryBlock) -> str:
+        return render_block(
+            actor=actor, block=block, include_description=include_descriptions
+        )
+
+    core_texts = [rendered(b) for b in core]
+    working_texts = {b.pk: rendered(b) for b in working}
+    used = sum(estimate_tokens(t) for t in core_texts)
+    kept, omitted = [], []
+    # Pinned blocks before batch-only ones, each group by label.
+    for block in sorted(working, key=lambda b: (not b.pinned, b.label)):
+        cost = estimate_tokens(working_texts[block.pk])
+        if used + cost <= limits.memory_tokens:
+            kept.append(block)
+            used += cost
+        else:
+            omitted.append(block.label)
+    sections = [
+        Section(
+            "base_instructions", base_instructions or default_instructions(agent), 0
+        ),
+        Section("core_memory", "\n\n".join(core_texts), 0, [b.label for b in core]),
+        Section(
+            "working_memory",
+            "\n\n".join(working_texts[b.pk] for b in kept),
+            0,
+            [b.label for b in kept],
+        ),
+        Section("activity", activity_section(agent), 0),
+        Section("tool_rules", render_tool_rules(tool_rules), 0),
+    ]
+    for section in sections:
+        section.tokens = estimate_tokens(section.text)
+    prompt = "\n\n".join(s.text for s in sections if s.text)
+    total = estimate_tokens(prompt)
+    memory = sections[1].tokens + sections[2].tokens
+    metadata = {
+        "agent": agent.name,
+        "model": model or "default",
+        "limits": asdict(limits),
+        "estimated_tokens": total,
+        "memory_tokens": memory,
+        "memory_over_budget": memory > limits.memory_tokens,
+        "tokens_by_section": {s.name: s.tokens for s in sections},
+        "omitted_blocks": omitted,
+        "token_estimate": "heuristic (words/4 + symbols)",
+    }
+    return BuiltContext(system_prompt=prompt, sections=sections, metadata=metadata)

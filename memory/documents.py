@@ -1,0 +1,674 @@
+"""Block documents: schemas, their Loro layout, operations and rendering.
+
+Pure functions over ``loro.LoroDoc`` and plain JSON (no Django, no
+database), so the services, the selectors and the benchmarks share them.
+
+Layout of a document (per schema kind; a composite section ``s`` prefixes
+its containers with ``"s:"``):
+
+- text: root ``LoroText`` ``content``
+- map: root ``LoroMap`` ``fields``; list fields are child ``LoroList`` s,
+  counter fields child ``LoroCounter`` s, other fields plain values
+- list: root ``LoroList`` ``items``
+- log: root ``LoroList`` ``entries`` of JSON objects
+
+Loro raises ``BaseException`` (not ``Exception``) on bad input
+(ARCHITECTURE fact 3); :func:`loro_guard` turns exactly those into
+``InvalidInput`` and lets everything else through.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from loro import (
+    ExportMode,
+    Frontiers,
+    LoroCounter,
+    LoroDoc,
+    LoroList,
+    LoroMap,
+    VersionVector,
+)
+
+from coordination.errors import InvalidInput, PermissionDenied
+
+SCHEMA_KINDS = ("text", "map", "list", "log", "composite")
+FIELD_TYPES = ("text", "number", "boolean", "list", "counter")
+MAX_JSON_BYTES = 64 * 1024
+
+
+@contextmanager
+def loro_guard(what: str) -> Iterator[None]:
+    """Turn a Loro error (a bare ``BaseException``) into ``InvalidInput``."""
+    try:
+        yield
+    except BaseException as exc:
+        # Loro raises bare BaseException, and a Rust panic PanicException
+        # (also a BaseException); anything else is not ours to swallow.
+        if type(exc) is not BaseException and type(exc).__name__ != "PanicException":
+            raise
+        raise InvalidInput(f"{what}: {exc}") from None
+
+
+# --- schemas ----------
+
+
+def schema_validate(schema: Any, *, nested: bool = False) -> dict[str, Any]:
+    """Check a schema definition and return it normalised (defaults filled)."""
+    if not isinstance(schema, dict) or schema.get("kind") not in SCHEMA_KINDS:
+        raise InvalidInput(f"a schema needs a 'kind', one of {', '.join(SCHEMA_KINDS)}")
+    kind = schema["kind"]
+    if kind == "text":
+        return {"kind": "text"}
+    if kind == "map":
+        fields = schema.get("fields")
+        if not isinstance(fields, list) or not fields:
+            raise InvalidInput("a map schema needs a non-empty list of 'fields'")
+        out, seen = [], set()
+        for field in fields:
+            if not isinstance(field, dict) or not isinstance(field.get("name"), str):
+                raise InvalidInput("each map field needs a 'name'")
+            name = field["name"].strip()
+            ftype = field.get("type", "text")
+            if not name or name in seen:
+                raise InvalidInput(f"map field names must be unique: {name!r}")
+            if ftype not in FIELD_TYPES:
+                raise InvalidInput(
+                    f"field {name!r} has type {ftype!r}; allowed: "
+                    + ", ".join(FIELD_TYPES)
+                )
+            seen.add(name)
+            out.append(
+                {
+                    "name": name,
+                    "type": ftype,
+                    "read_only": bool(field.get("read_only", False)),
+                    "description": str(field.get("description", "")),
+                }
+            )
+        return {"kind": "map", "fields": out}
+    if kind == "list":
+        max_items = schema.get("max_items")
+        if max_items is not None and (not isinstance(max_items, int) or max_items < 1):
+            raise InvalidInput("'max_items' must be a positive integer or null")
+        style = schema.get("style", "numbered")
+        if style not in ("numbered", "checkbox"):
+            raise InvalidInput("a list 'style' is 'numbered' or 'checkbox'")
+        return {"kind": "list", "max_items": max_items, "style": style}
+    if kind == "log":
+        display_limit = schema.get("display_limit", 10)
+        max_entries = schema.get("max_entries", 100)
+        for key, value in (
+            ("display_limit", display_limit),
+            ("max_entries", max_entries),
+        ):
+            if not isinstance(value, int) or value < 1:
+                raise InvalidInput(f"'{key}' must be a positive integer")
+        entry = schema.get("entry_schema") or {}
+        return {
+            "kind": "log",
+            "display_limit": display_limit,
+            "max_entries": max(max_entries, display_limit),
+            "entry_schema": {
+                "timestamp": bool(entry.get("timestamp", True)),
+                "agent_id": bool(entry.get("agent_id", True)),
+                "fields": [str(f) for f in entry.get("fields", [])],
+            },
+        }
+    if nested:
+        raise InvalidInput("composite sections cannot themselves be composite")
+    sections = schema.get("sections")
+    if not isinstance(sections, list) or not sections:
+        raise InvalidInput("a composite schema needs a non-empty list of 'sections'")
+    out_sections, names = [], set()
+    for section in sections:
+        if not isinstance(section, dict) or not isinstance(section.get("name"), str):
+            raise InvalidInput("each composite section needs a 'name'")
+        name = section["name"].strip()
+        if not name or set(name) & set("/:\0") or name in names:
+            raise InvalidInput(
+                f"section names must be unique, without '/' or ':': {name!r}"
+            )
+        names.add(name)
+        out_sections.append(
+            {
+                "name": name,
+                "schema": schema_validate(section.get("schema"), nested=True),
+                "read_only": bool(section.get("read_only", False)),
+            }
+        )
+    return {"kind": "composite", "sections": out_sections}
+
+
+def _section(schema: dict[str, Any], name: str) -> dict[str, Any]:
+    for section in schema["sections"]:
+        if section["name"] == name:
+            return section
+    names = ", ".join(s["name"] for s in schema["sections"])
+    raise InvalidInput(f"no section {name!r}; sections: {names}")
+
+
+def _field(schema: dict[str, Any], name: str) -> dict[str, Any]:
+    for field in schema["fields"]:
+        if field["name"] == name:
+            return field
+    names = ", ".join(f["name"] for f in schema["fields"])
+    raise InvalidInput(f"no field {name!r}; fields: {names}")
+
+
+# --- templates ----------
+
+
+@dataclass(frozen=True)
+class Template:
+    name: str
+    description: str
+    schema: dict[str, Any]
+    block_type: str = "core"
+
+
+TEMPLATES: dict[str, Template] = {
+    t.name: t
+    for t in (
+        Template(
+            "persona",
+            "Stores details about your current persona, guiding how you behave "
+            "and respond",
+            {
+                "kind": "map",
+                "fields": [
+                    {"name": "name", "type": "text"},
+                    {"name": "traits", "type": "list"},
+                    {"name": "style", "type": "text"},
+                    {"name": "guidelines", "type": "text"},
+                ],
+            },
+        ),
+        Template(
+            "human",
+            "Stores key details about the person you are conversing with",
+            {
+                "kind": "map",
+                "fields": [
+                    {"name": "name", "type": "text"},
+                    {"name": "preferences", "type": "list"},
+                    {"name": "context", "type": "text"},
+                ],
+            },
+        ),
+        Template(
+            "scratchpad",
+            "Working notes for the task at hand; rewrite freely",
+            {
+                "kind": "composite",
+                "sections": [
+                    {"name": "current_task", "schema": {"kind": "text"}},
+                    {"name": "notes", "schema": {"kind": "text"}},
+                ],
+            },
+            block_type="working",
+        ),
+        Template(
+            "organization",
+            "Information about the organization and its policies (read-only)",
+            {
+                "kind": "map",
+                "fields": [
+                    {"name": "name", "type": "text", "read_only": True},
+                    {"name": "policies", "type": "text", "read_only": True},
+                ],
+            },
+        ),
+        Template("custom", "", {"kind": "text"}, block_type="working"),
+    )
+}
+
+
+def template_get(name: str) -> Template:
+    if name not in TEMPLATES:
+        raise InvalidInput(f"no template {name!r}; templates: {', '.join(TEMPLATES)}")
+    return TEMPLATES[name]
+
+
+# --- reading a document ----------
+
+
+def _prefix(section: str | None) -> str:
+    return f"{section}:" if section else ""
+
+
+def document_value(doc: LoroDoc, schema: dict[str, Any]) -> Any:
+    """The block's structured content as JSON, shaped by its schema."""
+    return _value(doc, schema, None)
+
+
+def _value(doc: LoroDoc, schema: dict[str, Any], section: str | None) -> Any:
+    p = _prefix(section)
+    kind = schema["kind"]
+    if kind == "text":
+        return doc.get_text(p + "content").to_string()
+    if kind == "map":
+        raw = doc.get_map(p + "fields").get_deep_value()
+        out: dict[str, Any] = {}
+        for field in schema["fields"]:
+            value = raw.get(field["name"])
+            if value is None:
+                value = {"list": [], "counter": 0, "boolean": False, "number": 0}.get(
+                    field["type"], ""
+                )
+            if field["type"] == "counter":
+                value = int(value) if float(value).is_integer() else value
+            out[field["name"]] = value
+        return out
+    if kind == "list":
+        return doc.get_list(p + "items").get_deep_value()
+    if kind == "log":
+        return doc.get_list(p + "entries").get_deep_value()
+    return {s["name"]: _value(doc, s["schema"], s["name"]) for s in schema["sections"]}
+
+
+def render_scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, list):
+        return ", ".join(render_scalar(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {render_scalar(v)}" for k, v in value.items())
+    return str(value)
+
+
+def _item_text(item: Any) -> str:
+    if isinstance(item, dict):
+        for key in ("text", "task", "title"):
+            if key in item:
+                return render_scalar(item[key])
+    return render_scalar(item)
+
+
+def render_value(schema: dict[str, Any], value: Any) -> str:
+    """Render structured content for the LLM (seed 004's formats)."""
+    kind = schema["kind"]
+    if kind == "text":
+        return value
+    if kind == "map":
+        lines = []
+        for field in schema["fields"]:
+            marker = " [read-only]" if field["read_only"] else ""
+            line = f"{field['name']}{marker}: {render_scalar(value[field['name']])}"
+            lines.append(line.rstrip())
+        return "\n".join(lines)
+    if kind == "list":
+        if schema["style"] == "checkbox":
+            return "\n".join(
+                f"- [{'x' if isinstance(i, dict) and i.get('done') else ' '}] "
+                f"{_item_text(i)}"
+                for i in value
+            )
+        return "\n".join(f"{n}. {_item_text(i)}" for n, i in enumerate(value, 1))
+    if kind == "log":
+        newest = list(reversed(value))[: schema["display_limit"]]
+        return "\n".join(_log_line(entry) for entry in newest)
+    parts = []
+    for section in schema["sections"]:
+        marker = " [read-only]" if section["read_only"] else ""
+        body = render_value(section["schema"], value[section["name"]])
+        parts.append(f"=== {section['name']}{marker} ===\n{body}".rstrip())
+    return "\n\n".join(parts)
+
+
+def _log_line(entry: Any) -> str:
+    if not isinstance(entry, dict):
+        return render_scalar(entry)
+    head = ""
+    if entry.get("timestamp"):
+        head += f"[{entry['timestamp']}] "
+    if entry.get("agent"):
+        head += f"{entry['agent']}: "
+    rest = {
+        k: v for k, v in entry.items() if k not in ("timestamp", "agent", "agent_id")
+    }
+    if set(rest) == {"message"}:
+        return head + render_scalar(rest["message"])
+    return head + render_scalar(rest)
+
+
+def render(doc: LoroDoc, schema: dict[str, Any]) -> str:
+    return render_value(schema, document_value(doc, schema))
+
+
+# --- changing a document ----------
+
+OPERATIONS = {
+    "text": ("set_text", "append_text", "replace_text"),
+    "map": ("set_field", "append_to_list_field", "increment_counter"),
+    "list": ("push_item", "insert_item", "delete_item"),
+    "log": ("append_log_entry",),
+}
+
+
+def _require(op: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    value = op.get(key)
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        raise InvalidInput(f"operation {op.get('op')!r} needs '{key}'")
+    return value
+
+
+def _json_sized(value: Any) -> Any:
+    if len(json.dumps(value, default=str)) > MAX_JSON_BYTES:
+        raise InvalidInput(f"a value may be at most {MAX_JSON_BYTES} bytes of JSON")
+    return value
+
+
+def operation_apply(
+    doc: LoroDoc,
+    schema: dict[str, Any],
+    op: dict[str, Any],
+    *,
+    enforce_read_only: bool,
+) -> None:
+    """Apply one operation (``{"op": name, ...}``) to ``doc`` (uncommitted).
+
+    ``enforce_read_only`` refuses read-only fields and sections (agents);
+    humans and the system may change them.
+    """
+    section = op.get("section")
+    if schema["kind"] == "composite":
+        if not isinstance(section, str):
+            names = ", ".join(s["name"] for s in schema["sections"])
+            raise InvalidInput(
+                f"a composite block needs a 'section' for {op.get('op')!r}; "
+                f"sections: {names}"
+            )
+        sec = _section(schema, section)
+        if sec["read_only"] and enforce_read_only:
+            raise PermissionDenied(f"section {section!r} is read-only")
+        schema = sec["schema"]
+    elif section is not None:
+        raise InvalidInput("'section' applies to composite blocks only")
+    name = op.get("op")
+    allowed = OPERATIONS[schema["kind"]]
+    if name not in allowed:
+        raise InvalidInput(
+            f"operation {name!r} does not apply to a {schema['kind']} block; "
+            f"allowed: {', '.join(allowed)}"
+        )
+    p = _prefix(section)
+    if schema["kind"] == "text":
+        text = doc.get_text(p + "content")
+        if name == "set_text":
+            new = _require(op, "text", str)
+            text.update(new) if text.len_unicode else text.insert(0, new)
+        elif name == "append_text":
+            text.insert(text.len_unicode, _require(op, "text", str))
+        else:
+            old, new = _require(op, "old", str), _require(op, "new", str)
+            current = text.to_string()
+            if not old or old not in current:
+                raise InvalidInput(
+                    f"the text to replace was not found in the block: {old!r}"
+                )
+            start = current.index(old)
+            text.delete(start, len(old))
+            text.insert(start, new)
+    elif schema["kind"] == "map":
+        field = _field(schema, _require(op, "field", str))
+        if field["read_only"] and enforce_read_only:
+            raise PermissionDenied(f"field {field['name']!r} is read-only")
+        _map_operation(doc.get_map(p + "fields"), field, name, op)
+    elif schema["kind"] == "list":
+        items = doc.get_list(p + "items")
+        if name == "delete_item":
+            index = _require(op, "index", int)
+            if not 0 <= index < len(items):
+                raise InvalidInput(f"no item {index}; the list has {len(items)}")
+            items.delete(index, 1)
+            return
+        if schema["max_items"] is not None and len(items) >= schema["max_items"]:
+            raise InvalidInput(
+                f"the list is full ({schema['max_items']} items); delete one first"
+            )
+        item = _json_sized(op.get("item"))
+        if item is None or item == "":
+            raise InvalidInput(f"operation {name!r} needs an 'item'")
+        if name == "push_item":
+            items.push(item)
+        else:
+            index = _require(op, "index", int)
+            if not 0 <= index <= len(items):
+                raise InvalidInput(f"index {index} is outside 0..{len(items)}")
+            items.insert(index, item)
+    else:
+        entry = _json_sized(_require(op, "entry", dict))
+        doc.get_list(p + "entries").push(entry)
+
+
+def _map_operation(
+    fields: LoroMap, field: dict[str, Any], name: str, op: dict[str, Any]
+) -> None:
+    key, ftype = field["name"], field["type"]
+    if name == "set_field":
+        value = _json_sized(op.get("value"))
+        checks: dict[str, Callable[[Any], bool]] = {
+            "text": lambda v: isinstance(v, str),
+            "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+            "boolean": lambda v: isinstance(v, bool),
+            "list": lambda v: isinstance(v, list),
+        }
+        if ftype == "counter" or not checks[ftype](value):
+            raise InvalidInput(f"field {key!r} is a {ftype}; got {value!r}")
+        if ftype == "list":
+            child = fields.insert_container(key, LoroList())
+            for item in value:
+                child.push(item)
+        else:
+            fields.insert(key, value)
+    elif name == "append_to_list_field":
+        if ftype != "list":
+            raise InvalidInput(f"field {key!r} is a {ftype}, not a list")
+        child = fields.get(key)
+        container = getattr(child, "container", None)
+        if not isinstance(container, LoroList):
+            container = fields.insert_container(key, LoroList())
+        container.push(_json_sized(op.get("value")))
+    else:
+        if ftype != "counter":
+            raise InvalidInput(f"field {key!r} is a {ftype}, not a counter")
+        delta = op.get("delta", 1)
+        if not isinstance(delta, int | float) or isinstance(delta, bool):
+            raise InvalidInput("'delta' must be a number")
+        child = fields.get(key)
+        container = getattr(child, "container", None)
+        if not isinstance(container, LoroCounter):
+            container = fields.insert_container(key, LoroCounter())
+        container.increment(delta)
+
+
+def log_prune(doc: LoroDoc, schema: dict[str, Any]) -> list[Any]:
+    """Drop the oldest entries past ``max_entries``; return them."""
+    entries = doc.get_list("entries")
+    excess = len(entries) - schema["max_entries"]
+    if excess <= 0:
+        return []
+    pruned = entries.get_deep_value()[:excess]
+    entries.delete(0, excess)
+    return pruned
+
+
+def document_set_value(doc: LoroDoc, schema: dict[str, Any], value: Any) -> None:
+    """Make the document's content equal ``value`` (rollback, imports)."""
+    _set_value(doc, schema, value, None)
+
+
+def _set_value(
+    doc: LoroDoc, schema: dict[str, Any], value: Any, section: str | None
+) -> None:
+    p = _prefix(section)
+    kind = schema["kind"]
+    expected = {"text": str, "map": dict, "list": list, "log": list}.get(kind, dict)
+    if not isinstance(value, expected):
+        where = f"section {section!r}" if section else "the block"
+        raise InvalidInput(
+            f"content of {where} must be {expected.__name__} for a {kind} schema"
+        )
+    known = {f["name"] for f in schema.get("fields", schema.get("sections", []))}
+    if isinstance(value, dict) and set(value) - known:
+        unknown = ", ".join(sorted(set(value) - known))
+        raise InvalidInput(f"unknown names {unknown}; the schema has {sorted(known)}")
+    if kind == "text":
+        text = doc.get_text(p + "content")
+        if text.to_string() != value:
+            text.update(value) if text.len_unicode else text.insert(0, value)
+    elif kind == "map":
+        fields = doc.get_map(p + "fields")
+        current = _value(doc, schema, section)
+        for field in schema["fields"]:
+            key = field["name"]
+            if key in value and value[key] != current[key]:
+                if field["type"] == "counter":
+                    _map_operation(
+                        fields,
+                        field,
+                        "increment_counter",
+                        {"delta": value[key] - current[key]},
+                    )
+                else:
+                    _map_operation(fields, field, "set_field", {"value": value[key]})
+    elif kind in ("list", "log"):
+        items = doc.get_list(p + ("items" if kind == "list" else "entries"))
+        if items.get_deep_value() != value:
+            if len(items):
+                items.delete(0, len(items))
+            for item in value:
+                items.push(item)
+    else:
+        for sec in schema["sections"]:
+            if sec["name"] in value:
+                _set_value(doc, sec["schema"], value[sec["name"]], sec["name"])
+
+
+def value_from_text(schema: dict[str, Any], text: str) -> Any:
+    """Content for a block from plain text (v1 imports, Letta updates)."""
+    kind = schema["kind"]
+    if kind == "text":
+        return text
+    if kind == "list":
+        return [line for line in text.splitlines() if line.strip()]
+    raise InvalidInput(
+        f"plain text cannot replace a {kind} block; use its structured operations"
+    )
+
+
+# --- comparing contents ----------
+
+
+def is_extension(old: Any, new: Any) -> bool:
+    """True when ``new`` only adds to ``old`` (what append-only access allows).
+
+    Text keeps every old character in order; lists keep every old item in
+    order; maps keep every old key with an extended value; other values stay
+    equal.
+    """
+    if isinstance(old, str) and isinstance(new, str):
+        return _is_subsequence(old, new)
+    if isinstance(old, list) and isinstance(new, list):
+        position = 0
+        for item in old:
+            while position < len(new) and new[position] != item:
+                position += 1
+            if position == len(new):
+                return False
+            position += 1
+        return True
+    if isinstance(old, dict) and isinstance(new, dict):
+        return all(k in new and is_extension(v, new[k]) for k, v in old.items())
+    return old == new
+
+
+def _is_subsequence(old: str, new: str) -> bool:
+    if new.startswith(old):
+        return True
+    it = iter(new)
+    return all(ch in it for ch in old)
+
+
+def read_only_changed(schema: dict[str, Any], old: Any, new: Any) -> str | None:
+    """Name of a read-only field or section whose content differs, if any."""
+    if schema["kind"] == "map":
+        for field in schema["fields"]:
+            if field["read_only"] and old.get(field["name"]) != new.get(field["name"]):
+                return f"field {field['name']!r}"
+    if schema["kind"] == "composite":
+        for sec in schema["sections"]:
+            name = sec["name"]
+            if sec["read_only"] and old.get(name) != new.get(name):
+                return f"section {name!r}"
+            found = read_only_changed(sec["schema"], old.get(name), new.get(name))
+            if found:
+                return f"{found} of section {name!r}"
+    return None
+
+
+DiffKind = Literal["text", "fields"]
+
+
+def diff_values(schema: dict[str, Any], old: Any, new: Any) -> dict[str, Any]:
+    """A text diff for text blocks, a field-level diff for structured ones."""
+    if schema["kind"] == "text":
+        lines = difflib.unified_diff(
+            old.splitlines(), new.splitlines(), "before", "after", lineterm=""
+        )
+        return {"kind": "text", "unified": "\n".join(lines)}
+    if schema["kind"] == "map":
+        keys = [f["name"] for f in schema["fields"]]
+    elif schema["kind"] == "composite":
+        keys = [s["name"] for s in schema["sections"]]
+    else:
+        old_r, new_r = render_value(schema, old), render_value(schema, new)
+        lines = difflib.unified_diff(
+            old_r.splitlines(), new_r.splitlines(), "before", "after", lineterm=""
+        )
+        return {"kind": "text", "unified": "\n".join(lines)}
+    changes = [
+        {"field": k, "before": old.get(k), "after": new.get(k)}
+        for k in keys
+        if old.get(k) != new.get(k)
+    ]
+    return {"kind": "fields", "changes": changes}
+
+
+# --- Loro plumbing ------------------------------------------------------------
+
+
+def document_load(snapshot: bytes, updates: list[bytes]) -> LoroDoc:
+    doc = LoroDoc()
+    with loro_guard("stored block document is unreadable"):
+        if snapshot:
+            doc.import_(snapshot)
+        if updates:
+            doc.import_batch(updates)
+    return doc
+
+
+def updates_since(doc: LoroDoc, vv: VersionVector) -> bytes:
+    return doc.export(ExportMode.Updates(vv))
+
+
+def snapshot(doc: LoroDoc) -> bytes:
+    return doc.export(ExportMode.Snapshot())
+
+
+def frontiers_decode(data: bytes) -> Frontiers:
+    with loro_guard("not a valid version"):
+        return Frontiers.decode(data)
+
+
+def commit_message(*, actor_ref: str, summary: str) -> str:
+    return json.dumps({"actor": actor_ref, "summary": summary})

@@ -1,0 +1,200 @@
+"""Request and response bodies of the memory endpoints."""
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from ninja import Field, Schema
+
+
+class BlockSummaryOut(Schema):
+    id: UUID
+    label: str
+    description: str
+    block_type: str
+    permission: str
+    access: str = Field(description="Your effective right: read, append or write.")
+    approval_required: bool
+    owner_id: int | None
+    owner: str | None
+    shared_from: str | None
+    pinned: bool
+    size: int
+    char_limit: int
+    updated_at: datetime
+
+
+class BlockOut(BlockSummaryOut):
+    schema_: dict[str, Any] = Field(alias="schema")
+    rendered: str
+    content: Any = Field(description="Structured content, shaped by the schema.")
+
+
+class BlockCreateIn(Schema):
+    label: str = Field(min_length=1, max_length=100)
+    agent_id: int | None = Field(
+        None, description="Owner; agents may omit it (themselves)."
+    )
+    constellation_id: int | None = Field(
+        None, description="For a constellation-level block (humans only)."
+    )
+    template: (
+        Literal["persona", "human", "scratchpad", "organization", "custom"] | None
+    ) = None
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+    description: str | None = None
+    block_type: Literal["core", "working", "archival", "log"] | None = None
+    permission: Literal[
+        "read_only", "partner", "human", "append", "read_write", "admin"
+    ] = "read_write"
+    char_limit: int | None = Field(None, gt=0, le=1_000_000)
+    pinned: bool = False
+    content: Any = None
+
+
+class BlockPatchIn(Schema):
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+    permission: (
+        Literal["read_only", "partner", "human", "append", "read_write", "admin"] | None
+    ) = None
+    pinned: bool | None = None
+    block_type: Literal["core", "working", "archival", "log"] | None = None
+    char_limit: int | None = Field(None, gt=0, le=1_000_000)
+
+
+class OperationsIn(Schema):
+    operations: list[dict[str, Any]] = Field(
+        min_length=1,
+        description=(
+            "Schema operations, e.g. {'op': 'append_text', 'text': '...'}, "
+            "{'op': 'set_field', 'field': 'mood', 'value': 'calm'}, "
+            "{'op': 'push_item', 'item': '...'}; composite blocks add 'section'."
+        ),
+    )
+    summary: str | None = Field(None, max_length=300)
+
+
+class ChangeOut(Schema):
+    status: Literal["applied", "unchanged", "pending_approval", "moved"]
+    message: str
+    block_id: UUID
+    label: str
+    size: int
+    char_limit: int
+    version_id: int | None = None
+    approval_id: int | None = None
+
+
+class VersionOut(Schema):
+    id: int
+    created_at: datetime
+    actor_kind: str
+    actor_id: str
+    actor_name: str
+    summary: str
+    size: int
+
+
+class VersionViewOut(Schema):
+    version: VersionOut
+    rendered: str
+    content: Any
+
+
+class DiffOut(Schema):
+    kind: Literal["text", "fields"]
+    unified: str | None = None
+    changes: list[dict[str, Any]] | None = None
+
+
+class RollbackIn(Schema):
+    version_id: int
+
+
+class ShareIn(Schema):
+    agent_id: int
+    access: Literal["read_only", "append_only", "read_write"]
+
+
+class AttachmentOut(Schema):
+    agent_id: int
+    agent: str
+    access: str
+    attached_at: datetime
+
+
+class ApprovalOut(Schema):
+    id: int
+    block_id: UUID
+    label: str
+    agent_id: int
+    agent: str
+    operations: list[dict[str, Any]]
+    summary: str
+    status: str
+    decided_by: str
+    decided_at: datetime | None
+    result: str
+    created_at: datetime
+
+
+class DecisionIn(Schema):
+    approve: bool
+
+
+class ImportOut(Schema):
+    created: list[BlockSummaryOut]
+
+
+# --- tools -------------------------------------------------------------------------
+
+
+class ContextToolIn(Schema):
+    operation: Literal["append", "replace", "archive", "load", "swap"]
+    label: str = Field(description="The block to act on (for swap: the working one).")
+    content: str | None = Field(None, description="append: the text to add.")
+    old: str | None = Field(None, description="replace: the exact text to find.")
+    new: str | None = Field(None, description="replace: its replacement.")
+    section: str | None = Field(None, description="Section of a composite block.")
+    archival_label: str | None = Field(
+        None, description="swap: the archival block to bring into working memory."
+    )
+
+
+class CoreMemoryIn(Schema):
+    label: str = Field(description='Which block: "persona", "human", ...')
+    content: str
+
+
+class ToolRuleIn(Schema):
+    tool: str
+    kind: Literal[
+        "start_constraint", "exit_loop", "continue_loop", "max_calls", "requires_prior"
+    ]
+    value: int | str | None = None
+
+
+class ContextBuildIn(Schema):
+    agent_id: int | None = Field(None, description="Agents may omit it (themselves).")
+    batch_block_ids: list[str] = Field(
+        default_factory=list,
+        description="Ids or labels of working blocks to include for this request.",
+    )
+    base_instructions: str | None = None
+    tool_rules: list[ToolRuleIn] = Field(default_factory=list)
+    model: str | None = None
+    include_descriptions: bool = True
+
+
+class SectionOut(Schema):
+    name: str
+    text: str
+    tokens: int
+    blocks: list[str]
+
+
+class ContextOut(Schema):
+    system_prompt: str
+    sections: list[SectionOut]
+    metadata: dict[str, Any]

@@ -1,0 +1,969 @@
+"""Every change to memory blocks.
+
+One path changes a block's content, :func:`_block_change`: under the block's
+row lock it loads the document (snapshot + log), applies the change, checks
+the actor's rights and the character limit on the result, appends one
+attributed ``BlockUpdate`` and compacts the log past the thresholds of
+``settings.MEMORY_COMPACT_UPDATES`` / ``MEMORY_COMPACT_BYTES`` - all in one
+transaction, so a concurrent change can never be lost.  After commit the
+update is broadcast to the block's room (``memory.broadcast``).
+
+Agents' changes to Partner/Human blocks become approval requests; approving
+one applies it as the agent's change.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from loro import LoroDoc
+
+from coordination.actors import Actor
+from coordination.errors import (
+    Conflict,
+    InvalidInput,
+    LimitExceeded,
+    NotFound,
+    PermissionDenied,
+)
+from coordination.models import Agent, Constellation
+from memory import documents, selectors
+from memory.broadcast import block_broadcast
+from memory.models import (
+    ApprovalStatus,
+    BlockApproval,
+    BlockAttachment,
+    BlockType,
+    BlockUpdate,
+    MemoryBlock,
+    Permission,
+    SharedAccess,
+)
+
+SUMMARY_MAX = 300
+EXPORT_FORMAT = "pattern-site.memory"
+EXPORT_VERSION = 1
+
+
+@dataclass
+class BlockChange:
+    """What a change did: the stored update, or the approval it now waits on."""
+
+    block: MemoryBlock
+    update: BlockUpdate | None = None
+    approval: BlockApproval | None = None
+    data: bytes = b""
+    pruned: list[Any] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        if self.approval is not None:
+            return "pending_approval"
+        return "applied" if self.update is not None else "unchanged"
+
+
+# --- the one write path ----------
+
+
+def _lock(block: MemoryBlock) -> MemoryBlock:
+    locked = MemoryBlock.objects.select_for_update().filter(pk=block.pk).first()
+    if locked is None:
+        raise NotFound(f"block {block.label!r} no longer exists")
+    return locked
+
+
+def _check_limit(*, block: MemoryBlock, old_size: int, new_size: int) -> None:
+    if new_size > block.char_limit and new_size > old_size:
+        change = new_size - old_size
+        raise LimitExceeded(
+            f"block {block.label!r} is {old_size}/{block.char_limit} chars; "
+            f"this change adds {change}",
+            extra={
+                "block": block.label,
+                "size": old_size,
+                "limit": block.char_limit,
+                "change_size": change,
+            },
+        )
+
+
+def _check_rights(
+    *, actor: Actor, block: MemoryBlock, access: str, old: Any, new: Any
+) -> None:
+    if access == "read":
+        selectors.block_require_access(actor=actor, block=block, needed="append")
+    if access == "append" and not documents.is_extension(old, new):
+        raise PermissionDenied(
+            f"you may only append to block {block.label!r}; this change would "
+            "delete or rewrite existing content"
+        )
+    if actor.kind == "agent":
+        changed = documents.read_only_changed(block.schema, old, new)
+        if changed:
+            raise PermissionDenied(f"{changed} of block {block.label!r} is read-only")
+
+
+def _summary(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= SUMMARY_MAX else text[: SUMMARY_MAX - 1] + "…"
+
+
+@transaction.atomic
+def _block_change(
+    *,
+    block: MemoryBlock,
+    actor: Actor,
+    summary: str,
+    change: Callable[[LoroDoc], list[Any] | None],
+    access: str | None = None,
+    origin: str | None = None,
+) -> BlockChange:
+    """Apply ``change`` to the block's document as ``actor``; see module doc.
+
+    ``change`` mutates the (uncommitted) document and may return entries it
+    pruned (log blocks).  ``access`` overrides the actor's right (approved
+    requests were authorised by a human).
+    """
+    if access is None:
+        access = selectors.block_access_for_actor(actor=actor, block=block)
+    if access == "read":
+        selectors.block_require_access(actor=actor, block=block, needed="append")
+    locked = _lock(block)
+    doc = selectors.block_document_load(block=locked)
+    before = doc.oplog_vv
+    old_value = documents.document_value(doc, locked.schema)
+    doc.set_next_commit_message(
+        documents.commit_message(actor_ref=actor.ref, summary=summary)
+    )
+    pruned = change(doc) or []
+    doc.commit()
+    if doc.oplog_vv.encode() == before.encode():
+        return BlockChange(block=locked)
+    new_value = documents.document_value(doc, locked.schema)
+    _check_rights(
+        actor=actor, block=locked, access=access, old=old_value, new=new_value
+    )
+    rendered = documents.render_value(locked.schema, new_value)
+    _check_limit(block=locked, old_size=locked.size, new_size=len(rendered))
+    data = documents.updates_since(doc, before)
+    update = _block_record(
+        block=locked,
+        doc=doc,
+        actor=actor,
+        summary=summary,
+        data=data,
+        rendered=rendered,
+    )
+    transaction.on_commit(
+        partial(block_broadcast, block_id=locked.pk, updates=[data], origin=origin),
+        robust=True,
+    )
+    if pruned:
+        log_entries_pruned(block=locked, entries=pruned)
+    block.__dict__.update(
+        {k: getattr(locked, k) for k in ("rendered", "size", "updated_at")}
+    )
+    return BlockChange(block=locked, update=update, data=data, pruned=pruned)
+
+
+def _block_record(
+    *,
+    block: MemoryBlock,
+    doc: LoroDoc,
+    actor: Actor,
+    summary: str,
+    data: bytes,
+    rendered: str,
+) -> BlockUpdate:
+    """Append the update row and refresh the block (compacting if due)."""
+    update = BlockUpdate(
+        block=block,
+        data=data,
+        frontiers=doc.oplog_frontiers.encode(),
+        actor_kind=actor.kind,
+        actor_id=actor.id,
+        actor_name=actor.display_name[:150],
+        summary=_summary(summary),
+        size=len(rendered),
+    )
+    update.full_clean(exclude=["block"], validate_unique=False)
+    update.save()
+    block.rendered = rendered
+    block.size = len(rendered)
+    block.updated_at = timezone.now()
+    fields = ["rendered", "size", "updated_at"]
+    pending = BlockUpdate.objects.filter(block=block, pk__gt=block.snapshot_upto)
+    count = pending.count()
+    if count >= settings.MEMORY_COMPACT_UPDATES or (
+        count > 1 and _pending_bytes(pending) >= settings.MEMORY_COMPACT_BYTES
+    ):
+        block.snapshot = documents.snapshot(doc)
+        pending.filter(pk__lte=update.pk).update(data=b"")
+        block.snapshot_upto = update.pk
+        fields += ["snapshot", "snapshot_upto"]
+    MemoryBlock.objects.filter(pk=block.pk).update(
+        **{name: getattr(block, name) for name in fields}
+    )
+    return update
+
+
+def _pending_bytes(pending: Any) -> int:
+    from django.db.models import Sum
+    from django.db.models.functions import Length
+
+    return pending.aggregate(n=Sum(Length("data")))["n"] or 0
+
+
+def block_compact(*, block: MemoryBlock) -> bool:
+    """Fold a block's whole log into its snapshot now; False if nothing to do."""
+    with transaction.atomic():
+        locked = _lock(block)
+        last = (
+            BlockUpdate.objects.filter(block=locked, pk__gt=locked.snapshot_upto)
+            .order_by("-pk")
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if last is None:
+            return False
+        doc = selectors.block_document_load(block=locked)
+        BlockUpdate.objects.filter(
+            block=locked, pk__gt=locked.snapshot_upto, pk__lte=last
+        ).update(data=b"")
+        MemoryBlock.objects.filter(pk=locked.pk).update(
+            snapshot=documents.snapshot(doc), snapshot_upto=last
+        )
+        return True
+
+
+def log_entries_pruned(*, block: MemoryBlock, entries: list[Any]) -> list[Any]:
+    """The one place entries pruned from a log block leave it.
+
+    They stay in the block's history; moving them to archival memory (the
+    long-term memory issue) is wired here.  Returns the entries.
+    """
+    return entries
+
+
+# --- remote peers (the sync consumer) -------------------------------------------
+
+
+def block_update_import(
+    *,
+    block: MemoryBlock,
+    actor: Actor,
+    updates: list[bytes],
+    origin: str | None = None,
+) -> list[bytes]:
+    """Validate and store Loro updates sent by a remote peer.
+
+    Corrupt bytes or updates depending on unknown changes are
+    ``InvalidInput``; the actor's right and the char limit are checked on
+    the result.  Returns the stored update (empty when nothing was new).
+    Attribution comes from ``actor``.
+    """
+    if not updates or not all(isinstance(u, bytes | bytearray) for u in updates):
+        raise InvalidInput("expected one or more Loro updates as bytes")
+
+    def apply(doc: LoroDoc) -> None:
+        with documents.loro_guard("invalid Loro update"):
+            status = doc.import_batch([bytes(u) for u in updates])
+        if status.pending is not None:
+            raise InvalidInput(
+                "this update depends on changes the server does not have; "
+                "sync the document first"
+            )
+
+    summary = f"live edit by {actor.display_name}"
+    result = _block_change(
+        block=block, actor=actor, summary=summary, change=apply, origin=origin
+    )
+    return [result.data] if result.update is not None else []
+
+
+# --- operations (tool API, dashboard) ---------------------------------------------
+
+
+def _describe(op: dict[str, Any]) -> str:
+    name = op.get("op", "?")
+    target = op.get("field") or op.get("section") or ""
+    return f"{name} {target}".strip()
+
+
+def _apply_operations(
+    operations: list[dict[str, Any]], schema: dict[str, Any], *, agent: bool
+) -> Callable[[LoroDoc], None]:
+    if not operations or not all(isinstance(op, dict) for op in operations):
+        raise InvalidInput("expected a list of operations ({'op': name, ...})")
+
+    def apply(doc: LoroDoc) -> None:
+        for op in operations:
+            documents.operation_apply(doc, schema, op, enforce_read_only=agent)
+
+    return apply
+
+
+def block_operate(
+    *,
+    actor: Actor,
+    block: MemoryBlock,
+    operations: list[dict[str, Any]],
+    summary: str | None = None,
+    origin: str | None = None,
+) -> BlockChange:
+    """Apply schema operations (seed 004) to a block as ``actor``.
+
+    An agent's change to a Partner/Human block becomes a pending approval
+    request instead (checked against the block first, so a request that
+    could never apply is refused now).
+    """
+    summary = summary or ", ".join(_describe(op) for op in operations)[:SUMMARY_MAX]
+    apply = _apply_operations(operations, block.schema, agent=actor.kind == "agent")
+    if selectors.block_approval_needed(actor=actor, block=block):
+        return _approval_request(
+            actor=actor, block=block, operations=operations, summary=summary
+        )
+    return _block_change(
+        block=block, actor=actor, summary=summary, change=apply, origin=origin
+    )
+
+
+def block_set_content(
+    *, actor: Actor, block: MemoryBlock, value: Any, summary: str | None = None
+) -> BlockChange:
+    """Replace a block's whole content with ``value`` (shaped by its schema)."""
+    op = {"op": "set_content", "value": value}
+    if selectors.block_approval_needed(actor=actor, block=block):
+        return _approval_request(
+            actor=actor, block=block, operations=[op], summary=summary or "set content"
+        )
+    return _block_change(
+        block=block,
+        actor=actor,
+        summary=summary or "set content",
+        change=lambda doc: documents.document_set_value(doc, block.schema, value),
+    )
+
+
+def _run_operations(
+    *, actor: Actor, block: MemoryBlock, operations: list[dict[str, Any]], **kw: Any
+) -> BlockChange:
+    """Apply stored operations, including the ``set_content`` pseudo-op."""
+    agent = actor.kind == "agent"
+
+    def apply(doc: LoroDoc) -> None:
+        for op in operations:
+            if op.get("op") == "set_content":
+                documents.document_set_value(doc, block.schema, op.get("value"))
+            else:
+                documents.operation_apply(
+                    doc, block.schema, op, enforce_read_only=agent
+                )
+
+    return _block_change(block=block, actor=actor, change=apply, **kw)
+
+
+def block_log_append(
+    *, block: MemoryBlock, entry: dict[str, Any], actor: Actor | None = None
+) -> BlockChange:
+    """Append an entry to a log block (system-maintained) and prune it.
+
+    Entries past the schema's ``max_entries`` leave the block through
+    :func:`log_entries_pruned` (they stay in its history).
+    """
+    if block.schema.get("kind") != "log":
+        raise InvalidInput(f"block {block.label!r} is not a log block")
+    actor = actor or Actor.system()
+    entry = {"timestamp": timezone.now().isoformat(timespec="seconds"), **entry}
+
+    def apply(doc: LoroDoc) -> list[Any]:
+        documents.operation_apply(
+            doc,
+            block.schema,
+            {"op": "append_log_entry", "entry": entry},
+            enforce_read_only=False,
+        )
+        return documents.log_prune(doc, block.schema)
+
+    summary = _summary(f"log: {entry.get('message', entry)}")
+    return _block_change(block=block, actor=actor, summary=summary, change=apply)
+
+
+def block_rollback(*, actor: Actor, block: MemoryBlock, version_id: int) -> BlockChange:
+    """Make the block's content what it was after ``version_id``, as a new
+    change (history is never rewritten)."""
+    version = selectors.block_version_get(block=block, version_id=version_id)
+    selectors.block_require_access(actor=actor, block=block, needed="write")
+    frontiers = documents.frontiers_decode(bytes(version.frontiers))
+
+    def apply(doc: LoroDoc) -> None:
+        with documents.loro_guard("cannot roll back to this version"):
+            doc.revert_to(frontiers)
+
+    return _block_change(
+        block=block,
+        actor=actor,
+        summary=f"rolled back to version {version.pk}",
+        change=apply,
+    )
+
+
+# --- approvals ----------
+
+
+@transaction.atomic
+def _approval_request(
+    *,
+    actor: Actor,
+    block: MemoryBlock,
+    operations: list[dict[str, Any]],
+    summary: str,
+) -> BlockChange:
+    assert actor.agent is not None
+    _dry_run(actor=actor, block=block, operations=operations)
+    approval = BlockApproval(
+        block=block, agent=actor.agent, operations=operations, summary=_summary(summary)
+    )
+    approval.full_clean()
+    approval.save()
+    return BlockChange(block=block, approval=approval)
+
+
+def _dry_run(
+    *, actor: Actor, block: MemoryBlock, operations: list[dict[str, Any]]
+) -> None:
+    """Refuse a request now if it could not apply (bad op, over the limit)."""
+    doc = selectors.block_document_load(block=block)
+    old = documents.document_value(doc, block.schema)
+    for op in operations:
+        if op.get("op") == "set_content":
+            documents.document_set_value(doc, block.schema, op.get("value"))
+        else:
+            documents.operation_apply(doc, block.schema, op, enforce_read_only=True)
+    new = documents.document_value(doc, block.schema)
+    _check_rights(actor=actor, block=block, access="write", old=old, new=new)
+    rendered = documents.render_value(block.schema, new)
+    _check_limit(block=block, old_size=block.size, new_size=len(rendered))
+
+
+@transaction.atomic
+def approval_decide(
+    *, actor: Actor, approval: BlockApproval, approve: bool
+) -> BlockApproval:
+    """Approve (apply as the agent's change) or reject a pending request."""
+    approval.decided_by = actor.display_name[:150]
+    approval.decided_at = timezone.now()
+    fields = ["status", "decided_by", "decided_at", "result"]
+    if not approve:
+        approval.status = ApprovalStatus.REJECTED
+        approval.full_clean()
+        approval.save(update_fields=fields)
+        return approval
+    agent_actor = Actor.for_agent(approval.agent)
+    try:
+        with transaction.atomic():
+            change = _run_operations(
+                actor=agent_actor,
+                block=approval.block,
+                operations=approval.operations,
+                summary=f"{approval.summary} (approved by {actor.display_name})",
+                access="write",
+            )
+    except (InvalidInput, LimitExceeded, PermissionDenied) as exc:
+        approval.status = ApprovalStatus.FAILED
+        approval.result = exc.message
+    else:
+        approval.status = ApprovalStatus.APPROVED
+        approval.result = (
+            f"version {change.update.pk}" if change.update else "no change"
+        )
+    approval.full_clean()
+    approval.save(update_fields=fields)
+    return approval
+
+
+# --- blocks themselves ----------
+
+
+def _choice(value: str, choices: Any, what: str) -> str:
+    if value not in choices.values:
+        raise InvalidInput(
+            f"{what} is one of {', '.join(choices.values)}; got {value!r}"
+        )
+    return value
+
+
+@transaction.atomic
+def block_create(
+    *,
+    actor: Actor,
+    label: str,
+    owner: Agent | None = None,
+    constellation: Constellation | None = None,
+    template: str | None = None,
+    schema: dict[str, Any] | None = None,
+    description: str | None = None,
+    block_type: str | None = None,
+    permission: str = Permission.READ_WRITE,
+    char_limit: int | None = None,
+    pinned: bool = False,
+    content: Any = None,
+    snapshot: bytes | None = None,
+) -> MemoryBlock:
+    """Create a block for ``owner`` (or the constellation when None).
+
+    ``template`` (persona, human, scratchpad, organization, custom) gives the
+    schema, description and type unless they are given.  ``content`` is its
+    initial content (shaped by the schema); ``snapshot`` (imports) a whole
+    Loro document with its history instead.
+    """
+    if actor.kind == "agent":
+        assert actor.agent is not None
+        if owner is None or owner.pk != actor.agent.pk:
+            raise PermissionDenied("an agent may create blocks in its own memory only")
+    if owner is not None:
+        constellation = owner.constellation
+    if constellation is None:
+        raise InvalidInput("a constellation-level block needs a constellation")
+    tpl = documents.template_get(template) if template else None
+    schema = documents.schema_validate(
+        schema if schema is not None else (tpl.schema if tpl else {"kind": "text"})
+    )
+    if block_type is None:
+        block_type = tpl.block_type if tpl else BlockType.WORKING
+    if schema["kind"] == "log":
+        block_type = BlockType.LOG
+    block = MemoryBlock(
+        constellation=constellation,
+        owner=owner,
+        label=label.strip(),
+        description=description
+        if description is not None
+        else (tpl.description if tpl else ""),
+        block_type=_choice(block_type, BlockType, "block_type"),
+        schema=schema,
+        char_limit=char_limit or settings.MEMORY_DEFAULT_CHAR_LIMIT,
+        permission=_choice(permission, Permission, "permission"),
+        pinned=pinned,
+    )
+    if not block.description:
+        block.description = f"Memory block '{block.label}'"
+    block.rendered = documents.render(LoroDoc(), schema)
+    block.size = len(block.rendered)
+    _label_free(block)
+    block.full_clean()
+    block.save()
+    if snapshot is not None:
+        _block_adopt_snapshot(block=block, actor=actor, snapshot=snapshot)
+    elif content not in (None, "", {}, []):
+        _block_change(
+            block=block,
+            actor=actor,
+            summary="created",
+            change=lambda doc: documents.document_set_value(doc, schema, content),
+            access="write",
+        )
+    return block
+
+
+def _label_free(block: MemoryBlock, *, exclude: Any = None) -> None:
+    qs = MemoryBlock.objects.filter(label=block.label)
+    if block.owner_id is not None:
+        qs = qs.filter(owner_id=block.owner_id)
+    else:
+        qs = qs.filter(owner__isnull=True, constellation_id=block.constellation_id)
+    if exclude is not None:
+        qs = qs.exclude(pk=exclude)
+    if qs.exists():
+        where = "this agent" if block.owner_id else "this constellation"
+        raise Conflict(f"{where} already has a block labelled {block.label!r}")
+
+
+def _block_adopt_snapshot(*, block: MemoryBlock, actor: Actor, snapshot: bytes) -> None:
+    doc = documents.document_load(snapshot, [])
+    rendered = documents.render(doc, block.schema)
+    _check_limit(block=block, old_size=0, new_size=len(rendered))
+    update = _block_record(
+        block=block,
+        doc=doc,
+        actor=actor,
+        summary="imported with its history",
+        data=b"",
+        rendered=rendered,
+    )
+    MemoryBlock.objects.filter(pk=block.pk).update(
+        snapshot=documents.snapshot(doc), snapshot_upto=update.pk
+    )
+
+
+@transaction.atomic
+def block_configure(
+    *,
+    actor: Actor,
+    block: MemoryBlock,
+    description: str | None = None,
+    schema: dict[str, Any] | None = None,
+    permission: str | None = None,
+    pinned: bool | None = None,
+    block_type: str | None = None,
+    char_limit: int | None = None,
+) -> MemoryBlock:
+    """Change a block's settings (not its content).
+
+    The owner agent with write access, or a human.  An agent may make the
+    permission stricter but never looser, and cannot change the limit.
+    """
+    if not selectors.block_can_configure(actor=actor, block=block):
+        raise PermissionDenied(
+            f"only the owner with write access or a human can configure {block.label!r}"
+        )
+    fields: list[str] = []
+    if description is not None:
+        block.description = description
+        fields.append("description")
+    if pinned is not None:
+        block.pinned = pinned
+        fields.append("pinned")
+    if block_type is not None:
+        new_type = _choice(block_type, BlockType, "block_type")
+        if (new_type == BlockType.LOG) != (block.schema.get("kind") == "log"):
+            raise InvalidInput("only log-schema blocks are log blocks")
+        block.block_type = new_type
+        fields.append("block_type")
+    if permission is not None:
+        _choice(permission, Permission, "permission")
+        if actor.kind == "agent" and _permission_rank(permission) > _permission_rank(
+            block.permission
+        ):
+            raise PermissionDenied("agents cannot loosen a block's permission")
+        block.permission = permission
+        fields.append("permission")
+    if char_limit is not None:
+        if actor.kind == "agent":
+            raise PermissionDenied("only a human can change a block's char limit")
+        block.char_limit = char_limit
+        fields.append("char_limit")
+    if schema is not None:
+        new_schema = documents.schema_validate(schema)
+        if new_schema["kind"] != block.schema["kind"] and block.size:
+            raise InvalidInput(
+                f"block {block.label!r} has content; its schema kind stays "
+                f"{block.schema['kind']}"
+            )
+        block.schema = new_schema
+        block.rendered = documents.render(
+            selectors.block_document_load(block=block), new_schema
+        )
+        block.size = len(block.rendered)
+        fields += ["schema", "rendered", "size"]
+    if not fields:
+        return block
+    block.full_clean()
+    block.save(update_fields=[*fields, "updated_at"])
+    return block
+
+
+_PERMISSION_ORDER = [
+    Permission.READ_ONLY,
+    Permission.PARTNER,
+    Permission.HUMAN,
+    Permission.APPEND,
+    Permission.READ_WRITE,
+    Permission.ADMIN,
+]
+
+
+def _permission_rank(permission: str) -> int:
+    return _PERMISSION_ORDER.index(Permission(permission))
+
+
+@transaction.atomic
+def block_delete(*, actor: Actor, block: MemoryBlock) -> None:
+    if not selectors.block_can_delete(actor=actor, block=block):
+        raise PermissionDenied(
+            f"deleting block {block.label!r} needs Admin permission on your own block"
+        )
+    block.delete()
+
+
+def block_move(*, actor: Actor, block: MemoryBlock, to_type: str) -> MemoryBlock:
+    """Move a block between working and archival memory (context tool)."""
+    if block.block_type == BlockType.CORE:
+        raise InvalidInput(f"block {block.label!r} is core memory and stays in context")
+    if block.block_type == BlockType.LOG:
+        raise InvalidInput(f"block {block.label!r} is a log block")
+    if block.block_type == to_type:
+        where = "working" if to_type == BlockType.WORKING else "archival"
+        raise InvalidInput(f"block {block.label!r} is already in {where} memory")
+    pinned = False if to_type == BlockType.ARCHIVAL else None
+    return block_configure(actor=actor, block=block, block_type=to_type, pinned=pinned)
+
+
+@transaction.atomic
+def block_swap(
+    *, actor: Actor, working: MemoryBlock, archival: MemoryBlock
+) -> tuple[MemoryBlock, MemoryBlock]:
+    if working.block_type != BlockType.WORKING:
+        raise InvalidInput(f"block {working.label!r} is not in working memory")
+    if archival.block_type != BlockType.ARCHIVAL:
+        raise InvalidInput(f"block {archival.label!r} is not in archival memory")
+    return (
+        block_move(actor=actor, block=working, to_type=BlockType.ARCHIVAL),
+        block_move(actor=actor, block=archival, to_type=BlockType.WORKING),
+    )
+
+
+# --- sharing ----------
+
+
+@transaction.atomic
+def block_share(
+    *, actor: Actor, block: MemoryBlock, agent: Agent, access: str
+) -> BlockAttachment:
+    """Attach ``block`` to ``agent`` with ReadOnly/AppendOnly/ReadWrite access
+    (again: changes the access)."""
+    if not selectors.block_can_share(actor=actor, block=block):
+        raise PermissionDenied(f"you cannot share block {block.label!r}")
+    _choice(access, SharedAccess, "access")
+    if agent.constellation_id != block.constellation_id:
+        raise NotFound(f"agent {agent.pk} does not exist")
+    if agent.pk == block.owner_id:
+        raise InvalidInput("a block is not shared with its own owner")
+    attachment = BlockAttachment.objects.filter(block=block, agent=agent).first()
+    if attachment is None:
+        attachment = BlockAttachment(block=block, agent=agent, access=access)
+    attachment.access = access
+    attachment.full_clean(validate_unique=False)
+    try:
+        attachment.save()
+    except IntegrityError:
+        raise Conflict("this block was just shared with that agent") from None
+    return attachment
+
+
+@transaction.atomic
+def block_unshare(*, actor: Actor, block: MemoryBlock, agent: Agent) -> bool:
+    if not selectors.block_can_share(actor=actor, block=block):
+        raise PermissionDenied(f"you cannot unshare block {block.label!r}")
+    deleted, _ = BlockAttachment.objects.filter(block=block, agent=agent).delete()
+    return bool(deleted)
+
+
+# --- export and import ----------
+
+
+def blocks_export(*, actor: Actor, agent: Agent) -> dict[str, Any]:
+    """An agent's own blocks as JSON, each with its Loro snapshot (base64)."""
+    blocks = []
+    for block in selectors.block_list_for_actor(actor=actor).filter(owner=agent):
+        doc = selectors.block_document_load(block=block)
+        blocks.append(
+            {
+                "label": block.label,
+                "description": block.description,
+                "block_type": block.block_type,
+                "schema": block.schema,
+                "char_limit": block.char_limit,
+                "permission": block.permission,
+                "pinned": block.pinned,
+                "content": documents.document_value(doc, block.schema),
+                "loro_snapshot": base64.b64encode(documents.snapshot(doc)).decode(),
+            }
+        )
+    return {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "agent": agent.name,
+        "exported_at": timezone.now().isoformat(),
+        "blocks": blocks,
+    }
+
+
+V1_TYPES = {"core": BlockType.CORE, "working": BlockType.WORKING}
+V1_PERMISSIONS = {
+    "read_only": Permission.READ_ONLY,
+    "readonly": Permission.READ_ONLY,
+    "partner": Permission.PARTNER,
+    "human": Permission.HUMAN,
+    "append": Permission.APPEND,
+    "read_write": Permission.READ_WRITE,
+    "readwrite": Permission.READ_WRITE,
+    "admin": Permission.ADMIN,
+}
+
+
+@transaction.atomic
+def blocks_import(
+    *, actor: Actor, agent: Agent, data: dict[str, Any]
+) -> list[MemoryBlock]:
+    """Import an export (``version`` 1) or v1-style blocks into ``agent``.
+
+    v1 blocks (``content``, ``label``, ``memory_type``, ``pinned``,
+    ``permission``) become new Loro documents: pinned maps to a core block,
+    the description is generated from the label when missing.  All or
+    nothing: one bad block imports none.
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("blocks"), list):
+        raise InvalidInput("expected a JSON object with a 'blocks' list")
+    if data.get("format") == EXPORT_FORMAT:
+        if data.get("version") != EXPORT_VERSION:
+            raise InvalidInput(
+                f"export version {data.get('version')!r} is not supported "
+                f"(this server reads version {EXPORT_VERSION})"
+            )
+        make = _import_current
+    else:
+        make = _import_v1
+    created = []
+    for n, item in enumerate(data["blocks"]):
+        if not isinstance(item, dict) or not isinstance(item.get("label"), str):
+            raise InvalidInput(f"block {n} needs a 'label'")
+        created.append(make(actor=actor, agent=agent, item=item))
+    return created
+
+
+def _import_current(*, actor: Actor, agent: Agent, item: dict[str, Any]) -> MemoryBlock:
+    try:
+        snapshot = base64.b64decode(item.get("loro_snapshot") or "", validate=True)
+    except ValueError:
+        raise InvalidInput(
+            f"block {item['label']!r}: loro_snapshot is not base64"
+        ) from None
+    return block_create(
+        actor=actor,
+        owner=agent,
+        label=item["label"],
+        schema=item.get("schema") or {"kind": "text"},
+        description=item.get("description"),
+        block_type=item.get("block_type"),
+        permission=item.get("permission", Permission.READ_WRITE),
+        char_limit=item.get("char_limit"),
+        pinned=bool(item.get("pinned", False)),
+        snapshot=snapshot,
+    )
+
+
+def _import_v1(*, actor: Actor, agent: Agent, item: dict[str, Any]) -> MemoryBlock:
+    content = item.get("content", item.get("value", ""))
+    if not isinstance(content, str):
+        raise InvalidInput(f"block {item['label']!r}: v1 content must be text")
+    pinned = bool(item.get("pinned", False))
+    memory_type = str(item.get("memory_type", "core")).lower()
+    if memory_type not in (*V1_TYPES, "archival"):
+        raise InvalidInput(
+            f"block {item['label']!r}: unknown memory_type {memory_type!r}"
+        )
+    block_type = (
+        BlockType.CORE if pinned else V1_TYPES.get(memory_type, BlockType.ARCHIVAL)
+    )
+    permission = V1_PERMISSIONS.get(
+        str(item.get("permission", "read_write")).lower().replace("-", "_")
+    )
+    if permission is None:
+        raise InvalidInput(f"block {item['label']!r}: unknown permission")
+    label = item["label"]
+    tpl = documents.TEMPLATES.get(label)
+    return block_create(
+        actor=actor,
+        owner=agent,
+        label=label,
+        schema={"kind": "text"},
+        description=item.get("description")
+        or (tpl.description if tpl and tpl.description else None),
+        block_type=block_type,
+        permission=permission,
+        char_limit=max(int(item.get("char_limit") or 0), len(content)) or None,
+        pinned=pinned,
+        content=content,
+    )
+
+
+# --- the agent tools (context, Letta core_memory_*) -----------------
+
+
+def _text_target(block: MemoryBlock, section: str | None) -> tuple[str, str | None]:
+    """The schema kind an append/replace lands in, and the section."""
+    schema = block.schema
+    if schema["kind"] != "composite":
+        return schema["kind"], None
+    if section is None:
+        writable = [
+            s["name"]
+            for s in schema["sections"]
+            if s["schema"]["kind"] in ("text", "list") and not s["read_only"]
+        ]
+        if len(writable) != 1:
+            names = ", ".join(s["name"] for s in schema["sections"])
+            raise InvalidInput(
+                f"block {block.label!r} has sections {names}; name the 'section'"
+            )
+        section = writable[0]
+    for sec in schema["sections"]:
+        if sec["name"] == section:
+            return sec["schema"]["kind"], section
+    raise InvalidInput(f"block {block.label!r} has no section {section!r}")
+
+
+def tool_append(
+    *, actor: Actor, block: MemoryBlock, content: str, section: str | None = None
+) -> BlockChange:
+    """Append ``content`` on a new line (text) or as a new item (list)."""
+    if not content:
+        raise InvalidInput("nothing to append: 'content' is empty")
+    kind, section = _text_target(block, section)
+    if kind == "text":
+        current = selectors.block_value(block=block)
+        if section is not None:
+            current = current[section]
+        op: dict[str, Any] = {
+            "op": "append_text",
+            "text": ("\n" if current else "") + content,
+        }
+    elif kind == "list":
+        op = {"op": "push_item", "item": content}
+    else:
+        raise InvalidInput(
+            f"block {block.label!r} is a {kind} block; use its structured "
+            "operations (POST /api/blocks/{id}/operations)"
+        )
+    if section is not None:
+        op["section"] = section
+    return block_operate(
+        actor=actor,
+        block=block,
+        operations=[op],
+        summary=_summary(f"append: {content}"),
+    )
+
+
+def tool_replace(
+    *, actor: Actor, block: MemoryBlock, old: str, new: str, section: str | None = None
+) -> BlockChange:
+    kind, section = _text_target(block, section)
+    if kind != "text":
+        raise InvalidInput(f"replace works on text; block {block.label!r} is {kind}")
+    op: dict[str, Any] = {"op": "replace_text", "old": old, "new": new}
+    if section is not None:
+        op["section"] = section
+    return block_operate(
+        actor=actor,
+        block=block,
+        operations=[op],
+        summary=_summary(f"replace {old!r} with {new!r}"),
+    )
+
+
+def tool_update(*, actor: Actor, block: MemoryBlock, content: str) -> BlockChange:
+    """Letta's ``core_memory_update``: the block's whole content becomes
+    ``content``."""
+    value = documents.value_from_text(block.schema, content)
+    return block_set_content(
+        actor=actor, block=block, value=value, summary=_summary(f"update: {content}")
+    )

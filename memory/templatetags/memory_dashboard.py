@@ -1,0 +1,72 @@
+"""Memory panels on pages served by other apps (agent, constellation).
+
+``coordination`` must not import ``memory``; its templates load these tags
+instead, so the one implementation of each panel lives here.
+"""
+
+from typing import Any
+
+from django import template
+
+from coordination.actors import Actor
+from coordination.models import Agent, Constellation
+from memory import documents, selectors
+from memory.models import BlockType, Permission
+
+register = template.Library()
+
+
+def _actor(context: template.Context) -> Actor:
+    return Actor.for_user(context["request"].user)
+
+
+@register.inclusion_tag("memory/_agent_memory.html", takes_context=True)
+def agent_memory(context: template.Context, agent: Agent) -> dict[str, Any]:
+    """The agent's blocks (type, permission, size against limit) and the
+    create-from-template form."""
+    actor = _actor(context)
+    blocks = selectors.block_list_for_actor(actor=actor, agent_id=agent.pk)
+    pending = selectors.approval_list_for_actor(actor=actor, status="pending").filter(
+        agent=agent
+    )
+    return {
+        "agent": agent,
+        "blocks": blocks,
+        "pending_count": pending.count(),
+        "templates": list(documents.TEMPLATES),
+        "permissions": Permission.choices,
+        "block_types": BlockType.choices,
+        "csrf_token": context.get("csrf_token"),
+    }
+
+
+@register.simple_tag(takes_context=True)
+def block_counts(context: template.Context, constellation: Constellation) -> Any:
+    """``{% block_counts constellation as counts %}``: blocks per owner id."""
+    return selectors.block_counts_by_owner(
+        actor=_actor(context), constellation_id=constellation.pk
+    )
+
+
+@register.filter
+def count_for(counts: dict[Any, int], owner_id: Any) -> int:
+    return counts.get(owner_id, 0)
+
+
+@register.inclusion_tag("memory/_constellation_memory.html", takes_context=True)
+def constellation_memory(
+    context: template.Context, constellation: Constellation, counts: Any
+) -> dict[str, Any]:
+    """Constellation-level blocks and pending approvals."""
+    actor = _actor(context)
+    pending = selectors.approval_list_for_actor(actor=actor, status="pending").filter(
+        block__constellation=constellation
+    )
+    shared = selectors.block_list_for_actor(actor=actor).filter(
+        constellation=constellation, owner__isnull=True
+    )
+    return {
+        "total": sum(counts.values()),
+        "shared_blocks": shared,
+        "pending_count": pending.count(),
+    }

@@ -1,0 +1,326 @@
+"""The memory tool API: agent tools, block resources, approvals, export/import
+and the context builder, over HTTP with agent tokens and human sessions."""
+
+import pytest
+from django.test import Client
+
+from coordination.actors import Actor
+from coordination.services import agent_token_issue
+from memory.models import BlockUpdate, MemoryBlock
+from memory.selectors import block_value
+from memory.services import block_create, block_share
+
+
+@pytest.fixture
+def human_client(partner):
+    client = Client()
+    client.force_login(partner)
+    return client
+
+
+@pytest.fixture
+def other_client(other_agent):
+    return Client(
+        HTTP_AUTHORIZATION=f"Bearer {agent_token_issue(agent=other_agent).raw}"
+    )
+
+
+def post(client, url, body):
+    return client.post(url, body, content_type="application/json")
+
+
+def test_agent_lists_own_shared_and_constellation_blocks_with_access(
+    agent_client, make_block, agent, other_agent, constellation
+):
+    make_block(label="persona", template="persona")
+    theirs = make_block(label="board", owner=other_agent)
+    make_block(label="secret", owner=other_agent)
+    block_share(actor=Actor.system(), block=theirs, agent=agent, access="append_only")
+    block_create(
+        actor=Actor.system(),
+        constellation=constellation,
+        label="organization",
+        template="organization",
+        permission="read_only",
+    )
+
+    rows = {b["label"]: b for b in agent_client.get("/api/blocks").json()}
+
+    assert set(rows) == {"persona", "board", "organization"}
+    assert rows["board"]["access"] == "append"
+    assert rows["board"]["shared_from"] == "Flux"
+    assert rows["organization"]["access"] == "read"
+    assert rows["organization"]["shared_from"] == "constellation"
+
+
+def test_another_agents_block_is_404(agent_client, make_block, other_agent):
+    block = make_block(label="secret", owner=other_agent)
+    assert agent_client.get(f"/api/blocks/{block.pk}").status_code == 404
+    response = post(
+        agent_client,
+        f"/api/blocks/{block.pk}/operations",
+        {"operations": [{"op": "append_text", "text": "x"}]},
+    )
+    assert response.status_code == 404
+    assert agent_client.get("/api/blocks/not-a-uuid").status_code in (404, 422)
+
+
+def test_context_append_and_replace(agent_client, make_block):
+    block = make_block(label="human", content="Name: Sam")
+    response = post(
+        agent_client,
+        "/api/tools/context",
+        {"operation": "append", "label": "human", "content": "Likes tea"},
+    )
+    assert response.status_code == 200, response.content
+    assert response.json()["status"] == "applied"
+    response = post(
+        agent_client,
+        "/api/tools/context",
+        {"operation": "replace", "label": "human", "old": "tea", "new": "coffee"},
+    )
+    assert response.json()["status"] == "applied"
+    assert block_value(block=block) == "Name: Sam\nLikes coffee"
+    last = BlockUpdate.objects.filter(block=block).last()
+    assert last.actor_kind == "agent" and last.actor_name == "Entropy"
+
+
+def test_context_replace_of_missing_text_is_a_clear_422(agent_client, make_block):
+    block = make_block(label="human", content="Name: Sam")
+    response = post(
+        agent_client,
+        "/api/tools/context",
+        {"operation": "replace", "label": "human", "old": "Bob", "new": "Al"},
+    )
+    assert response.status_code == 422
+    assert "not found" in response.json()["detail"]
+    assert block_value(block=block) == "Name: Sam"
+
+
+def test_append_over_limit_reports_block_size_limit_and_change(
+    agent_client, make_block
+):
+    make_block(label="human", content="x" * 4980)
+    response = post(
+        agent_client,
+        "/api/tools/core_memory_append",
+        {"label": "human", "content": "y" * 119},
+    )
+    assert response.status_code == 422
+    body = response.json()
+    assert body["code"] == "limit_exceeded"
+    assert body["detail"] == "block 'human' is 4980/5000 chars; this change adds 120"
+    assert (body["size"], body["limit"], body["change_size"]) == (4980, 5000, 120)
+
+
+def test_core_memory_update_replaces_content(agent_client, make_block):
+    block = make_block(label="persona", content="old self")
+    response = post(
+        agent_client,
+        "/api/tools/core_memory_update",
+        {"label": "persona", "content": "new self"},
+    )
+    assert response.json()["status"] == "applied"
+    assert block_value(block=block) == "new self"
+
+
+def test_context_archive_load_and_swap(agent_client, make_block):
+    make_block(label="task", block_type="working", pinned=True)
+    make_block(label="old", block_type="archival")
+    response = post(
+        agent_client,
+        "/api/tools/context",
+        {"operation": "swap", "label": "task", "archival_label": "old"},
+    )
+    assert response.status_code == 200, response.content
+    types = dict(MemoryBlock.objects.values_list("label", "block_type"))
+    assert types == {"task": "archival", "old": "working"}
+    post(agent_client, "/api/tools/context", {"operation": "load", "label": "task"})
+    post(agent_client, "/api/tools/context", {"operation": "archive", "label": "old"})
+    types = dict(MemoryBlock.objects.values_list("label", "block_type"))
+    assert types == {"task": "working", "old": "archival"}
+
+
+def test_tools_are_for_agents(human_client):
+    response = post(
+        human_client,
+        "/api/tools/context",
+        {"operation": "append", "label": "x", "content": "y"},
+    )
+    assert response.status_code == 403
+
+
+def test_partner_block_change_waits_for_approval_through_the_api(
+    agent_client, human_client, make_block
+):
+    block = make_block(label="human", content="Sam", permission="partner")
+    response = post(
+        agent_client,
+        "/api/tools/context",
+        {"operation": "append", "label": "human", "content": "has a cat"},
+    )
+    body = response.json()
+    assert body["status"] == "pending_approval"
+    assert block_value(block=block) == "Sam"
+    assert agent_client.get("/api/approvals").json()[0]["status"] == "pending"
+
+    inbox = human_client.get("/api/approvals?status=pending").json()
+    assert [a["id"] for a in inbox] == [body["approval_id"]]
+    assert (
+        post(
+            agent_client,
+            f"/api/approvals/{body['approval_id']}/decision",
+            {"approve": True},
+        ).status_code
+        == 403
+    )
+    decided = post(
+        human_client,
+        f"/api/approvals/{body['approval_id']}/decision",
+        {"approve": True},
+    ).json()
+    assert decided["status"] == "approved"
+    assert block_value(block=block) == "Sam\nhas a cat"
+
+
+def test_create_from_template_configure_and_delete(agent_client, agent):
+    response = post(
+        agent_client,
+        "/api/blocks",
+        {"label": "scratch", "template": "scratchpad", "permission": "admin"},
+    )
+    assert response.status_code == 201, response.content
+    created = response.json()
+    assert created["schema"]["kind"] == "composite"
+    assert created["block_type"] == "working"
+    url = f"/api/blocks/{created['id']}"
+    response = agent_client.patch(
+        url, {"pinned": True, "description": "today"}, content_type="application/json"
+    )
+    assert response.json()["pinned"] is True
+    assert response.json()["description"] == "today"
+    response = agent_client.patch(
+        url, {"char_limit": 99999}, content_type="application/json"
+    )
+    assert response.status_code == 403
+    assert agent_client.delete(url).status_code == 204
+    assert not MemoryBlock.objects.exists()
+
+
+def test_delete_without_admin_is_403(agent_client, make_block):
+    block = make_block(permission="read_write")
+    assert agent_client.delete(f"/api/blocks/{block.pk}").status_code == 403
+
+
+def test_create_with_bad_schema_or_content_is_422_and_creates_nothing(agent_client):
+    bad = [
+        {"label": "a", "schema": {"kind": "tree"}},
+        {"label": "b", "schema": {"kind": "list"}, "content": "not a list"},
+        {"label": "c", "template": "human", "content": {"height": 2}},
+    ]
+    for body in bad:
+        assert post(agent_client, "/api/blocks", body).status_code == 422
+    assert not MemoryBlock.objects.exists()
+
+
+def test_history_version_diff_and_rollback_endpoints(agent_client, make_block):
+    block = make_block(label="notes", content="v1")
+    post(
+        agent_client,
+        f"/api/blocks/{block.pk}/operations",
+        {"operations": [{"op": "set_text", "text": "v2"}], "summary": "rewrite"},
+    )
+    history = agent_client.get(f"/api/blocks/{block.pk}/history").json()
+    assert [v["summary"] for v in history] == ["rewrite", "created"]
+    first = history[-1]["id"]
+    view = agent_client.get(f"/api/blocks/{block.pk}/versions/{first}").json()
+    assert view["rendered"] == "v1"
+    diff = agent_client.get(f"/api/blocks/{block.pk}/diff?from_version={first}").json()
+    assert "-v1" in diff["unified"] and "+v2" in diff["unified"]
+    rolled = post(
+        agent_client, f"/api/blocks/{block.pk}/rollback", {"version_id": first}
+    )
+    assert rolled.json()["status"] == "applied"
+    assert block_value(block=block) == "v1"
+    page = agent_client.get(
+        f"/api/blocks/{block.pk}/history?limit=1&before={history[0]['id']}"
+    ).json()
+    assert [v["id"] for v in page] == [first]
+
+
+def test_share_and_unshare_through_the_api(
+    agent_client, other_client, make_block, other_agent
+):
+    block = make_block(label="board", content="plan")
+    response = post(
+        agent_client,
+        f"/api/blocks/{block.pk}/shares",
+        {"agent_id": other_agent.pk, "access": "read_only"},
+    )
+    assert response.status_code == 200, response.content
+    assert other_client.get(f"/api/blocks/{block.pk}").json()["rendered"] == "plan"
+    response = post(
+        other_client,
+        f"/api/blocks/{block.pk}/operations",
+        {"operations": [{"op": "append_text", "text": "!"}]},
+    )
+    assert response.status_code == 403
+    assert (
+        agent_client.delete(
+            f"/api/blocks/{block.pk}/shares/{other_agent.pk}"
+        ).status_code
+        == 204
+    )
+    assert other_client.get(f"/api/blocks/{block.pk}").status_code == 404
+
+
+def test_export_import_round_trip_over_http(
+    human_client, make_block, agent, other_agent
+):
+    make_block(label="persona", content="I plan things")
+    exported = human_client.get(f"/api/agents/{agent.pk}/memory/export").json()
+    response = post(
+        human_client, f"/api/agents/{other_agent.pk}/memory/import", exported
+    )
+    assert response.status_code == 201, response.content
+    copy = MemoryBlock.objects.get(owner=other_agent)
+    assert block_value(block=copy) == "I plan things"
+
+
+def test_import_of_garbage_is_422(human_client, agent):
+    response = post(
+        human_client,
+        f"/api/agents/{agent.pk}/memory/import",
+        {"format": "pattern-site.memory", "version": 99, "blocks": []},
+    )
+    assert response.status_code == 422
+    assert "version" in response.json()["detail"]
+
+
+def test_context_build_endpoint(agent_client, make_block):
+    make_block(label="persona", template="persona")
+    response = post(
+        agent_client,
+        "/api/context/build",
+        {"tool_rules": [{"tool": "send_message", "kind": "exit_loop"}]},
+    )
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert '<block:persona permission="ReadWrite">' in body["system_prompt"]
+    assert body["metadata"]["tokens_by_section"]["core_memory"] > 0
+
+
+def test_openapi_carries_tool_descriptions(client):
+    schema = client.get("/api/openapi.json").json()
+    update = schema["paths"]["/api/tools/core_memory_update"]["post"]
+    assert update["description"].startswith("Update your core memory blocks")
+    assert "swap" in schema["paths"]["/api/tools/context"]["post"]["description"]
+
+
+def test_malformed_operations_body_is_rejected(agent_client, make_block):
+    block = make_block(content="x")
+    response = agent_client.post(
+        f"/api/blocks/{block.pk}/operations", "{nope", content_type="application/json"
+    )
+    assert response.status_code in (400, 422)
+    assert block_value(block=block) == "x"

@@ -1,0 +1,265 @@
+"""The contract the live co-editing consumer builds on: importing remote Loro
+updates, the rights checked on them, compaction and the broadcast."""
+
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from loro import ExportMode, LoroDoc
+
+from coordination.actors import Actor
+from coordination.errors import InvalidInput, LimitExceeded, NotFound, PermissionDenied
+from memory.broadcast import block_group
+from memory.models import BlockUpdate, Permission, SharedAccess
+from memory.selectors import (
+    block_access_for_actor,
+    block_document_load,
+    block_get_for_actor,
+)
+from memory.services import block_operate, block_share, block_update_import
+
+
+def remote_edit(block: Any, edit: Any) -> bytes:
+    """What a browser peer sends: an update made on its copy of the block."""
+    doc = block_document_load(block=block)
+    before = doc.oplog_vv
+    edit(doc)
+    doc.commit()
+    return doc.export(ExportMode.Updates(before))
+
+
+def append_text(text: str) -> Any:
+    def edit(doc: LoroDoc) -> None:
+        content = doc.get_text("content")
+        content.insert(content.len_unicode, text)
+
+    return edit
+
+
+def test_import_stores_remote_update_attributed_to_actor(make_block, agent):
+    block = make_block(content="Hello")
+    update = remote_edit(block, append_text(" world"))
+
+    stored = block_update_import(
+        block=block, actor=Actor.for_agent(agent), updates=[update]
+    )
+
+    assert len(stored) == 1
+    assert block_document_load(block=block).get_text("content").to_string() == (
+        "Hello world"
+    )
+    row = BlockUpdate.objects.filter(block=block).last()
+    assert (row.actor_kind, row.actor_id) == ("agent", str(agent.pk))
+    block.refresh_from_db()
+    assert block.rendered == "Hello world"
+    assert block.size == 11
+
+
+def test_import_of_already_known_update_stores_nothing(make_block, agent):
+    block = make_block(content="Hello")
+    update = remote_edit(block, append_text("!"))
+    actor = Actor.for_agent(agent)
+    block_update_import(block=block, actor=actor, updates=[update])
+    before = BlockUpdate.objects.count()
+
+    assert block_update_import(block=block, actor=actor, updates=[update]) == []
+    assert BlockUpdate.objects.count() == before
+
+
+@pytest.mark.parametrize("garbage", [b"", b"not loro at all", b"\x00" * 64])
+def test_import_rejects_corrupt_bytes_and_stores_nothing(make_block, agent, garbage):
+    block = make_block(content="Hello")
+    before = BlockUpdate.objects.count()
+
+    with pytest.raises(InvalidInput):
+        block_update_import(
+            block=block, actor=Actor.for_agent(agent), updates=[garbage]
+        )
+
+    assert BlockUpdate.objects.count() == before
+    assert block_document_load(block=block).get_text("content").to_string() == "Hello"
+
+
+def test_import_rejects_truncated_update(make_block, agent):
+    block = make_block(content="Hello")
+    update = remote_edit(block, append_text(" world"))
+
+    with pytest.raises(InvalidInput):
+        block_update_import(
+            block=block, actor=Actor.for_agent(agent), updates=[update[:-7]]
+        )
+    assert block_document_load(block=block).get_text("content").to_string() == "Hello"
+
+
+def test_import_rejects_update_depending_on_unknown_changes(make_block, agent):
+    block = make_block(content="Hello")
+    doc = block_document_load(block=block)
+    doc.get_text("content").insert(5, " a")
+    doc.commit()
+    middle = doc.oplog_vv
+    doc.get_text("content").insert(7, " b")
+    doc.commit()
+    orphan = doc.export(ExportMode.Updates(middle))
+
+    with pytest.raises(InvalidInput, match="depends on changes"):
+        block_update_import(block=block, actor=Actor.for_agent(agent), updates=[orphan])
+
+
+def test_append_only_agent_may_append_but_not_delete(make_block, agent):
+    block = make_block(content="Hello", permission=Permission.APPEND)
+    actor = Actor.for_agent(agent)
+    block_update_import(
+        block=block, actor=actor, updates=[remote_edit(block, append_text("!"))]
+    )
+
+    def delete(doc: LoroDoc) -> None:
+        doc.get_text("content").delete(0, 2)
+
+    with pytest.raises(PermissionDenied, match="only append"):
+        block_update_import(
+            block=block, actor=actor, updates=[remote_edit(block, delete)]
+        )
+    assert block_document_load(block=block).get_text("content").to_string() == "Hello!"
+
+
+def test_read_only_agent_cannot_import(make_block, agent):
+    block = make_block(content="Hello", permission=Permission.READ_ONLY)
+    with pytest.raises(PermissionDenied):
+        block_update_import(
+            block=block,
+            actor=Actor.for_agent(agent),
+            updates=[remote_edit(block, append_text("!"))],
+        )
+
+
+def test_import_over_char_limit_names_block_size_limit_and_change(make_block, agent):
+    block = make_block(label="human", content="x" * 95, char_limit=100)
+
+    with pytest.raises(LimitExceeded) as caught:
+        block_update_import(
+            block=block,
+            actor=Actor.for_agent(agent),
+            updates=[remote_edit(block, append_text("y" * 10))],
+        )
+
+    assert caught.value.message == "block 'human' is 95/100 chars; this change adds 10"
+    assert caught.value.extra == {
+        "block": "human",
+        "size": 95,
+        "limit": 100,
+        "change_size": 10,
+    }
+    assert block_document_load(block=block).get_text("content").to_string() == (
+        "x" * 95
+    )
+
+
+def test_humans_may_edit_read_only_blocks(make_block, partner):
+    block = make_block(content="Hello", permission=Permission.READ_ONLY)
+    stored = block_update_import(
+        block=block,
+        actor=Actor.for_user(partner),
+        updates=[remote_edit(block, append_text("!"))],
+    )
+    assert stored
+    row = BlockUpdate.objects.filter(block=block).last()
+    assert (row.actor_kind, row.actor_name) == ("human", "partner")
+
+
+def test_compaction_folds_log_into_snapshot_without_losing_updates(
+    make_block, agent, settings
+):
+    settings.MEMORY_COMPACT_UPDATES = 3
+    block = make_block(content="a")
+    actor = Actor.for_agent(agent)
+    for letter in "bcdefg":
+        block_update_import(
+            block=block, actor=actor, updates=[remote_edit(block, append_text(letter))]
+        )
+
+    block.refresh_from_db()
+    assert block.snapshot_upto > 0
+    pending = BlockUpdate.objects.filter(block=block, pk__gt=block.snapshot_upto)
+    assert pending.count() < 3
+    assert not BlockUpdate.objects.filter(
+        block=block, pk__lte=block.snapshot_upto
+    ).exclude(data=b"")
+    assert block_document_load(block=block).get_text("content").to_string() == (
+        "abcdefg"
+    )
+    # Every change is still in the history.
+    assert BlockUpdate.objects.filter(block=block).count() == 7
+
+
+def test_block_get_for_actor_hides_other_agents_blocks(make_block, other_agent):
+    block = make_block()
+    with pytest.raises(NotFound):
+        block_get_for_actor(actor=Actor.for_agent(other_agent), block_id=block.pk)
+    with pytest.raises(NotFound):
+        block_get_for_actor(actor=Actor.for_agent(other_agent), block_id="not-a-uuid")
+
+
+def test_shared_access_is_weaker_of_permission_and_attachment(make_block, other_agent):
+    block = make_block(permission=Permission.READ_WRITE)
+    block_share(
+        actor=Actor.system(),
+        block=block,
+        agent=other_agent,
+        access=SharedAccess.APPEND_ONLY,
+    )
+    actor = Actor.for_agent(other_agent)
+    seen = block_get_for_actor(actor=actor, block_id=block.pk)
+    assert block_access_for_actor(actor=actor, block=seen) == "append"
+
+
+def test_block_group_is_short_ascii(make_block):
+    block = make_block()
+    group = block_group(block.pk)
+    assert group.isascii() and len(group) < 100
+    assert group == block_group(str(block.pk))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_service_change_reaches_the_block_group(make_block, agent):
+    block = make_block(content="Hello")
+    peer = block_document_load(block=block)  # an editor that has the block open
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(block_group(block.pk), channel)
+
+    block_operate(
+        actor=Actor.for_agent(agent),
+        block=block,
+        operations=[{"op": "append_text", "text": " there"}],
+    )
+
+    message = async_to_sync(layer.receive)(channel)
+    assert message["type"] == "block.updates"
+    assert message["origin"] is None
+    for update in message["updates"]:
+        peer.import_(update)
+    assert peer.get_text("content").to_string() == "Hello there"
+
+
+@pytest.mark.redis
+@pytest.mark.django_db(transaction=True)
+def test_import_reaches_the_group_through_redis(make_block, agent, redis_channel_layer):
+    block = make_block(content="Hello")
+    peer = block_document_load(block=block)
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(block_group(block.pk), channel)
+
+    block_update_import(
+        block=block,
+        actor=Actor.for_agent(agent),
+        updates=[remote_edit(block, append_text("!"))],
+        origin="specific.sender",
+    )
+
+    message = async_to_sync(layer.receive)(channel)
+    assert message["origin"] == "specific.sender"
+    for update in message["updates"]:
+        peer.import_(update)
+    assert peer.get_text("content").to_string() == "Hello!"
