@@ -52,8 +52,9 @@ def node() -> str:
 @pytest.fixture(scope="session")
 def built_assets(node: str) -> Path:
     """static/dist/ with the editor bundle and the Loro wasm, built if absent."""
-    if not (DIST / "block_editor.js").exists() or not (
-        DIST / "loro_wasm_bg.wasm"
-    ).exists():
+    if (
+        not (DIST / "block_editor.js").exists()
+        or not (DIST / "loro_wasm_bg.wasm").exists()
+    ):
         subprocess.run([node, "static/js/build.mjs"], cwd=REPO, check=True)
     return DIST

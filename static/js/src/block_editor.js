@@ -1,6 +1,8 @@
 // Live co-editing of a memory block: CodeMirror 6 bound to the block's Loro
 // text (loro-codemirror), synced over /ws/sync/ with the loro-websocket client
 // (the Loro Syncing Protocol), remote cursors through a %EPH presence room.
+// Structured blocks (data-mode="rendered") join the same room without an
+// editor and refresh their rendered view (from the API) on every change.
 // Mounted on every [data-block-editor] element (templates/memory/_editor.html).
 import init, { EphemeralStore, LoroDoc, UndoManager } from "loro-crdt";
 import { EditorView, basicSetup } from "codemirror";
@@ -10,6 +12,7 @@ import { LoroWebsocketClient } from "loro-websocket";
 import { LoroAdaptor, LoroEphemeralAdaptor } from "loro-adaptors/loro";
 
 const PRESENCE_TIMEOUT_MS = 30000;
+const REFRESH_DELAY_MS = 150;
 const COLOURS = 8;
 
 function colourClass(name) {
@@ -40,6 +43,7 @@ class BlockEditor {
   async start() {
     await init({ module_or_path: this.root.dataset.wasmUrl });
     this.doc = new LoroDoc();
+    if (this.root.dataset.mode === "rendered") return this.startRendered();
     this.presence = new EphemeralStore(PRESENCE_TIMEOUT_MS);
     const user = { name: this.userName, colorClassName: colourClass(this.userName) };
     const getText = (doc) => doc.getText(this.textContainer);
@@ -56,6 +60,7 @@ class BlockEditor {
     if (this.readOnly) {
       extensions.push(EditorState.readOnly.of(true), EditorView.editable.of(false));
     }
+    this.root.querySelector("[data-editor-fallback]")?.setAttribute("hidden", "");
     this.view = new EditorView({
       parent: this.root.querySelector("[data-editor-mount]"),
       state: EditorState.create({ doc: getText(this.doc).toString(), extensions }),
@@ -70,6 +75,16 @@ class BlockEditor {
     });
     this.presence.subscribe(() => this.renderPeers());
 
+    await this.joinDocument();
+    this.presenceRoom = await this.client.join({
+      roomId: this.blockId,
+      crdtAdaptor: new LoroEphemeralAdaptor(this.presence),
+    });
+    this.root.dataset.ready = "true";
+    this.render();
+  }
+
+  async joinDocument() {
     this.client = new LoroWebsocketClient({ url: socketUrl(this.root.dataset.syncUrl) });
     this.client.onStatusChange((status) => {
       this.clientStatus = status;
@@ -88,12 +103,26 @@ class BlockEditor {
       crdtAdaptor: adaptor,
       onStatusChange: onRoomStatus,
     });
-    this.presenceRoom = await this.client.join({
-      roomId: this.blockId,
-      crdtAdaptor: new LoroEphemeralAdaptor(this.presence),
+  }
+
+  // A structured block: show the server's rendering, refreshed on every change.
+  async startRendered() {
+    this.readOnly = true;
+    this.rendered = this.root.querySelector("[data-testid=rendered]");
+    let timer;
+    this.doc.subscribe(() => {
+      clearTimeout(timer);
+      timer = setTimeout(() => this.refreshRendered(), REFRESH_DELAY_MS);
     });
+    this.root.editor = this;
+    await this.joinDocument();
     this.root.dataset.ready = "true";
     this.render();
+  }
+
+  async refreshRendered() {
+    const response = await fetch(this.root.dataset.apiUrl, { credentials: "same-origin" });
+    if (response.ok) this.rendered.textContent = (await response.json()).rendered;
   }
 
   showError(reason) {
@@ -107,6 +136,7 @@ class BlockEditor {
     let cls;
     if (this.roomStatus === "joined" && this.clientStatus === "connected") {
       text = this.readOnly ? "Live (read only)" : "Connected";
+      if (this.root.dataset.mode === "rendered") text = "Live";
       cls = "badge badge-ok";
     } else if (this.clientStatus === "connecting" || this.roomStatus === "reconnecting") {
       text = "Reconnecting…";
