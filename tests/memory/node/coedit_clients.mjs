@@ -27,7 +27,13 @@ if (mode === "edit") {
     clients.map(async (c, i) => {
       for (let k = 0; k < edits; k++) {
         const text = c.doc.getText(container);
-        const at = Math.floor(Math.random() * (text.length + 1));
+        // A random place between markers (never inside one).
+        const current = text.toString();
+        const places = [0];
+        for (let p = 1; p <= current.length; p++) {
+          if (current[p - 1] === ">" || current[p - 1] === ";") places.push(p);
+        }
+        const at = places[Math.floor(Math.random() * places.length)];
         text.insert(at, `<c${i}e${k}>`);
         c.doc.commit();
         await sleep(Math.random() * 10);
@@ -38,11 +44,16 @@ if (mode === "edit") {
   const markers = clients.flatMap((_, i) =>
     Array.from({ length: edits }, (_, k) => `<c${i}e${k}>`),
   );
-  await waitFor(
-    () => clients.every((c) => markers.every((m) => textOf(c).includes(m))),
-    20000,
-    "convergence",
-  );
+  try {
+    await waitFor(
+      () => clients.every((c) => markers.every((m) => textOf(c).includes(m))),
+      20000,
+      "convergence",
+    );
+  } catch (error) {
+    console.error(JSON.stringify({ texts: clients.map(textOf), errors: clients.map((c) => c.errors) }));
+    throw error;
+  }
 }
 console.log(
   JSON.stringify({
