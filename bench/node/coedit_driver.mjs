@@ -67,7 +67,7 @@ await Promise.all(
     let k = 0;
     while (performance.now() < stopAt) {
       const text = c.doc.getText(container);
-      text.insert(Math.min(text.length, 10 * i), `s${i}.${k++};`);
+      text.insert(0, `s${i}.${k++};`);
       c.doc.commit();
       await c.acked(20000);
       acked += 1;
