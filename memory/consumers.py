@@ -63,6 +63,26 @@ def update_error_status(error: ApplicationError) -> sp.UpdateStatus:
     return sp.UpdateStatus.APP_ERROR
 
 
+class _RateLimit:
+    """Token bucket: ``rate`` updates a second, bursts of twice that."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self.tokens = 2 * rate
+        self.at = time.monotonic()
+
+    def allow(self) -> bool:
+        if self.rate <= 0:
+            return True
+        now = time.monotonic()
+        self.tokens = min(2 * self.rate, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+
 @dataclass
 class _Room:
     crdt: sp.CrdtType
@@ -137,6 +157,7 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             max_total_size=settings.PATTERN_SYNC_MAX_UPDATE_BYTES,
         )
         self._reaper: asyncio.TimerHandle | None = None
+        self.rate_limit = _RateLimit(settings.PATTERN_SYNC_RATE_LIMIT)
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
@@ -301,6 +322,9 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         room = self.rooms.get((message.crdt, message.room_id))
         if room is None or room.permission != sp.Permission.WRITE:
             await self._ack(message, batch_id, sp.UpdateStatus.PERMISSION_DENIED)
+            return
+        if not self.rate_limit.allow():
+            await self._ack(message, batch_id, sp.UpdateStatus.RATE_LIMITED)
             return
         if room.presence is not None:
             await self._ack(message, batch_id, await self._on_presence(room, updates))

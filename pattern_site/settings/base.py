@@ -207,3 +207,6 @@ LOGGING = {
 PATTERN_SYNC_MAX_UPDATE_BYTES = env.int(
     "PATTERN_SYNC_MAX_UPDATE_BYTES", default=4 * 1024 * 1024
 )
+# Updates a second one socket may send (bursts of twice that); more are
+# refused with rate_limited.  0 turns the limit off.
+PATTERN_SYNC_RATE_LIMIT = env.float("PATTERN_SYNC_RATE_LIMIT", default=200.0)

@@ -329,6 +329,15 @@ async def test_incomplete_fragments_time_out(partner, block, monkeypatch):
     assert ack.status == sp.UpdateStatus.FRAGMENT_TIMEOUT
 
 
+async def test_a_flood_of_updates_is_rate_limited(partner, block, settings):
+    settings.PATTERN_SYNC_RATE_LIMIT = 0.5  # one update, then one per 2 s
+    peer = await Peer.open(user=partner)
+    await peer.join(str(block.pk))
+    statuses = [(await peer.edit(str(block.pk), "x")).status for _ in range(3)]
+    assert statuses == [sp.UpdateStatus.OK] + [sp.UpdateStatus.RATE_LIMITED] * 2
+    assert await sync_to_async(_text)(block) == "hellox"
+
+
 async def test_ping_is_answered_with_pong(partner):
     peer = await Peer.open(user=partner)
     await peer.ws.send_to(text_data="ping")
