@@ -59,6 +59,21 @@ def _page(browser, base_url, user, path):
     return page
 
 
+def _agent_operates(base_url, agent, block, operation) -> None:
+    """The agent changes the block through the HTTP tool API of the server."""
+    request = urllib.request.Request(
+        f"{base_url}/api/blocks/{block.pk}/operations",
+        data=json.dumps({"operations": [operation]}).encode(),
+        headers={
+            "Authorization": f"Bearer {agent_token_issue(agent=agent).raw}",
+            "Content-Type": "application/json",
+        },
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 200
+
+
 def _text(page) -> str:
     return page.evaluate(f"document.querySelector('{EDITOR}').editor.text()")
 
@@ -106,22 +121,38 @@ def test_two_pages_co_edit_see_cursors_and_an_agents_append(
     second.wait_for_selector(".loro-cursor", timeout=10_000)
 
     # An agent appends through the HTTP tool API: both pages show it live.
-    token = agent_token_issue(agent=agent).raw
-    request = urllib.request.Request(
-        f"{daphne_server}/api/blocks/{block.pk}/operations",
-        data=json.dumps(
-            {"operations": [{"op": "append_text", "text": " +agent"}]}
-        ).encode(),
-        headers={
-            "Authorization": f"Bearer {token}",
-            "Content-Type": "application/json",
-        },
-        method="POST",
+    _agent_operates(
+        daphne_server, agent, block, {"op": "append_text", "text": " +agent"}
     )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        assert response.status == 200
     for page in (first, second):
         _wait_text(page, "t.endsWith(' +agent')")
     assert _text(first) == _text(second) == "AAAAhelloBBBB +agent"
     stored = block_document_load(block=block).get_text("content").to_string()
     assert stored == "AAAAhelloBBBB +agent"
+
+
+@pytest.fixture
+def list_block(agent):
+    return block_create(
+        actor=Actor.system(),
+        label="todo",
+        owner=agent,
+        schema={"kind": "list"},
+        content=["first"],
+    )
+
+
+def test_structured_block_view_updates_live_on_an_agents_change(
+    built_assets, list_block, daphne_server, browser, partner, agent
+):
+    page = _page(browser, daphne_server, partner, f"/memory/blocks/{list_block.pk}/")
+    rendered = page.locator("[data-testid=rendered]")
+    assert "first" in rendered.inner_text()
+    assert "Live" in page.inner_text("[data-editor-status]")
+    operation = {"op": "push_item", "item": "second from agent"}
+    _agent_operates(daphne_server, agent, list_block, operation)
+    page.wait_for_function(
+        "document.querySelector('[data-testid=rendered]').textContent"
+        ".includes('second from agent')",
+        timeout=10_000,
+    )
