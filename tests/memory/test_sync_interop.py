@@ -22,9 +22,9 @@ CLIENTS = REPO / "tests" / "memory" / "node" / "coedit_clients.mjs"
 
 
 @contextmanager
-def daphne(**env: str) -> Iterator[tuple[str, subprocess.Popen]]:
+def daphne(port: int = 0, **env: str) -> Iterator[tuple[str, subprocess.Popen]]:
     """A Daphne process on this test database; yields (ws url, process)."""
-    port = free_port()
+    port = port or free_port()
     proc = subprocess.Popen(
         [*DAPHNE, "-p", str(port), "pattern_site.asgi:application"],
         cwd=REPO,
@@ -119,3 +119,41 @@ def test_every_acknowledged_edit_survives_kill_9_of_the_server(node, text_block,
         fresh = run_clients(node, "read", text_block, token, url)
     assert fresh["texts"] == [acked_text]
     assert all(f"<c0e{k}>" in acked_text for k in range(25))
+
+
+def test_edits_made_offline_merge_when_the_client_reconnects(node, text_block, token):
+    port = free_port()
+    clients = subprocess.Popen(
+        [
+            *(node, str(CLIENTS), "offline", "--room", str(text_block.pk)),
+            *("--token", token, "--edits", "5", f"ws://127.0.0.1:{port}/ws/sync/"),
+        ],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+    def said() -> dict:
+        return json.loads(clients.stdout.readline())
+
+    try:
+        with daphne(port=port) as (_, proc):
+            assert said() == {"phase": "online"}
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)
+        clients.stdin.write("down\n")
+        clients.stdin.flush()
+        assert said()["phase"] == "offline"
+        assert "<off0>" not in stored_text(text_block)
+        with daphne(port=port):
+            clients.stdin.write("up\n")
+            clients.stdin.flush()
+            final = said()["texts"][0]
+        assert clients.wait(timeout=30) == 0
+    finally:
+        if clients.poll() is None:
+            clients.kill()
+    markers = [f"<on{k}>" for k in range(5)] + [f"<off{k}>" for k in range(5)]
+    assert all(marker in final for marker in markers)
+    assert stored_text(text_block) == final

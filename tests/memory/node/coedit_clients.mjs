@@ -7,6 +7,12 @@
 //     until every client's text holds every edit; prints {"texts": [...]}.
 //   node coedit_clients.mjs read --room ID --token T --container content URL
 //     a fresh client with an empty document joins and prints {"texts": [text]}.
+//   node coedit_clients.mjs offline --room ID --token T --edits 5 URL
+//     one client: edits (acked), prints {"phase": "online"}; after the line
+//     "down" on stdin waits for the socket to drop, edits offline, prints
+//     {"phase": "offline"}; after "up" waits for the reconnect, the rejoin
+//     and the acks of the offline edits, then prints {"texts": [text]}.
+import { createInterface } from "node:readline";
 import { joinedClient, parseArgs, sleep, waitFor } from "../../../bench/node/clients.mjs";
 
 const args = parseArgs(process.argv.slice(2));
@@ -54,6 +60,26 @@ if (mode === "edit") {
     console.error(JSON.stringify({ texts: clients.map(textOf), errors: clients.map((c) => c.errors) }));
     throw error;
   }
+}
+if (mode === "offline") {
+  const [c] = clients;
+  const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+  const append = (marker) => {
+    const text = c.doc.getText(container);
+    text.insert(text.length, marker);
+    c.doc.commit();
+  };
+  for (let k = 0; k < edits; k++) append(`<on${k}>`);
+  await c.acked();
+  console.log(JSON.stringify({ phase: "online" }));
+  await lines.next(); // "down"
+  await waitFor(() => c.client.getStatus() !== "connected", 20000, "disconnect");
+  for (let k = 0; k < edits; k++) append(`<off${k}>`);
+  console.log(JSON.stringify({ phase: "offline", pending: c.pending() }));
+  await lines.next(); // "up"
+  const acksBefore = c.acks;
+  await waitFor(() => c.acks > acksBefore, 60000, "the rejoin to upload");
+  await c.acked();
 }
 console.log(
   JSON.stringify({
