@@ -130,6 +130,20 @@ def test_two_pages_co_edit_see_cursors_and_an_agents_append(
     stored = block_document_load(block=block).get_text("content").to_string()
     assert stored == "AAAAhelloBBBB +agent"
 
+    # Offline: the badge counts pending edits; they merge on reconnect.
+    second.context.set_offline(True)
+    second.wait_for_selector("[data-editor-status][data-status=offline]")
+    second.keyboard.press("Control+End")
+    second.keyboard.type("!!")
+    badge = second.inner_text("[data-editor-status]")
+    assert "Offline" in badge and "2 pending edits" in badge
+    second.context.set_offline(False)
+    second.wait_for_selector("[data-editor-status][data-status=connected]")
+    for page in (first, second):
+        _wait_text(page, "t.endsWith('+agent!!')")
+    stored = block_document_load(block=block).get_text("content").to_string()
+    assert stored == "AAAAhelloBBBB +agent!!"
+
 
 @pytest.fixture
 def list_block(agent):

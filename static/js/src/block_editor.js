@@ -70,10 +70,23 @@ class BlockEditor {
     // Edits made while the socket is down stay in the document and are sent
     // when the room is joined again (the server answers with its version).
     this.doc.subscribeLocalUpdates(() => {
-      if (this.roomStatus !== "joined") this.pending += 1;
+      if (this.state() !== "connected") this.pending += 1;
       this.render();
     });
     this.presence.subscribe(() => this.renderPeers());
+    addEventListener("offline", () => this.render());
+    addEventListener("online", () => {
+      this.render();
+      // A socket the browser kept through the outage is stale (the client
+      // already gave it up): close it so that the client reconnects, rejoins
+      // and uploads what was edited offline.
+      setTimeout(() => {
+        const socket = this.client.socket;
+        if (this.client.getStatus() !== "connected" && socket?.readyState === WebSocket.OPEN) {
+          socket.close(1000, "stale");
+        }
+      }, 1000);
+    });
 
     await this.joinDocument();
     this.presenceRoom = await this.client.join({
@@ -130,28 +143,32 @@ class BlockEditor {
     this.render();
   }
 
+  state() {
+    if (navigator.onLine === false) return "offline";
+    if (this.roomStatus === "joined" && this.clientStatus === "connected") return "connected";
+    return "reconnecting";
+  }
+
   render() {
     if (!this.badge) return;
-    let text;
-    let cls;
-    if (this.roomStatus === "joined" && this.clientStatus === "connected") {
-      text = this.readOnly ? "Live (read only)" : "Connected";
-      if (this.root.dataset.mode === "rendered") text = "Live";
-      cls = "badge badge-ok";
-    } else if (this.clientStatus === "connecting" || this.roomStatus === "reconnecting") {
-      text = "Reconnecting…";
-      cls = "badge badge-warn";
-    } else {
-      text = "Offline";
-      cls = "badge badge-muted";
-    }
-    if (this.pending && this.roomStatus !== "joined") {
+    const state = this.state();
+    let text = {
+      connected: this.readOnly ? "Live (read only)" : "Connected",
+      offline: "Offline",
+      reconnecting: "Reconnecting…",
+    }[state];
+    if (state === "connected" && this.root.dataset.mode === "rendered") text = "Live";
+    if (this.pending && state !== "connected") {
       text += ` — ${this.pending} pending edit${this.pending === 1 ? "" : "s"}`;
     }
     if (this.error) text += ` (last edit refused: ${this.error.replaceAll("_", " ")})`;
     this.badge.textContent = text;
-    this.badge.className = cls;
-    this.badge.dataset.status = this.roomStatus;
+    this.badge.className = {
+      connected: "badge badge-ok",
+      offline: "badge badge-muted",
+      reconnecting: "badge badge-warn",
+    }[state];
+    this.badge.dataset.status = state;
     this.badge.dataset.pending = String(this.pending);
   }
 
