@@ -144,6 +144,11 @@ def test_two_pages_co_edit_see_cursors_and_an_agents_append(
     stored = block_document_load(block=block).get_text("content").to_string()
     assert stored == "AAAAhelloBBBB +agent!!"
 
+    # Leaving the page takes its cursor off the other page at once.
+    first.wait_for_selector(".loro-cursor")
+    second.goto("about:blank")
+    first.wait_for_selector(".loro-cursor", state="detached", timeout=5_000)
+
 
 @pytest.fixture
 def list_block(agent):

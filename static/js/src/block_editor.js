@@ -7,7 +7,7 @@
 import init, { EphemeralStore, LoroDoc, UndoManager } from "loro-crdt";
 import { EditorView, basicSetup } from "codemirror";
 import { EditorState } from "@codemirror/state";
-import { LoroExtensions } from "loro-codemirror";
+import { LoroExtensions, getCursorEphemeralKey, getUserEphemeralKey } from "loro-codemirror";
 import { LoroWebsocketClient } from "loro-websocket";
 import { LoroAdaptor, LoroEphemeralAdaptor } from "loro-adaptors/loro";
 
@@ -92,6 +92,11 @@ class BlockEditor {
     this.presenceRoom = await this.client.join({
       roomId: this.blockId,
       crdtAdaptor: new LoroEphemeralAdaptor(this.presence),
+    });
+    // Leaving: take our cursor off the others' screens now, not at its timeout.
+    addEventListener("pagehide", () => {
+      this.presence.delete(getCursorEphemeralKey(this.doc));
+      this.presence.delete(getUserEphemeralKey(this.doc));
     });
     this.root.dataset.ready = "true";
     this.render();
