@@ -396,3 +396,42 @@ async def test_corrupt_presence_is_invalid(partner, block):
     batch = sp.new_batch_id()
     await peer.send(sp.DocUpdate(EPH, str(block.pk), (b"\xff\xfe",), batch))
     assert (await peer.receive()).status == sp.UpdateStatus.INVALID_UPDATE
+
+
+async def test_one_socket_multiplexes_rooms_of_several_blocks(partner, agent):
+    first = await sync_to_async(_block)(agent)
+    second = await sync_to_async(
+        lambda: block_create(
+            actor=Actor.system(), label="other", owner=agent, content="two"
+        )
+    )()
+    both = await Peer.open(user=partner, peer_id=41)
+    await both.join(str(first.pk))
+    other_doc = loro.LoroDoc()
+    await both.send(
+        sp.JoinRequest(LOR, str(second.pk), b"", other_doc.oplog_vv.encode())
+    )
+    assert isinstance(await both.receive(), sp.JoinResponseOk)
+    other_doc.import_batch(list((await both.receive()).updates))
+    assert other_doc.get_text("content").to_string() == "two"
+
+    writer = await Peer.open(user=partner, peer_id=42)
+    await writer.join(str(second.pk))
+    await writer.edit(str(second.pk), "!")
+    relayed = await both.receive()
+    assert relayed.room_id == str(second.pk)
+    other_doc.import_batch(list(relayed.updates))
+    assert other_doc.get_text("content").to_string() == "two!"
+    assert both.text() == "hello"
+
+
+async def test_unreadable_version_is_version_unknown(partner, block):
+    peer = await Peer.open(user=partner)
+    await peer.send(sp.JoinRequest(LOR, str(block.pk), b"", b"\xff\xff\xff"))
+    response = await peer.receive()
+    assert response.code == sp.JoinErrorCode.VERSION_UNKNOWN
+    # the npm client then retries with an empty version: a whole snapshot
+    await peer.send(sp.JoinRequest(LOR, str(block.pk), b"", b""))
+    assert isinstance(await peer.receive(), sp.JoinResponseOk)
+    peer.doc.import_batch(list((await peer.receive()).updates))
+    assert peer.text() == "hello"
