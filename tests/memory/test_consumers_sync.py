@@ -435,3 +435,21 @@ async def test_unreadable_version_is_version_unknown(partner, block):
     assert isinstance(await peer.receive(), sp.JoinResponseOk)
     peer.doc.import_batch(list((await peer.receive()).updates))
     assert peer.text() == "hello"
+
+
+async def test_a_dashboard_form_edit_reaches_open_rooms(partner, block):
+    peer = await Peer.open(user=partner)
+    await peer.join(str(block.pk))
+
+    def post_form():
+        client = Client()
+        client.force_login(partner)
+        return client.post(
+            f"/memory/blocks/{block.pk}/edit", {"content": "rewritten in a form"}
+        )
+
+    response = await sync_to_async(post_form)()
+    assert response.status_code == 302
+    relayed = await peer.receive()
+    peer.doc.import_batch(list(relayed.updates))
+    assert peer.text() == "rewritten in a form"
