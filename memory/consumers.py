@@ -36,7 +36,16 @@ from coordination.errors import (
     NotFound,
     PermissionDenied,
 )
+from coordination.services import agent_token_authenticate
 from memory import sync_protocol as sp
+from memory.broadcast import block_group
+from memory.models import MemoryBlock
+from memory.selectors import (
+    block_access_for_actor,
+    block_document_load,
+    block_get_for_actor,
+)
+from memory.services import block_update_import
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +99,7 @@ class _Room:
     group: str
     permission: sp.Permission
     actor: Actor
-    block: Any = None
+    block: MemoryBlock | None = None
     # %EPH only: the presence this connection's client published, kept in
     # memory (never stored) so that a peer joining later, in any process, can
     # be sent it.  Entries expire like the clients' own (EPHEMERAL_TIMEOUT_MS).
@@ -99,8 +108,6 @@ class _Room:
 
 def _resolve_actor(*, user: Any, auth: bytes) -> Actor:
     """An agent by the API token in the join's auth bytes, else the session."""
-    from coordination.services import agent_token_authenticate
-
     if auth:
         try:
             raw = auth.decode("utf-8")
@@ -112,9 +119,9 @@ def _resolve_actor(*, user: Any, auth: bytes) -> Actor:
     raise AuthenticationFailed("sign in, or send an agent token in the join")
 
 
-def _join_block(*, user: Any, auth: bytes, block_id: str) -> tuple[Actor, Any, str]:
-    from memory.selectors import block_access_for_actor, block_get_for_actor
-
+def _join_block(
+    *, user: Any, auth: bytes, block_id: str
+) -> tuple[Actor, MemoryBlock, str]:
     actor = _resolve_actor(user=user, auth=auth)
     try:
         block = block_get_for_actor(actor=actor, block_id=block_id)
@@ -123,11 +130,11 @@ def _join_block(*, user: Any, auth: bytes, block_id: str) -> tuple[Actor, Any, s
     return actor, block, block_access_for_actor(actor=actor, block=block)
 
 
-def _backfill(*, block: Any, client_version: bytes) -> tuple[bytes, bytes] | None:
+def _backfill(
+    *, block: MemoryBlock, client_version: bytes
+) -> tuple[bytes, bytes] | None:
     """The server's version and what a client at ``client_version`` lacks;
     None when the client's version cannot be read."""
-    from memory.selectors import block_document_load
-
     doc = block_document_load(block=block)
     server_version = doc.oplog_vv
     if client_version:
@@ -139,12 +146,6 @@ def _backfill(*, block: Any, client_version: bytes) -> tuple[bytes, bytes] | Non
     else:
         missing = doc.export(loro.ExportMode.Snapshot())
     return server_version.encode(), missing
-
-
-def _import(*, block: Any, actor: Actor, updates: list[bytes], origin: str) -> None:
-    from memory.services import block_update_import
-
-    block_update_import(block=block, actor=actor, updates=updates, origin=origin)
 
 
 class BlockSyncConsumer(AsyncWebsocketConsumer):
@@ -244,8 +245,6 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         if message.crdt == sp.CrdtType.LORO_EPHEMERAL:
             await self._join_presence(message, actor)
             return
-        from memory.broadcast import block_group
-
         permission = sp.Permission.READ if access == "read" else sp.Permission.WRITE
         room = _Room(
             message.crdt,
@@ -330,7 +329,7 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             await self._ack(message, batch_id, await self._on_presence(room, updates))
             return
         try:
-            await database_sync_to_async(_import)(
+            await database_sync_to_async(block_update_import)(
                 block=room.block,
                 actor=room.actor,
                 updates=updates,
