@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup lint format migrate worker web test-deps bench clean
+.PHONY: run test setup lint format migrate worker web test-deps bench clean assets
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -14,16 +14,29 @@ $(STAMP): pyproject.toml constraints.txt
 
 setup: $(STAMP)
 
+# The browser bundle (CodeMirror + Loro) from the committed package-lock.json.
+NODE_STAMP := node_modules/.installed
+DIST_STAMP := static/dist/.built
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $(NODE_STAMP)
+
+$(DIST_STAMP): $(NODE_STAMP) static/js/build.mjs $(wildcard static/js/src/*.js)
+	node static/js/build.mjs
+	touch $(DIST_STAMP)
+
+assets: $(DIST_STAMP)
+
 migrate: setup
 	$(PY) manage.py migrate --noinput
 
 ## make run: set up, migrate, seed the demo if empty, serve web + worker + beat
-run: migrate
+run: migrate assets
 	$(PY) manage.py seed_demo
 	$(PY) manage.py serve
 
 ## make test: set up (with Chromium for browser tests), lint, run every test
-test: setup test-deps
+test: setup test-deps assets
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/pytest
@@ -47,7 +60,7 @@ format: setup
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-web: migrate
+web: migrate assets
 	$(VENV)/bin/daphne -b 127.0.0.1 -p $${PATTERN_PORT:-8000} pattern_site.asgi:application
 
 worker: setup

@@ -36,5 +36,10 @@ def block_broadcast(
         return
     async_to_sync(layer.group_send)(
         block_group(block_id),
-        {"type": MESSAGE_TYPE, "updates": list(updates), "origin": origin},
+        {
+            "type": MESSAGE_TYPE,
+            "block_id": str(block_id),
+            "updates": list(updates),
+            "origin": origin,
+        },
     )

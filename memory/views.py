@@ -83,6 +83,7 @@ def block_detail(request: HttpRequest, block_id: UUID) -> HttpResponse:
         {
             # Not "block": inside {% block %} that name is the template block.
             "memory_block": block,
+            "block_access": selectors.block_access_for_actor(actor=actor, block=block),
             "constellation": block.constellation,
             "value": value,
             "value_json": json.dumps(value, indent=2, ensure_ascii=False),

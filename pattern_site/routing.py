@@ -3,7 +3,9 @@
 from django.urls import path
 
 from coordination.consumers import PresenceConsumer
+from memory.consumers import BlockSyncConsumer
 
 websocket_urlpatterns = [
     path("ws/constellations/<int:constellation_id>/", PresenceConsumer.as_asgi()),
+    path("ws/sync/", BlockSyncConsumer.as_asgi()),
 ]

@@ -203,3 +203,13 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("PATTERN_LOG_LEVEL", "INFO")},
     "loggers": {"daphne": {"level": "WARNING"}},
 }
+
+# --- Live co-editing (/ws/sync/, memory/consumers.py) ----------------------
+# Largest single Loro update a client may send (in fragments) over the socket;
+# bigger ones are refused with the protocol's payload_too_large.
+PATTERN_SYNC_MAX_UPDATE_BYTES = env.int(
+    "PATTERN_SYNC_MAX_UPDATE_BYTES", default=4 * 1024 * 1024
+)
+# Updates a second one socket may send (bursts of twice that); more are
+# refused with rate_limited.  0 turns the limit off.
+PATTERN_SYNC_RATE_LIMIT = env.float("PATTERN_SYNC_RATE_LIMIT", default=200.0)

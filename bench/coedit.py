@@ -1,0 +1,197 @@
+"""Co-editing benchmark: our /ws/sync/ (Daphne, SQLite, every update committed
+before its ack) against loro-websocket's in-memory reference SimpleServer.
+
+Both servers are started in this run and driven by the same Node script with
+the real npm loro-websocket clients (bench/node/coedit_driver.mjs):
+
+- fan-out latency: clients take turns committing a small insert; one sample
+  per other client, from the writer's commit to that client's document
+  showing it; p50/p95/p99 with 4 and 16 clients in a room;
+- sustained edits/s: every client edits in a loop, waiting for its own ack.
+
+Run (after `make assets`):
+
+    .venv/bin/python bench/coedit.py [--clients 4 16] [--edits 200] [--seconds 5]
+
+Targets: our p50 within 1.2x of SimpleServer's with 4 clients and 1.5x with
+16; our p99 < 50 ms.  The machine is shared: run it a few times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+NODE_DIR = REPO / "bench" / "node"
+DAPHNE = [sys.executable, "-m", "daphne", "-b", "127.0.0.1"]
+TARGET_RATIO = {4: 1.2, 16: 1.5}
+TARGET_P99_MS = 50.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"nothing listened on port {port}")
+
+
+def setup_database(env: dict[str, str], rooms: list[int]) -> tuple[str, dict]:
+    """Migrate a fresh database; an agent, its token and one block per run."""
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from coordination.actors import Actor
+    from coordination.models import Constellation
+    from coordination.services import agent_token_issue
+    from memory.services import block_create
+    from tests.factories import AgentFactory, UserFactory
+
+    call_command("migrate", verbosity=0)
+    partner = UserFactory(username="bench")
+    constellation = Constellation.objects.create(name="Bench", partner=partner)
+    agent = AgentFactory(constellation=constellation, name="bencher")
+    blocks = {
+        n: block_create(
+            actor=Actor.system(),
+            label=f"bench-{n}",
+            owner=agent,
+            content="start;",
+            char_limit=1_000_000,
+        )
+        for n in rooms
+    }
+    return agent_token_issue(agent=agent).raw, blocks
+
+
+def drive(url: str, room: str, token: str | None, args, clients: int) -> dict:
+    command = ["node", str(NODE_DIR / "coedit_driver.mjs"), "--url", url]
+    command += ["--room", room, "--clients", str(clients)]
+    command += ["--edits", str(args.edits), "--seconds", str(args.seconds)]
+    if token:
+        command += ["--token", token]
+    result = subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, timeout=600
+    )
+    if result.returncode != 0:
+        raise SystemExit(f"driver failed against {url}:\n{result.stderr}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, nargs="+", default=[4, 16])
+    parser.add_argument("--edits", type=int, default=200, help="latency turns")
+    parser.add_argument("--seconds", type=float, default=5, help="sustained phase")
+    parser.add_argument("--redis", default="", help="PATTERN_REDIS_URL for ours")
+    args = parser.parse_args()
+    if not (REPO / "node_modules" / "loro-websocket").is_dir():
+        raise SystemExit("run `make assets` first (npm ci)")
+
+    data_dir = Path(tempfile.mkdtemp(prefix="pattern-bench-coedit-"))
+    env = {
+        "DJANGO_SETTINGS_MODULE": "pattern_site.settings.dev",
+        "PATTERN_DATA_DIR": str(data_dir),
+        "PATTERN_DEBUG": "false",
+        "PATTERN_LOG_LEVEL": "WARNING",
+        "PATTERN_CONN_MAX_AGE": "600",
+        "PATTERN_REDIS_URL": args.redis,
+        "DATABASE_URL": f"sqlite:///{data_dir / 'bench.sqlite3'}",
+    }
+    sys.path.insert(0, str(REPO))
+    token, blocks = setup_database(env, args.clients)
+
+    ours_port, simple_port = free_port(), free_port()
+    ours = subprocess.Popen(
+        [*DAPHNE, "-p", str(ours_port), "pattern_site.asgi:application"],
+        cwd=REPO,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+    )
+    simple = subprocess.Popen(
+        ["node", str(NODE_DIR / "simple_server.mjs"), str(simple_port)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+    )
+    rows = []
+    try:
+        wait_for_port(ours_port, ours)
+        wait_for_port(simple_port, simple)
+        for n in args.clients:
+            reference = drive(
+                f"ws://127.0.0.1:{simple_port}", f"bench-{n}", None, args, n
+            )
+            mine = drive(
+                f"ws://127.0.0.1:{ours_port}/ws/sync/",
+                str(blocks[n].pk),
+                token,
+                args,
+                n,
+            )
+            rows.append((n, reference, mine))
+    finally:
+        for proc in (ours, simple):
+            proc.terminate()
+            proc.wait(timeout=10)
+
+    from memory.selectors import block_document_load
+
+    print(
+        f"co-editing fan-out, {args.edits} turns + {args.seconds:g} s sustained "
+        f"(ours: Daphne + SQLite{' + Redis' if args.redis else ''}, ack after commit)"
+    )
+    header = (
+        f"{'clients':>7} {'server':<13} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7}"
+        f" {'edits/s':>8}"
+    )
+    print(header)
+    for n, reference, mine in rows:
+        for name, r in (("SimpleServer", reference), ("ours", mine)):
+            print(
+                f"{n:>7} {name:<13} {r['p50']:>7.2f} {r['p95']:>7.2f}"
+                f" {r['p99']:>7.2f} {r['edits_per_s']:>8.1f}"
+            )
+        ratio = mine["p50"] / reference["p50"]
+        target = TARGET_RATIO.get(n)
+        verdict = "" if target is None else ("met" if ratio <= target else "MISSED")
+        print(
+            f"{'':>7} p50 ratio ours/SimpleServer = {ratio:.2f}"
+            + (f" (target <= {target}: {verdict})" if target else "")
+            + f"; our p99 {mine['p99']:.1f} ms (target < {TARGET_P99_MS:g}:"
+            f" {'met' if mine['p99'] < TARGET_P99_MS else 'MISSED'})"
+        )
+        stored = block_document_load(block=blocks[n]).get_text("content").to_string()
+        missing = [t for t in range(args.edits) if f"|{t}|" not in stored]
+        print(
+            f"{'':>7} durability: {args.edits - len(missing)}/{args.edits} acked"
+            f" latency-phase edits found in the database after the run"
+            f"; refused updates: {len(mine['errors'])}"
+        )
+    shutil.rmtree(data_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

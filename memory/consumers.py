@@ -1,0 +1,449 @@
+"""``/ws/sync/``: the server side of the Loro Syncing Protocol for blocks.
+
+One websocket multiplexes rooms.  A ``%LOR`` room is a memory block (room id
+= block id): the join is authorised by the memory selectors, every update goes
+through ``memory.services.block_update_import`` (validated, stored with the
+actor in one transaction) and is acked only after that commit; the service's
+after-commit broadcast reaches every peer of the block in any process through
+the channel layer, and changes made through the API or the dashboard arrive the
+same way.  A ``%EPH`` room (same id) relays presence - cursors, selections,
+names, colours - between the peers of a block and stores nothing.
+
+Thin: framing is ``memory.sync_protocol``; decisions are the selectors' and
+services'.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import loro
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from coordination.actors import Actor
+from coordination.errors import (
+    ApplicationError,
+    AuthenticationFailed,
+    InvalidInput,
+    LimitExceeded,
+    NotFound,
+    PermissionDenied,
+)
+from coordination.services import agent_token_authenticate
+from memory import sync_protocol as sp
+from memory.broadcast import block_group
+from memory.models import MemoryBlock
+from memory.selectors import (
+    block_access_for_actor,
+    block_document_load,
+    block_get_for_actor,
+)
+from memory.services import block_update_import
+
+logger = logging.getLogger(__name__)
+
+EPHEMERAL_TIMEOUT_MS = 30_000
+# Domain errors of an update, as the protocol's Ack statuses.
+UPDATE_ERROR_STATUS: dict[type[ApplicationError], sp.UpdateStatus] = {
+    InvalidInput: sp.UpdateStatus.INVALID_UPDATE,
+    PermissionDenied: sp.UpdateStatus.PERMISSION_DENIED,
+    NotFound: sp.UpdateStatus.PERMISSION_DENIED,
+    AuthenticationFailed: sp.UpdateStatus.PERMISSION_DENIED,
+    LimitExceeded: sp.UpdateStatus.PAYLOAD_TOO_LARGE,
+}
+
+
+def ephemeral_group(block_id: str) -> str:
+    """Channel-layer group of a block's presence room (ASCII, < 100 chars)."""
+    return "blockeph." + hashlib.sha256(str(block_id).encode()).hexdigest()[:40]
+
+
+def update_error_status(error: ApplicationError) -> sp.UpdateStatus:
+    for kind, status in UPDATE_ERROR_STATUS.items():
+        if isinstance(error, kind):
+            return status
+    return sp.UpdateStatus.APP_ERROR
+
+
+class _RateLimit:
+    """Token bucket: ``rate`` updates a second, bursts of twice that."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self.tokens = 2 * rate
+        self.at = time.monotonic()
+
+    def allow(self) -> bool:
+        if self.rate <= 0:
+            return True
+        now = time.monotonic()
+        self.tokens = min(2 * self.rate, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+
+@dataclass
+class _Room:
+    crdt: sp.CrdtType
+    room_id: str
+    group: str
+    permission: sp.Permission
+    actor: Actor
+    block: MemoryBlock | None = None
+    # %EPH only: the presence this connection's client published, kept in
+    # memory (never stored) so that a peer joining later, in any process, can
+    # be sent it.  Entries expire like the clients' own (EPHEMERAL_TIMEOUT_MS).
+    presence: loro.EphemeralStore | None = None
+
+
+def _resolve_actor(*, user: Any, auth: bytes) -> Actor:
+    """An agent by the API token in the join's auth bytes, else the session."""
+    if auth:
+        try:
+            raw = auth.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise AuthenticationFailed("the auth payload is not a token") from exc
+        return Actor.for_agent(agent_token_authenticate(raw=raw))
+    if user is not None and user.is_authenticated:
+        return Actor.for_user(user)
+    raise AuthenticationFailed("sign in, or send an agent token in the join")
+
+
+def _join_block(
+    *, user: Any, auth: bytes, block_id: str
+) -> tuple[Actor, MemoryBlock, str]:
+    actor = _resolve_actor(user=user, auth=auth)
+    try:
+        block = block_get_for_actor(actor=actor, block_id=block_id)
+    except (ValueError, TypeError) as exc:  # not a UUID
+        raise NotFound(f"no block {block_id!r}") from exc
+    return actor, block, block_access_for_actor(actor=actor, block=block)
+
+
+def _backfill(
+    *, block: MemoryBlock, client_version: bytes
+) -> tuple[bytes, bytes] | None:
+    """The server's version and what a client at ``client_version`` lacks;
+    None when the client's version cannot be read."""
+    doc = block_document_load(block=block)
+    server_version = doc.oplog_vv
+    if client_version:
+        try:
+            client_vv = loro.VersionVector.decode(client_version)
+        except BaseException:  # Loro errors are BaseExceptions (ARCHITECTURE 3)
+            return None
+        missing = doc.export(loro.ExportMode.Updates(from_=client_vv))
+    else:
+        missing = doc.export(loro.ExportMode.Snapshot())
+    return server_version.encode(), missing
+
+
+class BlockSyncConsumer(AsyncWebsocketConsumer):
+    fragment_timeout = sp.FRAGMENT_TIMEOUT_SECONDS
+
+    async def connect(self) -> None:
+        self.rooms: dict[tuple[sp.CrdtType, str], _Room] = {}
+        self.fragments = sp.FragmentAssembler(
+            timeout=self.fragment_timeout,
+            max_total_size=settings.PATTERN_SYNC_MAX_UPDATE_BYTES,
+        )
+        self._reaper: asyncio.TimerHandle | None = None
+        self.rate_limit = _RateLimit(settings.PATTERN_SYNC_RATE_LIMIT)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+        for room in list(getattr(self, "rooms", {}).values()):
+            await self._leave(room)
+
+    # --- frames ------------------------------------------------------------
+
+    async def receive(
+        self, text_data: str | None = None, bytes_data: bytes | None = None
+    ) -> None:
+        if text_data is not None:
+            if text_data == sp.PING:
+                await self.send(text_data=sp.PONG)
+            return
+        try:
+            message = sp.decode(bytes_data or b"")
+        except sp.ProtocolError as exc:
+            logger.info("closing a sync socket after a bad frame: %s", exc)
+            await self.close(code=1002)
+            return
+        if len(bytes_data or b"") > sp.MAX_MESSAGE_SIZE:
+            if isinstance(message, sp.DocUpdate):
+                await self._ack(
+                    message, message.batch_id, sp.UpdateStatus.PAYLOAD_TOO_LARGE
+                )
+            return
+        match message:
+            case sp.JoinRequest():
+                await self._on_join(message)
+            case sp.DocUpdate():
+                await self._on_updates(message, message.batch_id, list(message.updates))
+            case sp.DocUpdateFragmentHeader():
+                await self._on_fragment_header(message)
+            case sp.DocUpdateFragment():
+                await self._on_fragment(message)
+            case sp.Leave():
+                room = self.rooms.get((message.crdt, message.room_id))
+                if room is not None:
+                    await self._leave(room)
+            case sp.Ack() if message.status != sp.UpdateStatus.OK:
+                logger.info(
+                    "a client could not apply %s:%s (%s)",
+                    message.crdt,
+                    message.room_id,
+                    message.status.reason,
+                )
+
+    async def _send_message(self, message: sp.Message) -> None:
+        await self.send(bytes_data=sp.encode(message))
+
+    async def _ack(
+        self, message: Any, batch_id: bytes, status: sp.UpdateStatus
+    ) -> None:
+        await self._send_message(
+            sp.Ack(message.crdt, message.room_id, batch_id, status)
+        )
+
+    # --- join / leave --------------------------------------------------------
+
+    async def _on_join(self, message: sp.JoinRequest) -> None:
+        key = (message.crdt, message.room_id)
+        if key in self.rooms:
+            await self._leave(self.rooms[key])
+        if message.crdt not in (sp.CrdtType.LORO, sp.CrdtType.LORO_EPHEMERAL):
+            await self._join_error(
+                message, sp.JoinErrorCode.APP_ERROR, "unsupported CRDT", "unsupported"
+            )
+            return
+        try:
+            actor, block, access = await database_sync_to_async(_join_block)(
+                user=self.scope.get("user"), auth=message.auth, block_id=message.room_id
+            )
+        except AuthenticationFailed as exc:
+            await self._join_error(message, sp.JoinErrorCode.AUTH_FAILED, exc.message)
+            return
+        except ApplicationError as exc:
+            await self._join_error(
+                message, sp.JoinErrorCode.APP_ERROR, exc.message, exc.code
+            )
+            return
+        if message.crdt == sp.CrdtType.LORO_EPHEMERAL:
+            await self._join_presence(message, actor)
+            return
+        permission = sp.Permission.READ if access == "read" else sp.Permission.WRITE
+        room = _Room(
+            message.crdt,
+            message.room_id,
+            block_group(block.id),
+            permission,
+            actor,
+            block,
+        )
+        # Join the group before computing the backfill, so that an update
+        # committed in between is relayed rather than lost.
+        await self.channel_layer.group_add(room.group, self.channel_name)
+        self.rooms[key] = room
+        backfill = await database_sync_to_async(_backfill)(
+            block=block, client_version=message.version
+        )
+        if backfill is None:
+            await self._leave(room)
+            await self._join_error(
+                message, sp.JoinErrorCode.VERSION_UNKNOWN, "unreadable version"
+            )
+            return
+        version, missing = backfill
+        await self._send_message(
+            sp.JoinResponseOk(message.crdt, message.room_id, permission, version)
+        )
+        await self._send_updates(room, [missing], sp.new_batch_id())
+
+    async def _join_presence(self, message: sp.JoinRequest, actor: Actor) -> None:
+        room = _Room(
+            message.crdt,
+            message.room_id,
+            ephemeral_group(message.room_id),
+            sp.Permission.WRITE,
+            actor,
+            presence=loro.EphemeralStore(EPHEMERAL_TIMEOUT_MS),
+        )
+        await self.channel_layer.group_add(room.group, self.channel_name)
+        self.rooms[(message.crdt, message.room_id)] = room
+        await self._send_message(
+            sp.JoinResponseOk(message.crdt, message.room_id, sp.Permission.WRITE)
+        )
+        # Ask the peers (in any process) for the presence their clients hold.
+        await self.channel_layer.group_send(
+            room.group,
+            {
+                "type": "presence.hello",
+                "room_id": room.room_id,
+                "reply_to": self.channel_name,
+            },
+        )
+
+    async def _join_error(
+        self,
+        message: sp.JoinRequest,
+        code: sp.JoinErrorCode,
+        text: str,
+        app_code: str | None = None,
+    ) -> None:
+        await self._send_message(
+            sp.JoinError(message.crdt, message.room_id, code, text, app_code=app_code)
+        )
+
+    async def _leave(self, room: _Room) -> None:
+        self.rooms.pop((room.crdt, room.room_id), None)
+        self.fragments.discard_room(room.crdt, room.room_id)
+        await self.channel_layer.group_discard(room.group, self.channel_name)
+
+    # --- updates ---------------------------------------------------------------
+
+    async def _on_updates(
+        self, message: Any, batch_id: bytes, updates: list[bytes]
+    ) -> None:
+        room = self.rooms.get((message.crdt, message.room_id))
+        if room is None or room.permission != sp.Permission.WRITE:
+            await self._ack(message, batch_id, sp.UpdateStatus.PERMISSION_DENIED)
+            return
+        if not self.rate_limit.allow():
+            await self._ack(message, batch_id, sp.UpdateStatus.RATE_LIMITED)
+            return
+        if room.presence is not None:
+            await self._ack(message, batch_id, await self._on_presence(room, updates))
+            return
+        try:
+            await database_sync_to_async(block_update_import)(
+                block=room.block,
+                actor=room.actor,
+                updates=updates,
+                origin=self.channel_name,
+            )
+        except ApplicationError as exc:
+            await self._ack(message, batch_id, update_error_status(exc))
+            return
+        except Exception:
+            logger.exception("storing an update of block %s failed", room.room_id)
+            await self._ack(message, batch_id, sp.UpdateStatus.UNKNOWN)
+            return
+        # Stored and committed: only now does the client hear it is safe.
+        await self._ack(message, batch_id, sp.UpdateStatus.OK)
+
+    async def _on_presence(self, room: _Room, updates: list[bytes]) -> sp.UpdateStatus:
+        assert room.presence is not None
+        try:
+            for update in updates:
+                if update:
+                    room.presence.apply(update)
+        except BaseException:  # Loro errors are BaseExceptions (ARCHITECTURE 3)
+            return sp.UpdateStatus.INVALID_UPDATE
+        await self.channel_layer.group_send(
+            room.group,
+            {
+                "type": "presence.updates",
+                "room_id": room.room_id,
+                "updates": [update for update in updates if update],
+                "origin": self.channel_name,
+            },
+        )
+        return sp.UpdateStatus.OK
+
+    async def _send_updates(
+        self, room: _Room, updates: list[bytes], batch_id: bytes
+    ) -> None:
+        for frame in sp.doc_update_frames(room.crdt, room.room_id, updates, batch_id):
+            await self.send(bytes_data=frame)
+
+    # --- fragments -------------------------------------------------------------
+
+    async def _on_fragment_header(self, message: sp.DocUpdateFragmentHeader) -> None:
+        room = self.rooms.get((message.crdt, message.room_id))
+        if room is None or room.permission != sp.Permission.WRITE:
+            await self._ack(
+                message, message.batch_id, sp.UpdateStatus.PERMISSION_DENIED
+            )
+            return
+        try:
+            self.fragments.start(message, now=time.monotonic())
+        except sp.FragmentError as exc:
+            await self._ack(message, message.batch_id, exc.status)
+            return
+        self._schedule_reaper()
+
+    async def _on_fragment(self, message: sp.DocUpdateFragment) -> None:
+        try:
+            whole = self.fragments.add(message)
+        except sp.FragmentError as exc:
+            await self._ack(message, message.batch_id, exc.status)
+            return
+        if whole is not None:
+            await self._on_updates(message, message.batch_id, list(whole))
+
+    def _schedule_reaper(self) -> None:
+        deadline = self.fragments.next_deadline()
+        if deadline is None:
+            return
+        if self._reaper is not None:
+            self._reaper.cancel()
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, deadline - time.monotonic())
+        self._reaper = loop.call_later(
+            delay, lambda: loop.create_task(self._reap_fragments())
+        )
+
+    async def _reap_fragments(self) -> None:
+        self._reaper = None
+        for header in self.fragments.expired(now=time.monotonic()):
+            await self._ack(header, header.batch_id, sp.UpdateStatus.FRAGMENT_TIMEOUT)
+        self._schedule_reaper()
+
+    # --- channel-layer events --------------------------------------------------
+
+    async def block_updates(self, event: dict[str, Any]) -> None:
+        """A committed change of a block (from any peer, API call or form)."""
+        if event.get("origin") == self.channel_name:
+            return  # our own client's update: it already has it
+        room_id = str(event["block_id"])
+        room = self.rooms.get((sp.CrdtType.LORO, room_id))
+        if room is not None:
+            await self._send_updates(room, list(event["updates"]), sp.new_batch_id())
+
+    async def presence_updates(self, event: dict[str, Any]) -> None:
+        if event.get("origin") == self.channel_name:
+            return
+        room = self.rooms.get((sp.CrdtType.LORO_EPHEMERAL, event["room_id"]))
+        if room is not None:
+            await self._send_updates(room, list(event["updates"]), sp.new_batch_id())
+
+    async def presence_hello(self, event: dict[str, Any]) -> None:
+        """A peer joined the presence room: send it what our client published."""
+        if event["reply_to"] == self.channel_name:
+            return
+        room = self.rooms.get((sp.CrdtType.LORO_EPHEMERAL, event["room_id"]))
+        if room is None or room.presence is None or not room.presence.keys():
+            return
+        await self.channel_layer.send(
+            event["reply_to"],
+            {
+                "type": "presence.updates",
+                "room_id": room.room_id,
+                "updates": [room.presence.encode_all()],
+                "origin": self.channel_name,
+            },
+        )

@@ -1,0 +1,201 @@
+// Live co-editing of a memory block: CodeMirror 6 bound to the block's Loro
+// text (loro-codemirror), synced over /ws/sync/ with the loro-websocket client
+// (the Loro Syncing Protocol), remote cursors through a %EPH presence room.
+// Structured blocks (data-mode="rendered") join the same room without an
+// editor and refresh their rendered view (from the API) on every change.
+// Mounted on every [data-block-editor] element (templates/memory/_editor.html).
+import init, { EphemeralStore, LoroDoc, UndoManager } from "loro-crdt";
+import { EditorView, basicSetup } from "codemirror";
+import { EditorState } from "@codemirror/state";
+import { LoroExtensions, getCursorEphemeralKey, getUserEphemeralKey } from "loro-codemirror";
+import { LoroWebsocketClient } from "loro-websocket";
+import { LoroAdaptor, LoroEphemeralAdaptor } from "loro-adaptors/loro";
+
+const PRESENCE_TIMEOUT_MS = 30000;
+const REFRESH_DELAY_MS = 150;
+const COLOURS = 8;
+
+function colourClass(name) {
+  let hash = 0;
+  for (const ch of name) hash = (hash * 31 + ch.codePointAt(0)) >>> 0;
+  return `peer-colour-${hash % COLOURS}`;
+}
+
+function socketUrl(path) {
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  return `${scheme}://${location.host}${path}`;
+}
+
+class BlockEditor {
+  constructor(root) {
+    this.root = root;
+    this.blockId = root.dataset.blockId;
+    this.readOnly = root.dataset.readonly === "true";
+    this.userName = root.dataset.userName || "someone";
+    this.textContainer = root.dataset.textContainer || "content";
+    this.badge = root.querySelector("[data-editor-status]");
+    this.peersBox = root.querySelector("[data-editor-peers]");
+    this.pending = 0;
+    this.roomStatus = "connecting";
+    this.clientStatus = "connecting";
+  }
+
+  async start() {
+    await init({ module_or_path: this.root.dataset.wasmUrl });
+    this.doc = new LoroDoc();
+    if (this.root.dataset.mode === "rendered") return this.startRendered();
+    this.presence = new EphemeralStore(PRESENCE_TIMEOUT_MS);
+    const user = { name: this.userName, colorClassName: colourClass(this.userName) };
+    const getText = (doc) => doc.getText(this.textContainer);
+    const extensions = [
+      basicSetup,
+      EditorView.lineWrapping,
+      LoroExtensions(
+        this.doc,
+        { user, ephemeral: this.presence },
+        this.readOnly ? undefined : new UndoManager(this.doc, {}),
+        getText,
+      ),
+    ];
+    if (this.readOnly) {
+      extensions.push(EditorState.readOnly.of(true), EditorView.editable.of(false));
+    }
+    this.root.querySelector("[data-editor-fallback]")?.setAttribute("hidden", "");
+    this.view = new EditorView({
+      parent: this.root.querySelector("[data-editor-mount]"),
+      state: EditorState.create({ doc: getText(this.doc).toString(), extensions }),
+    });
+    this.root.editor = this; // for tests and the console
+
+    // Edits made while the socket is down stay in the document and are sent
+    // when the room is joined again (the server answers with its version).
+    this.doc.subscribeLocalUpdates(() => {
+      if (this.state() !== "connected") this.pending += 1;
+      this.render();
+    });
+    this.presence.subscribe(() => this.renderPeers());
+    addEventListener("offline", () => this.render());
+    addEventListener("online", () => {
+      this.render();
+      // A socket the browser kept through the outage is stale (the client
+      // already gave it up): close it so that the client reconnects, rejoins
+      // and uploads what was edited offline.
+      setTimeout(() => {
+        const socket = this.client.socket;
+        if (this.client.getStatus() !== "connected" && socket?.readyState === WebSocket.OPEN) {
+          socket.close(1000, "stale");
+        }
+      }, 1000);
+    });
+
+    await this.joinDocument();
+    this.presenceRoom = await this.client.join({
+      roomId: this.blockId,
+      crdtAdaptor: new LoroEphemeralAdaptor(this.presence),
+    });
+    // Leaving: take our cursor off the others' screens now, not at its timeout.
+    addEventListener("pagehide", () => {
+      this.presence.delete(getCursorEphemeralKey(this.doc));
+      this.presence.delete(getUserEphemeralKey(this.doc));
+    });
+    this.root.dataset.ready = "true";
+    this.render();
+  }
+
+  async joinDocument() {
+    this.client = new LoroWebsocketClient({ url: socketUrl(this.root.dataset.syncUrl) });
+    this.client.onStatusChange((status) => {
+      this.clientStatus = status;
+      this.render();
+    });
+    const onRoomStatus = (status) => {
+      this.roomStatus = status;
+      if (status === "joined") this.pending = 0;
+      this.render();
+    };
+    const adaptor = new LoroAdaptor(this.doc, {
+      onUpdateError: (_updates, _code, reason) => this.showError(reason),
+    });
+    this.room = await this.client.join({
+      roomId: this.blockId,
+      crdtAdaptor: adaptor,
+      onStatusChange: onRoomStatus,
+    });
+  }
+
+  // A structured block: show the server's rendering, refreshed on every change.
+  async startRendered() {
+    this.readOnly = true;
+    this.rendered = this.root.querySelector("[data-testid=rendered]");
+    let timer;
+    this.doc.subscribe(() => {
+      clearTimeout(timer);
+      timer = setTimeout(() => this.refreshRendered(), REFRESH_DELAY_MS);
+    });
+    this.root.editor = this;
+    await this.joinDocument();
+    this.root.dataset.ready = "true";
+    this.render();
+  }
+
+  async refreshRendered() {
+    const response = await fetch(this.root.dataset.apiUrl, { credentials: "same-origin" });
+    if (response.ok) this.rendered.textContent = (await response.json()).rendered;
+  }
+
+  showError(reason) {
+    this.error = reason;
+    this.render();
+  }
+
+  state() {
+    if (navigator.onLine === false) return "offline";
+    if (this.roomStatus === "joined" && this.clientStatus === "connected") return "connected";
+    return "reconnecting";
+  }
+
+  render() {
+    if (!this.badge) return;
+    const state = this.state();
+    let text = {
+      connected: this.readOnly ? "Live (read only)" : "Connected",
+      offline: "Offline",
+      reconnecting: "Reconnecting…",
+    }[state];
+    if (state === "connected" && this.root.dataset.mode === "rendered") text = "Live";
+    if (this.pending && state !== "connected") {
+      text += ` — ${this.pending} pending edit${this.pending === 1 ? "" : "s"}`;
+    }
+    if (this.error) text += ` (last edit refused: ${this.error.replaceAll("_", " ")})`;
+    this.badge.textContent = text;
+    this.badge.className = {
+      connected: "badge badge-ok",
+      offline: "badge badge-muted",
+      reconnecting: "badge badge-warn",
+    }[state];
+    this.badge.dataset.status = state;
+    this.badge.dataset.pending = String(this.pending);
+  }
+
+  renderPeers() {
+    if (!this.peersBox) return;
+    const me = `${this.doc.peerIdStr}-cm-user`;
+    const names = [];
+    for (const [key, value] of Object.entries(this.presence.getAllStates())) {
+      if (key.endsWith("-cm-user") && key !== me && value?.name) names.push(value.name);
+    }
+    this.peersBox.textContent = names.length ? `Also here: ${[...new Set(names)].join(", ")}` : "";
+  }
+
+  text() {
+    return this.doc.getText(this.textContainer).toString();
+  }
+}
+
+for (const root of document.querySelectorAll("[data-block-editor]")) {
+  new BlockEditor(root).start().catch((error) => {
+    console.error(error);
+    const badge = root.querySelector("[data-editor-status]");
+    if (badge) badge.textContent = `Editor failed to start: ${error.message}`;
+  });
+}

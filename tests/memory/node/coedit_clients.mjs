@@ -1,0 +1,91 @@
+// Real loro-websocket clients against our /ws/sync/ (used by test_sync_interop.py).
+//
+//   node coedit_clients.mjs edit --room ID --token T --container content \
+//        --edits 20 URL [URL...]
+//     one client per URL (URLs may repeat or point at different servers);
+//     all edit the block's text concurrently, wait for every ack, then wait
+//     until every client's text holds every edit; prints {"texts": [...]}.
+//   node coedit_clients.mjs read --room ID --token T --container content URL
+//     a fresh client with an empty document joins and prints {"texts": [text]}.
+//   node coedit_clients.mjs offline --room ID --token T --edits 5 URL
+//     one client: edits (acked), prints {"phase": "online"}; after the line
+//     "down" on stdin waits for the socket to drop, edits offline, prints
+//     {"phase": "offline"}; after "up" waits for the reconnect, the rejoin
+//     and the acks of the offline edits, then prints {"texts": [text]}.
+import { createInterface } from "node:readline";
+import { joinedClient, parseArgs, sleep, waitFor } from "../../../bench/node/clients.mjs";
+
+const args = parseArgs(process.argv.slice(2));
+const [mode, ...urls] = args._;
+const container = args.container ?? "content";
+const edits = Number(args.edits ?? 10);
+
+const clients = [];
+for (const [i, url] of urls.entries()) {
+  clients.push(
+    await joinedClient({ url, roomId: args.room, token: args.token, peerId: 1000 + i }),
+  );
+}
+const textOf = (c) => c.doc.getText(container).toString();
+
+if (mode === "edit") {
+  await Promise.all(
+    clients.map(async (c, i) => {
+      for (let k = 0; k < edits; k++) {
+        const text = c.doc.getText(container);
+        // A random place between markers (never inside one).
+        const current = text.toString();
+        const places = [0];
+        for (let p = 1; p <= current.length; p++) {
+          if (current[p - 1] === ">" || current[p - 1] === ";") places.push(p);
+        }
+        const at = places[Math.floor(Math.random() * places.length)];
+        text.insert(at, `<c${i}e${k}>`);
+        c.doc.commit();
+        await sleep(Math.random() * 10);
+      }
+    }),
+  );
+  await Promise.all(clients.map((c) => c.acked()));
+  const markers = clients.flatMap((_, i) =>
+    Array.from({ length: edits }, (_, k) => `<c${i}e${k}>`),
+  );
+  try {
+    await waitFor(
+      () => clients.every((c) => markers.every((m) => textOf(c).includes(m))),
+      20000,
+      "convergence",
+    );
+  } catch (error) {
+    console.error(JSON.stringify({ texts: clients.map(textOf), errors: clients.map((c) => c.errors) }));
+    throw error;
+  }
+}
+if (mode === "offline") {
+  const [c] = clients;
+  const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+  const append = (marker) => {
+    const text = c.doc.getText(container);
+    text.insert(text.length, marker);
+    c.doc.commit();
+  };
+  for (let k = 0; k < edits; k++) append(`<on${k}>`);
+  await c.acked();
+  console.log(JSON.stringify({ phase: "online" }));
+  await lines.next(); // "down"
+  await waitFor(() => c.client.getStatus() !== "connected", 20000, "disconnect");
+  for (let k = 0; k < edits; k++) append(`<off${k}>`);
+  console.log(JSON.stringify({ phase: "offline", pending: c.pending() }));
+  await lines.next(); // "up"
+  const acksBefore = c.acks;
+  await waitFor(() => c.acks > acksBefore, 60000, "the rejoin to upload");
+  await c.acked();
+}
+console.log(
+  JSON.stringify({
+    texts: clients.map(textOf),
+    errors: clients.map((c) => c.errors),
+  }),
+);
+await Promise.all(clients.map((c) => c.close()));
+process.exit(0);

@@ -1,0 +1,455 @@
+"""BlockSyncConsumer (/ws/sync/) driven frame by frame with WebsocketCommunicator."""
+
+import asyncio
+
+import loro
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from coordination.actors import Actor
+from coordination.services import agent_token_issue
+from memory import sync_protocol as sp
+from memory.consumers import BlockSyncConsumer
+from memory.models import BlockUpdate
+from memory.selectors import block_document_load
+from memory.services import block_create, block_operate
+from pattern_site.asgi import application
+from tests.factories import AgentFactory, ConstellationFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+LOR = sp.CrdtType.LORO
+EPH = sp.CrdtType.LORO_EPHEMERAL
+
+
+def _block(agent, **kwargs):
+    kwargs.setdefault("content", "hello")
+    return block_create(actor=Actor.system(), label="notes", owner=agent, **kwargs)
+
+
+def _text(block) -> str:
+    return block_document_load(block=block).get_text("content").to_string()
+
+
+def _stored_updates(block) -> int:
+    return BlockUpdate.objects.filter(block=block).count()
+
+
+class Peer:
+    """One websocket speaking the protocol, with a Loro document of its own."""
+
+    def __init__(self, communicator: WebsocketCommunicator, peer_id: int) -> None:
+        self.ws = communicator
+        self.doc = loro.LoroDoc()
+        self.doc.peer_id = peer_id
+
+    @classmethod
+    async def open(cls, *, user=None, peer_id=1, app=None, headers=None):
+        communicator = WebsocketCommunicator(
+            app or BlockSyncConsumer.as_asgi(), "/ws/sync/", headers=headers or []
+        )
+        if user is not None:
+            communicator.scope["user"] = user
+        connected, _ = await communicator.connect()
+        assert connected
+        return cls(communicator, peer_id)
+
+    async def send(self, message: sp.Message) -> None:
+        await self.ws.send_to(bytes_data=sp.encode(message))
+
+    async def receive(self, timeout: float = 5) -> sp.Message:
+        return sp.decode(await self.ws.receive_from(timeout=timeout))
+
+    async def join(self, room: str, *, token: str = "", crdt=LOR) -> sp.Message:
+        version = self.doc.oplog_vv.encode() if crdt == LOR else b""
+        await self.send(sp.JoinRequest(crdt, room, token.encode(), version))
+        response = await self.receive()
+        if isinstance(response, sp.JoinResponseOk) and crdt == LOR:
+            backfill = await self.receive()
+            assert isinstance(backfill, sp.DocUpdate)
+            self.doc.import_batch(list(backfill.updates))
+        return response
+
+    async def edit(
+        self, room: str, insert: str = "", *, at: int | None = None, delete: int = 0
+    ) -> sp.Ack:
+        before = self.doc.oplog_vv
+        text = self.doc.get_text("content")
+        if delete:
+            text.delete(at or 0, delete)
+        else:
+            text.insert(text.len_unicode if at is None else at, insert)
+        self.doc.commit()
+        update = self.doc.export(loro.ExportMode.Updates(from_=before))
+        batch = sp.new_batch_id()
+        await self.send(sp.DocUpdate(LOR, room, (update,), batch))
+        ack = await self.receive()
+        assert isinstance(ack, sp.Ack) and ack.ref_id == batch
+        return ack
+
+    def text(self) -> str:
+        return self.doc.get_text("content").to_string()
+
+    async def nothing_more(self) -> bool:
+        return await self.ws.receive_nothing(timeout=0.3)
+
+
+@pytest.fixture
+def block(agent):
+    return _block(agent)
+
+
+async def test_partner_joins_with_session_and_receives_the_document(partner, block):
+    peer = await Peer.open(user=partner)
+    response = await peer.join(str(block.pk))
+    assert response == sp.JoinResponseOk(
+        LOR, str(block.pk), sp.Permission.WRITE, response.version
+    )
+    assert peer.text() == "hello"
+    server_doc = await sync_to_async(block_document_load)(block=block)
+    assert response.version == server_doc.oplog_vv.encode()
+
+
+async def test_join_through_the_asgi_stack_uses_the_django_session(partner, block):
+    client = Client()
+    await sync_to_async(client.force_login)(partner)
+    headers = [
+        (b"origin", b"http://127.0.0.1"),
+        (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()),
+    ]
+    peer = await Peer.open(app=application, headers=headers)
+    assert isinstance(await peer.join(str(block.pk)), sp.JoinResponseOk)
+    assert peer.text() == "hello"
+
+
+async def test_agent_joins_with_its_token_in_the_auth_payload(
+    agent, agent_token, block
+):
+    peer = await Peer.open()
+    response = await peer.join(str(block.pk), token=agent_token.raw)
+    assert response.permission == sp.Permission.WRITE
+    assert peer.text() == "hello"
+
+
+async def test_join_without_credentials_is_auth_failed(block):
+    peer = await Peer.open()
+    response = await peer.join(str(block.pk))
+    assert isinstance(response, sp.JoinError)
+    assert response.code == sp.JoinErrorCode.AUTH_FAILED
+
+
+async def test_join_with_a_wrong_token_is_auth_failed(block):
+    peer = await Peer.open()
+    response = await peer.join(str(block.pk), token="not-a-token")
+    assert response.code == sp.JoinErrorCode.AUTH_FAILED
+
+
+async def test_another_constellations_agent_cannot_join(block):
+    stranger = await sync_to_async(AgentFactory)(
+        constellation=await sync_to_async(ConstellationFactory)(name="Other")
+    )
+    token = await sync_to_async(agent_token_issue)(agent=stranger)
+    peer = await Peer.open()
+    response = await peer.join(str(block.pk), token=token.raw)
+    assert isinstance(response, sp.JoinError)
+    assert response.app_code == "not_found"
+    # and a room id that is no block at all
+    response = await peer.join("not-a-uuid", token=token.raw)
+    assert response.app_code == "not_found"
+
+
+async def test_read_only_joiner_gets_read_and_its_updates_are_refused(
+    agent, agent_token
+):
+    block = await sync_to_async(_block)(agent, permission="read_only")
+    peer = await Peer.open()
+    response = await peer.join(str(block.pk), token=agent_token.raw)
+    assert response.permission == sp.Permission.READ
+    ack = await peer.edit(str(block.pk), " world")
+    assert ack.status == sp.UpdateStatus.PERMISSION_DENIED
+    assert await sync_to_async(_text)(block) == "hello"
+
+
+async def test_read_only_joiner_still_receives_live_updates(
+    partner, agent, agent_token
+):
+    block = await sync_to_async(_block)(agent, permission="read_only")
+    reader = await Peer.open(peer_id=2)
+    await reader.join(str(block.pk), token=agent_token.raw)
+    writer = await Peer.open(user=partner, peer_id=3)
+    await writer.join(str(block.pk))
+    assert (await writer.edit(str(block.pk), "!")).status == sp.UpdateStatus.OK
+    relayed = await reader.receive()
+    reader.doc.import_batch(list(relayed.updates))
+    assert reader.text() == "hello!"
+
+
+async def test_update_is_stored_with_the_actor_before_the_ack(
+    agent, agent_token, block
+):
+    peer = await Peer.open()
+    await peer.join(str(block.pk), token=agent_token.raw)
+    count = await sync_to_async(_stored_updates)(block)
+    ack = await peer.edit(str(block.pk), " world")
+    assert ack.status == sp.UpdateStatus.OK
+    # The ack arrived, so the update is committed: visible to a fresh read.
+    assert await sync_to_async(_text)(block) == "hello world"
+    assert await sync_to_async(_stored_updates)(block) == count + 1
+    latest = await sync_to_async(
+        lambda: BlockUpdate.objects.filter(block=block).latest("pk")
+    )()
+    assert (latest.actor_kind, latest.actor_name) == ("agent", agent.name)
+
+
+async def test_update_is_broadcast_to_other_peers_and_not_echoed(
+    partner, agent_token, block
+):
+    alice = await Peer.open(user=partner, peer_id=11)
+    bob = await Peer.open(peer_id=12)
+    await alice.join(str(block.pk))
+    await bob.join(str(block.pk), token=agent_token.raw)
+    ack = await alice.edit(str(block.pk), " from alice")
+    assert ack.status == sp.UpdateStatus.OK
+    relayed = await bob.receive()
+    assert isinstance(relayed, sp.DocUpdate)
+    bob.doc.import_batch(list(relayed.updates))
+    assert bob.text() == "hello from alice"
+    assert await alice.nothing_more()
+
+
+async def test_api_changes_reach_open_rooms(partner, agent, block):
+    peer = await Peer.open(user=partner)
+    await peer.join(str(block.pk))
+    await sync_to_async(block_operate)(
+        actor=Actor.for_agent(agent),
+        block=block,
+        operations=[{"op": "append_text", "text": " (agent)"}],
+    )
+    relayed = await peer.receive()
+    peer.doc.import_batch(list(relayed.updates))
+    assert peer.text() == "hello (agent)"
+
+
+async def test_corrupt_update_is_invalid_and_nothing_is_stored(partner, block):
+    peer = await Peer.open(user=partner)
+    await peer.join(str(block.pk))
+    count = await sync_to_async(_stored_updates)(block)
+    batch = sp.new_batch_id()
+    await peer.send(sp.DocUpdate(LOR, str(block.pk), (b"\x00garbage" * 10,), batch))
+    ack = await peer.receive()
+    assert ack == sp.Ack(LOR, str(block.pk), batch, sp.UpdateStatus.INVALID_UPDATE)
+    assert await sync_to_async(_stored_updates)(block) == count
+    assert await sync_to_async(_text)(block) == "hello"
+
+
+async def test_update_over_the_char_limit_is_payload_too_large(partner, agent):
+    block = await sync_to_async(_block)(agent, char_limit=10)
+    peer = await Peer.open(user=partner)
+    await peer.join(str(block.pk))
+    ack = await peer.edit(str(block.pk), "x" * 50)
+    assert ack.status == sp.UpdateStatus.PAYLOAD_TOO_LARGE
+    assert await sync_to_async(_text)(block) == "hello"
+
+
+async def test_oversize_frame_is_payload_too_large(partner, block):
+    peer = await Peer.open(user=partner)
+    await peer.join(str(block.pk))
+    batch = sp.new_batch_id()
+    big = b"x" * (sp.MAX_MESSAGE_SIZE + 10)
+    frame = b"%LOR" + bytes([36]) + str(block.pk).encode() + b"\x03\x01"
+    frame += sp._uleb128(len(big)) + big + batch
+    await peer.ws.send_to(bytes_data=frame)
+    ack = await peer.receive()
+    assert ack.status == sp.UpdateStatus.PAYLOAD_TOO_LARGE
+
+
+async def test_append_only_agent_cannot_rewrite(agent, agent_token):
+    block = await sync_to_async(_block)(agent, permission="append")
+    peer = await Peer.open()
+    await peer.join(str(block.pk), token=agent_token.raw)
+    assert (await peer.edit(str(block.pk), " more")).status == sp.UpdateStatus.OK
+    ack = await peer.edit(str(block.pk), at=0, delete=5)
+    assert ack.status == sp.UpdateStatus.PERMISSION_DENIED
+    assert await sync_to_async(_text)(block) == "hello more"
+
+
+async def test_update_before_joining_is_permission_denied(block, partner):
+    peer = await Peer.open(user=partner)
+    batch = sp.new_batch_id()
+    await peer.send(sp.DocUpdate(LOR, str(block.pk), (b"x",), batch))
+    assert (await peer.receive()).status == sp.UpdateStatus.PERMISSION_DENIED
+
+
+async def test_large_update_arrives_in_fragments_and_is_stored(partner, agent):
+    block = await sync_to_async(_block)(agent, char_limit=1_000_000)
+    peer = await Peer.open(user=partner)
+    await peer.join(str(block.pk))
+    other = await Peer.open(user=partner, peer_id=99)
+    await other.join(str(block.pk))
+    before = peer.doc.oplog_vv
+    # Random-ish text so that the update does not compress below 256 KiB.
+    words = [f"{i * 7919 % 100003:x}" for i in range(80_000)]
+    peer.doc.get_text("content").insert(5, " ".join(words))
+    peer.doc.commit()
+    update = peer.doc.export(loro.ExportMode.Updates(from_=before))
+    assert len(update) > sp.MAX_MESSAGE_SIZE
+    frames = sp.doc_update_frames(LOR, str(block.pk), [update], sp.new_batch_id())
+    header = sp.decode(frames[0])
+    assert isinstance(header, sp.DocUpdateFragmentHeader)
+    for frame in frames:
+        await peer.ws.send_to(bytes_data=frame)
+    ack = await peer.receive(timeout=20)
+    assert ack == sp.Ack(LOR, str(block.pk), header.batch_id, sp.UpdateStatus.OK)
+    assert await sync_to_async(_text)(block) == peer.text()
+    # the other peer gets it too, in fragments again
+    relayed_header = await other.receive()
+    assert isinstance(relayed_header, sp.DocUpdateFragmentHeader)
+    assembler = sp.FragmentAssembler()
+    assembler.start(relayed_header, now=0)
+    whole = None
+    while whole is None:
+        whole = assembler.add(await other.receive())
+    other.doc.import_batch(list(whole))
+    assert other.text() == peer.text()
+
+
+async def test_incomplete_fragments_time_out(partner, block, monkeypatch):
+    monkeypatch.setattr(BlockSyncConsumer, "fragment_timeout", 0.2)
+    peer = await Peer.open(user=partner)
+    await peer.join(str(block.pk))
+    batch = sp.new_batch_id()
+    room = str(block.pk)
+    await peer.send(sp.DocUpdateFragmentHeader(LOR, room, batch, 2, 10))
+    await peer.send(sp.DocUpdateFragment(LOR, room, batch, 0, b"12345"))
+    ack = await peer.receive(timeout=3)
+    assert ack == sp.Ack(LOR, room, batch, sp.UpdateStatus.FRAGMENT_TIMEOUT)
+    await peer.send(sp.DocUpdateFragment(LOR, room, batch, 1, b"67890"))
+    ack = await peer.receive()
+    assert ack.status == sp.UpdateStatus.FRAGMENT_TIMEOUT
+
+
+async def test_a_flood_of_updates_is_rate_limited(partner, block, settings):
+    settings.PATTERN_SYNC_RATE_LIMIT = 0.5  # one update, then one per 2 s
+    peer = await Peer.open(user=partner)
+    await peer.join(str(block.pk))
+    statuses = [(await peer.edit(str(block.pk), "x")).status for _ in range(3)]
+    assert statuses == [sp.UpdateStatus.OK] + [sp.UpdateStatus.RATE_LIMITED] * 2
+    assert await sync_to_async(_text)(block) == "hellox"
+
+
+async def test_ping_is_answered_with_pong(partner):
+    peer = await Peer.open(user=partner)
+    await peer.ws.send_to(text_data="ping")
+    assert await peer.ws.receive_from() == "pong"
+
+
+async def test_malformed_frame_closes_the_socket(partner):
+    peer = await Peer.open(user=partner)
+    await peer.ws.send_to(bytes_data=b"%LOR\x00\x09")
+    output = await peer.ws.receive_output(timeout=2)
+    assert output == {"type": "websocket.close", "code": 1002}
+
+
+async def test_leave_stops_the_updates(partner, block):
+    alice = await Peer.open(user=partner, peer_id=21)
+    bob = await Peer.open(user=partner, peer_id=22)
+    await alice.join(str(block.pk))
+    await bob.join(str(block.pk))
+    await bob.send(sp.Leave(LOR, str(block.pk)))
+    await asyncio.sleep(0.1)
+    await alice.edit(str(block.pk), "?")
+    assert await bob.nothing_more()
+
+
+async def test_presence_is_relayed_and_replayed_to_late_joiners(partner, block):
+    room = str(block.pk)
+    alice = await Peer.open(user=partner, peer_id=31)
+    assert isinstance(await alice.join(room, crdt=EPH), sp.JoinResponseOk)
+    store = loro.EphemeralStore(30_000)
+    store.set("31-cm-user", {"name": "alice", "colorClassName": "peer-colour-1"})
+    await alice.send(sp.DocUpdate(EPH, room, (store.encode_all(),), sp.new_batch_id()))
+    assert (await alice.receive()).status == sp.UpdateStatus.OK
+
+    bob = await Peer.open(user=partner, peer_id=32)
+    await bob.join(room, crdt=EPH)
+    replayed = await bob.receive()
+    mirror = loro.EphemeralStore(30_000)
+    mirror.apply(replayed.updates[0])
+    assert mirror.get("31-cm-user")["name"] == "alice"
+
+    store.set("31-cm-cursor", {"anchor": b"\x01"})
+    await alice.send(
+        sp.DocUpdate(EPH, room, (store.encode("31-cm-cursor"),), b"\x00" * 8)
+    )
+    await alice.receive()  # ack
+    live = await bob.receive()
+    mirror.apply(live.updates[0])
+    assert mirror.get("31-cm-cursor") is not None
+    # presence is never stored
+    assert await sync_to_async(_stored_updates)(block) == 1
+
+
+async def test_corrupt_presence_is_invalid(partner, block):
+    peer = await Peer.open(user=partner)
+    await peer.join(str(block.pk), crdt=EPH)
+    batch = sp.new_batch_id()
+    await peer.send(sp.DocUpdate(EPH, str(block.pk), (b"\xff\xfe",), batch))
+    assert (await peer.receive()).status == sp.UpdateStatus.INVALID_UPDATE
+
+
+async def test_one_socket_multiplexes_rooms_of_several_blocks(partner, agent):
+    first = await sync_to_async(_block)(agent)
+    second = await sync_to_async(
+        lambda: block_create(
+            actor=Actor.system(), label="other", owner=agent, content="two"
+        )
+    )()
+    both = await Peer.open(user=partner, peer_id=41)
+    await both.join(str(first.pk))
+    other_doc = loro.LoroDoc()
+    await both.send(
+        sp.JoinRequest(LOR, str(second.pk), b"", other_doc.oplog_vv.encode())
+    )
+    assert isinstance(await both.receive(), sp.JoinResponseOk)
+    other_doc.import_batch(list((await both.receive()).updates))
+    assert other_doc.get_text("content").to_string() == "two"
+
+    writer = await Peer.open(user=partner, peer_id=42)
+    await writer.join(str(second.pk))
+    await writer.edit(str(second.pk), "!")
+    relayed = await both.receive()
+    assert relayed.room_id == str(second.pk)
+    other_doc.import_batch(list(relayed.updates))
+    assert other_doc.get_text("content").to_string() == "two!"
+    assert both.text() == "hello"
+
+
+async def test_unreadable_version_is_version_unknown(partner, block):
+    peer = await Peer.open(user=partner)
+    await peer.send(sp.JoinRequest(LOR, str(block.pk), b"", b"\xff\xff\xff"))
+    response = await peer.receive()
+    assert response.code == sp.JoinErrorCode.VERSION_UNKNOWN
+    # the npm client then retries with an empty version: a whole snapshot
+    await peer.send(sp.JoinRequest(LOR, str(block.pk), b"", b""))
+    assert isinstance(await peer.receive(), sp.JoinResponseOk)
+    peer.doc.import_batch(list((await peer.receive()).updates))
+    assert peer.text() == "hello"
+
+
+async def test_a_dashboard_form_edit_reaches_open_rooms(partner, block):
+    peer = await Peer.open(user=partner)
+    await peer.join(str(block.pk))
+
+    def post_form():
+        client = Client()
+        client.force_login(partner)
+        return client.post(
+            f"/memory/blocks/{block.pk}/edit", {"content": "rewritten in a form"}
+        )
+
+    response = await sync_to_async(post_form)()
+    assert response.status_code == 302
+    relayed = await peer.receive()
+    peer.doc.import_batch(list(relayed.updates))
+    assert peer.text() == "rewritten in a form"

@@ -1,0 +1,177 @@
+"""Two Chromium pages co-edit one block through the live editor on real Daphne."""
+
+import json
+import urllib.request
+
+import pytest
+from django.test import Client
+
+from coordination.actors import Actor
+from coordination.services import agent_token_issue
+from memory.selectors import block_document_load
+from memory.services import block_create
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+EDITOR = "[data-block-editor]"
+
+
+@pytest.fixture
+def browser(chromium_path, monkeypatch):
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; the ORM calls
+    # of this test are still plain synchronous ones.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=chromium_path,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--no-first-run"],
+        )
+        yield browser
+        browser.close()
+
+
+def _page(browser, base_url, user, path):
+    client = Client()
+    client.force_login(user)
+    context = browser.new_context()
+    context.add_cookies(
+        [
+            {
+                "name": "sessionid",
+                "value": client.cookies["sessionid"].value,
+                "url": base_url,
+            }
+        ]
+    )
+    page = context.new_page()
+    logs: list[str] = []
+    page.on("console", lambda message: logs.append(message.text))
+    page.on("pageerror", lambda error: logs.append(str(error)))
+    page.goto(f"{base_url}{path}")
+    try:
+        page.wait_for_selector(f"{EDITOR}[data-ready=true]", timeout=20_000)
+    except Exception as exc:
+        raise AssertionError(f"the editor did not start: {logs}") from exc
+    return page
+
+
+def _agent_operates(base_url, agent, block, operation) -> None:
+    """The agent changes the block through the HTTP tool API of the server."""
+    request = urllib.request.Request(
+        f"{base_url}/api/blocks/{block.pk}/operations",
+        data=json.dumps({"operations": [operation]}).encode(),
+        headers={
+            "Authorization": f"Bearer {agent_token_issue(agent=agent).raw}",
+            "Content-Type": "application/json",
+        },
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 200
+
+
+def _text(page) -> str:
+    return page.evaluate(f"document.querySelector('{EDITOR}').editor.text()")
+
+
+def _wait_text(page, predicate, timeout=10_000):
+    page.wait_for_function(
+        f"(() => {{ const t = document.querySelector('{EDITOR}').editor.text();"
+        f" return {predicate}; }})()",
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def plan_block(agent):
+    return block_create(
+        actor=Actor.system(), label="plan", owner=agent, content="hello"
+    )
+
+
+def test_two_pages_co_edit_see_cursors_and_an_agents_append(
+    built_assets, plan_block, daphne_server, browser, partner, agent
+):
+    block = plan_block
+    path = f"/memory/blocks/{block.pk}/"
+    first = _page(browser, daphne_server, partner, path)
+    second = _page(browser, daphne_server, partner, path)
+    for page in (first, second):
+        assert _text(page) == "hello"
+        assert "Connected" in page.inner_text("[data-editor-status]")
+
+    # Both type at the same time at different ends of the text.
+    first.click(".cm-content")
+    second.click(".cm-content")
+    first.keyboard.press("Control+Home")
+    second.keyboard.press("Control+End")
+    for a, b in zip("AAAA", "BBBB", strict=True):
+        first.keyboard.type(a)
+        second.keyboard.type(b)
+    for page in (first, second):
+        _wait_text(page, "t.includes('AAAA') && t.includes('BBBB')")
+    assert _text(first) == _text(second) == "AAAAhelloBBBB"
+
+    # Each sees the other's cursor.
+    first.wait_for_selector(".loro-cursor", timeout=10_000)
+    second.wait_for_selector(".loro-cursor", timeout=10_000)
+
+    # An agent appends through the HTTP tool API: both pages show it live.
+    _agent_operates(
+        daphne_server, agent, block, {"op": "append_text", "text": " +agent"}
+    )
+    for page in (first, second):
+        _wait_text(page, "t.endsWith(' +agent')")
+    assert _text(first) == _text(second) == "AAAAhelloBBBB +agent"
+    stored = block_document_load(block=block).get_text("content").to_string()
+    assert stored == "AAAAhelloBBBB +agent"
+
+    # Offline: the badge counts pending edits; they merge on reconnect.
+    second.context.set_offline(True)
+    second.wait_for_selector("[data-editor-status][data-status=offline]")
+    second.keyboard.press("Control+End")
+    second.keyboard.type("!!")
+    badge = second.inner_text("[data-editor-status]")
+    assert "Offline" in badge and "2 pending edits" in badge
+    second.context.set_offline(False)
+    second.wait_for_selector("[data-editor-status][data-status=connected]")
+    for page in (first, second):
+        _wait_text(page, "t.endsWith('+agent!!')")
+    stored = block_document_load(block=block).get_text("content").to_string()
+    assert stored == "AAAAhelloBBBB +agent!!"
+
+    # Leaving the page takes its cursor off the other page at once.
+    first.wait_for_selector(".loro-cursor")
+    second.goto("about:blank")
+    first.wait_for_selector(".loro-cursor", state="detached", timeout=5_000)
+
+
+@pytest.fixture
+def list_block(agent):
+    return block_create(
+        actor=Actor.system(),
+        label="todo",
+        owner=agent,
+        schema={"kind": "list"},
+        content=["first"],
+    )
+
+
+def test_structured_block_view_updates_live_on_an_agents_change(
+    built_assets, list_block, daphne_server, browser, partner, agent
+):
+    page = _page(browser, daphne_server, partner, f"/memory/blocks/{list_block.pk}/")
+    rendered = page.locator("[data-testid=rendered]")
+    assert "first" in rendered.inner_text()
+    assert "Live" in page.inner_text("[data-editor-status]")
+    operation = {"op": "push_item", "item": "second from agent"}
+    _agent_operates(daphne_server, agent, list_block, operation)
+    page.wait_for_function(
+        "document.querySelector('[data-testid=rendered]').textContent"
+        ".includes('second from agent')",
+        timeout=10_000,
+    )

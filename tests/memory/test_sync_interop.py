@@ -1,0 +1,159 @@
+"""The real npm ``loro-websocket`` client against our /ws/sync/ on real Daphne
+processes: convergence, scale-out over Redis, durability across kill -9."""
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from coordination.actors import Actor
+from coordination.services import agent_token_issue
+from memory.selectors import block_document_load
+from memory.services import block_create
+from tests.conftest import REPO, free_port, subprocess_env, wait_for_port
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+DAPHNE = [sys.executable, "-m", "daphne", "-b", "127.0.0.1"]
+CLIENTS = REPO / "tests" / "memory" / "node" / "coedit_clients.mjs"
+
+
+@contextmanager
+def daphne(port: int = 0, **env: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    """A Daphne process on this test database; yields (ws url, process)."""
+    port = port or free_port()
+    proc = subprocess.Popen(
+        [*DAPHNE, "-p", str(port), "pattern_site.asgi:application"],
+        cwd=REPO,
+        env=subprocess_env(**env),
+    )
+    try:
+        wait_for_port(port, proc=proc)
+        yield f"ws://127.0.0.1:{port}/ws/sync/", proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def run_clients(node: str, mode: str, block, token: str, *urls: str, edits=10):
+    result = subprocess.run(
+        [
+            *(node, str(CLIENTS), mode, "--room", str(block.pk), "--token", token),
+            *("--container", "content", "--edits", str(edits), *urls),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def text_block(agent):
+    return block_create(
+        actor=Actor.system(),
+        label="shared notes",
+        owner=agent,
+        content="start;",
+        char_limit=100_000,
+    )
+
+
+@pytest.fixture
+def token(agent) -> str:
+    return agent_token_issue(agent=agent).raw
+
+
+def stored_text(block) -> str:
+    return block_document_load(block=block).get_text("content").to_string()
+
+
+def test_two_npm_clients_converge_through_daphne_and_the_store_matches(
+    node, text_block, token
+):
+    with daphne() as (url, _):
+        out = run_clients(node, "edit", text_block, token, url, url, edits=15)
+    first, second = out["texts"]
+    assert first == second
+    assert out["errors"] == [[], []]
+    for i in range(2):
+        for k in range(15):
+            assert f"<c{i}e{k}>" in first
+    assert "start;" in first
+    assert stored_text(text_block) == first
+
+
+@pytest.mark.redis
+def test_clients_on_two_daphne_processes_sharing_redis_see_each_others_edits(
+    node, text_block, token, redis_url
+):
+    with (
+        daphne(PATTERN_REDIS_URL=redis_url) as (url_a, _),
+        daphne(PATTERN_REDIS_URL=redis_url) as (url_b, _),
+    ):
+        assert url_a != url_b
+        out = run_clients(node, "edit", text_block, token, url_a, url_b, edits=10)
+    first, second = out["texts"]
+    assert first == second
+    assert all(f"<c1e{k}>" in first and f"<c0e{k}>" in first for k in range(10))
+    assert stored_text(text_block) == first
+
+
+def test_every_acknowledged_edit_survives_kill_9_of_the_server(node, text_block, token):
+    with daphne() as (url, proc):
+        out = run_clients(node, "edit", text_block, token, url, edits=25)
+        # The client printed only after every ack; kill the server at once.
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    acked_text = out["texts"][0]
+    with daphne() as (url, _):
+        fresh = run_clients(node, "read", text_block, token, url)
+    assert fresh["texts"] == [acked_text]
+    assert all(f"<c0e{k}>" in acked_text for k in range(25))
+
+
+def test_edits_made_offline_merge_when_the_client_reconnects(node, text_block, token):
+    port = free_port()
+    clients = subprocess.Popen(
+        [
+            *(node, str(CLIENTS), "offline", "--room", str(text_block.pk)),
+            *("--token", token, "--edits", "5", f"ws://127.0.0.1:{port}/ws/sync/"),
+        ],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+    def said() -> dict:
+        return json.loads(clients.stdout.readline())
+
+    try:
+        with daphne(port=port) as (_, proc):
+            assert said() == {"phase": "online"}
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)
+        clients.stdin.write("down\n")
+        clients.stdin.flush()
+        assert said()["phase"] == "offline"
+        assert "<off0>" not in stored_text(text_block)
+        with daphne(port=port):
+            clients.stdin.write("up\n")
+            clients.stdin.flush()
+            final = said()["texts"][0]
+        assert clients.wait(timeout=30) == 0
+    finally:
+        if clients.poll() is None:
+            clients.kill()
+    markers = [f"<on{k}>" for k in range(5)] + [f"<off{k}>" for k in range(5)]
+    assert all(marker in final for marker in markers)
+    assert stored_text(text_block) == final
