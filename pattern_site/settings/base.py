@@ -127,6 +127,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
         "data_folder_out": str(CELERY_BROKER_DIR / "queue"),
         "processed_folder": str(CELERY_BROKER_DIR / "processed"),
+        "control_folder": str(CELERY_BROKER_DIR / "control"),
         "store_processed": False,
         "polling_interval": 0.05,
     }
