@@ -70,10 +70,12 @@ def archival_entry_get_by_label(
 
 
 def conversation_list_for_actor(
-    *, actor: Actor, agent_id: int | None = None
+    *, actor: Actor, agent_id: int | None = None, status: str | None = None
 ) -> QuerySet[Conversation]:
     """Agents see their own conversations; humans their constellations'."""
     qs = Conversation.objects.select_related("agent")
+    if status:
+        qs = qs.filter(status=status)
     if actor.kind == "agent":
         assert actor.agent is not None
         if agent_id is not None and agent_id != actor.agent.pk:
@@ -297,3 +299,67 @@ def memory_search(
 
 def _owner(filters: SearchFilters) -> list[int] | None:
     return [filters.agent_id] if filters.agent_id is not None else None
+
+
+def memory_agent_for_write(*, actor: Actor, agent_id: int | None) -> Any:
+    """Whose long-term memory a write goes to: an agent's own, or (humans)
+    any agent of their constellations."""
+    if actor.kind == "agent":
+        assert actor.agent is not None
+        if agent_id is not None and agent_id != actor.agent.pk:
+            raise NotFound(f"agent {agent_id} does not exist")
+        return actor.agent
+    if agent_id is None:
+        raise InvalidInput("say whose memory this is (agent_id)")
+    return agent_get_for_actor(actor=actor, agent_id=agent_id)
+
+
+def search_hit_payload(kind: str, hit: Hit) -> dict[str, Any]:
+    """One result as the API and the dashboard show it, with provenance."""
+    row = hit.row
+    payload: dict[str, Any] = {
+        "kind": kind,
+        "id": row.pk,
+        "agent_id": row.agent_id,
+        "agent_name": row.agent.name,
+        "content": row.content,
+        "snippet_html": hit.snippet_html,
+        "created_at": row.created_at,
+        "duplicates": hit.duplicates,
+        "scores": {
+            "fts_rank": hit.fts_rank,
+            "bm25": hit.bm25,
+            "vector_rank": hit.vector_rank,
+            "vector_distance": hit.vector_distance,
+            "fused": hit.fused_score,
+            "relevance": hit.relevance,
+            "score": hit.score,
+        },
+    }
+    if kind == "archival":
+        payload.update(
+            label=row.label,
+            tags=row.tags,
+            provenance={
+                "store": "archival_memory",
+                "agent": row.agent.name,
+                "source": row.source,
+                "label": row.label,
+                "entry_id": row.pk,
+            },
+        )
+    else:
+        payload.update(
+            conversation_id=row.conversation_id,
+            role=row.role,
+            position=row.position,
+            provenance={
+                "store": "conversation",
+                "agent": row.agent.name,
+                "conversation_id": row.conversation_id,
+                "conversation_title": row.conversation.title,
+                "position": row.position,
+                "author": row.author,
+            },
+        )
+    return payload
