@@ -206,16 +206,18 @@ def test_one_transaction_enqueues_one_batched_embedding_task(
 
     sent: list[tuple[str, list[int]]] = []
     monkeypatch.setattr(tasks.embed_rows, "delay", lambda k, ids: sent.append((k, ids)))
-    with django_capture_on_commit_callbacks(execute=True) as callbacks:
-        with transaction.atomic():
-            a = archival_entry_create(agent=agent, content="one")
-            b = archival_entry_create(agent=agent, content="two")
-            messages_append(
-                conversation=conversation_start(agent=agent),
-                messages=[{"role": "user", "content": "three"}],
-            )
+    with (
+        django_capture_on_commit_callbacks(execute=True) as callbacks,
+        transaction.atomic(),
+    ):
+        a = archival_entry_create(agent=agent, content="one")
+        b = archival_entry_create(agent=agent, content="two")
+        (message,) = messages_append(
+            conversation=conversation_start(agent=agent),
+            messages=[{"role": "user", "content": "three"}],
+        )
     assert len(callbacks) == 1
-    assert sorted(sent) == [("archival", [a.pk, b.pk]), ("message", [sent[1][1][0]])]
+    assert sorted(sent) == [("archival", [a.pk, b.pk]), ("message", [message.pk])]
 
 
 def test_backfill_embeds_rows_written_while_no_model_was_available(
