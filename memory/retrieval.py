@@ -34,7 +34,7 @@ from typing import Any, Literal
 import numpy as np
 from django.conf import settings
 from django.db import connection
-from django.db.models import Model, Q, QuerySet
+from django.db.models import Exists, Model, OuterRef, Q, QuerySet
 
 SearchMode = Literal["fts", "vector", "hybrid", "auto"]
 SEARCH_MODES: tuple[str, ...] = ("fts", "vector", "hybrid", "auto")
@@ -105,17 +105,23 @@ def backend_available() -> bool:
 # --- keeping the index in step (called by services, inside their atomic) ---
 
 
-def index_put_text(
-    index: TextIndex, *, row_id: int, scope_id: int, owner_id: int, text: str
+def index_put_texts(
+    index: TextIndex, *, rows: Sequence[tuple[int, int, int, str]]
 ) -> None:
-    if not backend_available():
+    """Store (row_id, scope_id, owner_id, text) rows, replacing old ones."""
+    if not backend_available() or not rows:
         return
     with connection.cursor() as cur:
-        cur.execute(f"DELETE FROM {index.fts_table} WHERE rowid = %s", [row_id])
-        cur.execute(
+        cur.executemany(
+            f"DELETE FROM {index.fts_table} WHERE rowid = %s", [[r[0]] for r in rows]
+        )
+        cur.executemany(
             f"INSERT INTO {index.fts_table}(rowid, content, scope_id, owner_id)"
             " VALUES (%s, %s, %s, %s)",
-            [row_id, text, scope_id, owner_id],
+            [
+                [row_id, text, scope_id, owner_id]
+                for row_id, scope_id, owner_id, text in rows
+            ],
         )
 
 
@@ -125,11 +131,10 @@ def index_put_vectors(
     """Store (row_id, scope_id, owner_id, vector) rows, replacing old ones."""
     if not backend_available() or not rows:
         return
-    ids = [r[0] for r in rows]
-    marks = ",".join(["%s"] * len(ids))
+    ids = [[r[0]] for r in rows]
     with connection.cursor() as cur:
         for table in (index.vec_table, index.bin_table):
-            cur.execute(f"DELETE FROM {table} WHERE rowid IN ({marks})", ids)
+            cur.executemany(f"DELETE FROM {table} WHERE rowid = %s", ids)
         params = [
             (row_id, _as_blob(vec), scope_id, owner_id)
             for row_id, scope_id, owner_id, vec in rows
@@ -149,10 +154,10 @@ def index_put_vectors(
 def index_delete(index: TextIndex, *, row_ids: Sequence[int]) -> None:
     if not backend_available() or not row_ids:
         return
-    marks = ",".join(["%s"] * len(row_ids))
+    ids = [[row_id] for row_id in row_ids]
     with connection.cursor() as cur:
         for table in (index.fts_table, index.vec_table, index.bin_table):
-            cur.execute(f"DELETE FROM {table} WHERE rowid IN ({marks})", list(row_ids))
+            cur.executemany(f"DELETE FROM {table} WHERE rowid = %s", ids)
 
 
 def index_clear(index: TextIndex) -> None:
@@ -165,16 +170,23 @@ def index_clear(index: TextIndex) -> None:
 
 
 def index_vectors(index: TextIndex, *, row_ids: Sequence[int]) -> dict[int, np.ndarray]:
-    """The stored float vectors of ``row_ids`` (rows without one are absent)."""
+    """The stored float vectors of ``row_ids`` (rows without one are absent).
+
+    One ``rowid = ?`` lookup per row: vec0 answers ``rowid IN (...)`` with
+    a scan of the whole table.
+    """
     if not backend_available() or not row_ids:
         return {}
-    marks = ",".join(["%s"] * len(row_ids))
+    found: dict[int, np.ndarray] = {}
     with connection.cursor() as cur:
-        cur.execute(
-            f"SELECT rowid, embedding FROM {index.vec_table} WHERE rowid IN ({marks})",
-            list(row_ids),
-        )
-        return {rid: np.frombuffer(blob, dtype=np.float32) for rid, blob in cur}
+        for row_id in row_ids:
+            cur.execute(
+                f"SELECT embedding FROM {index.vec_table} WHERE rowid = %s", [row_id]
+            )
+            row = cur.fetchone()
+            if row is not None:
+                found[row_id] = np.frombuffer(row[0], dtype=np.float32)
+    return found
 
 
 def _as_blob(vector: np.ndarray) -> bytes:
@@ -288,12 +300,13 @@ def vector_candidates(
     owner_ids: Sequence[int] | None,
     k: int,
     quantised: bool = False,
-) -> list[tuple[int, float]]:
-    """(row_id, cosine distance) of the ``k`` nearest rows, best first.
+) -> list[tuple[int, float, np.ndarray]]:
+    """(row_id, cosine distance, vector) of the nearest rows, best first.
 
-    With ``quantised`` the binary table gives ``k * oversample`` coarse
-    candidates by Hamming distance, re-scored exactly against the float
-    vectors.
+    Exact: the ``k`` nearest by a vec0 KNN over the float vectors.
+    Quantised: a vec0 KNN over the binary vectors (Hamming distance) gives
+    ``k * SEARCH_QUANTISED_OVERSAMPLE`` coarse candidates, re-scored
+    exactly against their float vectors; all re-scored ones are returned.
     """
     blob = _as_blob(vector)
     owner_sql, owner_params = "", []
@@ -302,13 +315,16 @@ def vector_candidates(
         owner_params = list(owner_ids)
     if not quantised:
         sql = (
-            f"SELECT rowid, distance FROM {index.vec_table}"
+            f"SELECT rowid, distance, embedding FROM {index.vec_table}"
             f" WHERE embedding MATCH %s AND k = %s AND scope_id = %s{owner_sql}"
             " ORDER BY distance"
         )
         with connection.cursor() as cur:
             cur.execute(sql, [blob, k, scope_id, *owner_params])
-            return list(cur.fetchall())
+            return [
+                (row_id, float(distance), np.frombuffer(emb, dtype=np.float32))
+                for row_id, distance, emb in cur.fetchall()
+            ]
     coarse_k = min(k * settings.SEARCH_QUANTISED_OVERSAMPLE, MAX_CANDIDATES)
     sql = (
         f"SELECT rowid FROM {index.bin_table}"
@@ -325,8 +341,38 @@ def vector_candidates(
     matrix = np.stack([vectors[i] for i in keys])
     norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(vector) or 1.0)
     distances = 1.0 - (matrix @ vector) / np.where(norms == 0, 1.0, norms)
-    order = np.argsort(distances)[:k]
-    return [(keys[i], float(distances[i])) for i in order]
+    return [(keys[i], float(distances[i]), matrix[i]) for i in np.argsort(distances)]
+
+
+def allowed_ids(allowed: QuerySet, ids: Sequence[int]) -> set[int]:
+    """Which of ``ids`` are rows of ``allowed``, looked up by primary key.
+
+    ``pk IN (...) AND EXISTS (allowed row with that pk)`` keeps SQLite on
+    the primary key; ``allowed.filter(pk__in=ids)`` may make it walk an
+    index of the owner's rows instead (all of them) when it has no stats.
+    """
+    if not ids:
+        return set()
+    inner = allowed.filter(pk=OuterRef("pk")).order_by().values("pk")
+    model = allowed.model
+    return set(
+        model._default_manager.filter(pk__in=list(ids))
+        .filter(Exists(inner))
+        .order_by()
+        .values_list("pk", flat=True)
+    )
+
+
+def allowed_rows(allowed: QuerySet, ids: Sequence[int]) -> dict[int, Any]:
+    """The rows of ``allowed`` with these ids (same plan as ``allowed_ids``)."""
+    if not ids:
+        return {}
+    inner = allowed.filter(pk=OuterRef("pk")).order_by().values("pk")
+    outer = allowed.model._default_manager.filter(pk__in=list(ids)).filter(
+        Exists(inner)
+    )
+    outer.query.select_related = allowed.query.select_related
+    return {row.pk: row for row in outer.order_by()}
 
 
 def search(
@@ -346,7 +392,10 @@ def search(
     """Search ``index`` for ``text`` among the rows of ``allowed``.
 
     ``query_vector`` embeds the query (None when no model: vector and
-    hybrid then fall back to fts, and ``degraded`` says why).
+    hybrid then fall back to fts, and ``degraded`` says why).  Candidates
+    are the top of each list (a pool of ``4 * limit``, at least 40); when
+    the caller's filters drop too many, the pool grows and is searched
+    again, up to ``MAX_CANDIDATES``.
     """
     started = time.perf_counter()
     if mode not in SEARCH_MODES:
@@ -378,9 +427,12 @@ def search(
 
     fts_q = fts_query(text)
     pool = max(limit * 4, 40)
+    # The quantised coarse pass costs grow with k: ask it for ``limit``
+    # (times the oversample), not for the whole pool.
+    vec_k = limit if quantised else pool
     while True:
         fts_hits: list[tuple[int, float, str]] = []
-        vec_hits: list[tuple[int, float]] = []
+        vec_hits: list[tuple[int, float, np.ndarray]] = []
         if used in ("fts", "hybrid"):
             t0 = time.perf_counter()
             fts_hits = fts_candidates(
@@ -394,39 +446,54 @@ def search(
                 vector=vector,
                 scope_id=scope_id,
                 owner_ids=owner_ids,
-                k=pool,
+                k=vec_k,
                 quantised=quantised,
             )
             timings["vector"] = _ms(t0)
         t0 = time.perf_counter()
         ids = {h[0] for h in fts_hits} | {h[0] for h in vec_hits}
-        rows = allowed.in_bulk(list(ids)) if ids else {}
-        timings["rows"] = _ms(t0)
-        full = len(fts_hits) >= pool or len(vec_hits) >= pool
-        if len(rows) >= limit or not full or pool >= MAX_CANDIDATES:
+        permitted = allowed_ids(allowed, list(ids))
+        timings["allowed"] = _ms(t0)
+        full = len(fts_hits) >= pool or len(vec_hits) >= vec_k
+        if len(permitted) >= limit or not full or pool >= MAX_CANDIDATES:
             break
         pool = min(pool * 4, MAX_CANDIDATES)
+        vec_k = min(vec_k * 4, MAX_CANDIDATES)
 
     hits: dict[int, Hit] = {}
-    terms = _TERM.findall(text)[:MAX_QUERY_TERMS]
+    vectors: dict[int, np.ndarray] = {}
+    snippets: dict[int, str] = {}
     for rank, (row_id, bm25, snippet) in enumerate(
-        (h for h in fts_hits if h[0] in rows), start=1
+        (h for h in fts_hits if h[0] in permitted), start=1
     ):
-        hit = hits.setdefault(row_id, Hit(rows[row_id], _render_snippet(snippet)))
+        hit = hits[row_id] = Hit(row=row_id, snippet_html="")
         hit.fts_rank, hit.bm25 = rank, float(bm25)
         hit.fused_score += 1.0 / (RRF_K + rank)
-    for rank, (row_id, distance) in enumerate(
-        (h for h in vec_hits if h[0] in rows), start=1
+        snippets[row_id] = snippet
+    for rank, (row_id, distance, emb) in enumerate(
+        (h for h in vec_hits if h[0] in permitted), start=1
     ):
-        hit = hits.get(row_id)
-        if hit is None:
-            hit = hits[row_id] = Hit(
-                rows[row_id], highlight(rows[row_id].content, terms)
-            )
-        hit.vector_rank, hit.vector_distance = rank, float(distance)
+        hit = hits.setdefault(row_id, Hit(row=row_id, snippet_html=""))
+        hit.vector_rank, hit.vector_distance = rank, distance
         hit.fused_score += 1.0 / (RRF_K + rank)
+        vectors[row_id] = emb
     ordered = sorted(hits.values(), key=lambda h: -h.fused_score)
+    if rerank is None:
+        # Only the head can reach the results, duplicates included.
+        ordered = ordered[: limit * 3]
+    t0 = time.perf_counter()
+    rows = allowed_rows(allowed, [h.row for h in ordered])
+    timings["rows"] = _ms(t0)
+    terms = _TERM.findall(text)[:MAX_QUERY_TERMS]
     for hit in ordered:
+        row_id = hit.row
+        hit.row = rows[row_id]
+        snippet = snippets.get(row_id)
+        hit.snippet_html = (
+            _render_snippet(snippet)
+            if snippet is not None
+            else highlight(hit.row.content, terms)
+        )
         hit.score = hit.fused_score
         if rerank is not None:
             hit.relevance = rerank.relevance(hit.row)
@@ -434,26 +501,37 @@ def search(
     if rerank is not None:
         ordered.sort(key=lambda h: -h.score)
     t0 = time.perf_counter()
-    final = _dedup(index, ordered, limit, with_vectors=vector is not None)
+    final = _dedup(
+        index, ordered, limit, vectors=vectors if vector is not None else None
+    )
     timings["dedup"] = _ms(t0)
     timings["total"] = _ms(started)
     return SearchOutcome(final, mode, used, degraded, timings)
 
 
 def _dedup(
-    index: TextIndex, ordered: list[Hit], limit: int, *, with_vectors: bool
+    index: TextIndex,
+    ordered: list[Hit],
+    limit: int,
+    *,
+    vectors: dict[int, np.ndarray] | None,
 ) -> list[Hit]:
-    """Collapse near-duplicates into the best-ranked one (which lists them)."""
+    """Collapse near-duplicates into the best-ranked one (which lists them).
+
+    Cosine > 0.95 between stored vectors, or the same normalised text.
+    ``vectors`` holds those the KNN already returned; the rest of the
+    window is looked up (None: no vectors, text only).
+    """
     window = ordered[: limit * 3]
-    vectors = (
-        index_vectors(index, row_ids=[h.row.pk for h in window]) if with_vectors else {}
-    )
+    if vectors is not None:
+        missing = [h.row.pk for h in window if h.row.pk not in vectors]
+        vectors = {**vectors, **index_vectors(index, row_ids=missing)}
     kept: list[Hit] = []
     kept_units: list[np.ndarray | None] = []
     kept_texts: list[str] = []
     for hit in window:
         text = normalised_text(hit.row.content)
-        unit = vectors.get(hit.row.pk)
+        unit = vectors.get(hit.row.pk) if vectors is not None else None
         if unit is not None:
             unit = unit / (np.linalg.norm(unit) or 1.0)
         twin = None
@@ -464,7 +542,6 @@ def _dedup(
                 and float(unit @ kept_units[i]) > DEDUP_COSINE
             ):
                 twin = other
-            if twin is not None:
                 break
         if twin is not None:
             twin.duplicates.append(hit.row.pk)

@@ -32,7 +32,7 @@ from memory.models import (
     MessageRole,
     RetrievalConfig,
 )
-from memory.retrieval import index_delete, index_put_text, index_put_vectors
+from memory.retrieval import index_delete, index_put_texts, index_put_vectors
 
 ARCHIVAL_MAX_CHARS = 20_000
 MESSAGE_MAX_CHARS = 100_000
@@ -149,12 +149,9 @@ def archival_entry_create(
 
 
 def _index_archival(entry: ArchivalEntry) -> None:
-    index_put_text(
+    index_put_texts(
         ARCHIVAL_INDEX,
-        row_id=entry.pk,
-        scope_id=entry.constellation_id,
-        owner_id=entry.agent_id,
-        text=entry.content,
+        rows=[(entry.pk, entry.constellation_id, entry.agent_id, entry.content)],
     )
     embedding_schedule(kind="archival", row_ids=[entry.pk])
 
@@ -395,14 +392,10 @@ def messages_append(
                 conversation=locked, position__gt=locked.message_count
             )
         )
-    for message in created:
-        index_put_text(
-            MESSAGE_INDEX,
-            row_id=message.pk,
-            scope_id=message.constellation_id,
-            owner_id=message.agent_id,
-            text=message.content,
-        )
+    index_put_texts(
+        MESSAGE_INDEX,
+        rows=[(m.pk, m.constellation_id, m.agent_id, m.content) for m in created],
+    )
     embedding_schedule(kind="message", row_ids=[m.pk for m in created])
     locked.message_count += len(created)
     fields = ["message_count", "updated_at"]
