@@ -300,8 +300,8 @@ def vector_candidates(
     owner_ids: Sequence[int] | None,
     k: int,
     quantised: bool = False,
-) -> list[tuple[int, float, np.ndarray]]:
-    """(row_id, cosine distance, vector) of the nearest rows, best first.
+) -> list[tuple[int, float, np.ndarray | None]]:
+    """(row_id, cosine distance, vector or None) of the nearest rows.
 
     Exact: the ``k`` nearest by a vec0 KNN over the float vectors.
     Quantised: a vec0 KNN over the binary vectors (Hamming distance) gives
@@ -314,16 +314,17 @@ def vector_candidates(
         owner_sql = f" AND owner_id IN ({','.join(['%s'] * len(owner_ids))})"
         owner_params = list(owner_ids)
     if not quantised:
+        # Not selecting ``embedding`` here: vec0 then reads each result's
+        # vector the slow way (the dedup looks the few it needs up by rowid).
         sql = (
-            f"SELECT rowid, distance, embedding FROM {index.vec_table}"
+            f"SELECT rowid, distance FROM {index.vec_table}"
             f" WHERE embedding MATCH %s AND k = %s AND scope_id = %s{owner_sql}"
             " ORDER BY distance"
         )
         with connection.cursor() as cur:
             cur.execute(sql, [blob, k, scope_id, *owner_params])
             return [
-                (row_id, float(distance), np.frombuffer(emb, dtype=np.float32))
-                for row_id, distance, emb in cur.fetchall()
+                (row_id, float(distance), None) for row_id, distance in cur.fetchall()
             ]
     coarse_k = min(k * settings.SEARCH_QUANTISED_OVERSAMPLE, MAX_CANDIDATES)
     sql = (
@@ -427,12 +428,12 @@ def search(
 
     fts_q = fts_query(text)
     pool = max(limit * 4, 40)
-    # The quantised coarse pass costs grow with k: ask it for ``limit``
-    # (times the oversample), not for the whole pool.
-    vec_k = limit if quantised else pool
+    # vec0's KNN cost grows with k (steeply for the binary table): ask for
+    # twice the limit (quantised: the limit, times the oversample).
+    vec_k = limit if quantised else max(limit * 2, 20)
     while True:
         fts_hits: list[tuple[int, float, str]] = []
-        vec_hits: list[tuple[int, float, np.ndarray]] = []
+        vec_hits: list[tuple[int, float, np.ndarray | None]] = []
         if used in ("fts", "hybrid"):
             t0 = time.perf_counter()
             fts_hits = fts_candidates(
@@ -476,7 +477,8 @@ def search(
         hit = hits.setdefault(row_id, Hit(row=row_id, snippet_html=""))
         hit.vector_rank, hit.vector_distance = rank, distance
         hit.fused_score += 1.0 / (RRF_K + rank)
-        vectors[row_id] = emb
+        if emb is not None:
+            vectors[row_id] = emb
     ordered = sorted(hits.values(), key=lambda h: -h.fused_score)
     if rerank is None:
         # Only the head can reach the results, duplicates included.
@@ -523,15 +525,17 @@ def _dedup(
     window is looked up (None: no vectors, text only).
     """
     window = ordered[: limit * 3]
-    if vectors is not None:
-        missing = [h.row.pk for h in window if h.row.pk not in vectors]
-        vectors = {**vectors, **index_vectors(index, row_ids=missing)}
     kept: list[Hit] = []
     kept_units: list[np.ndarray | None] = []
     kept_texts: list[str] = []
     for hit in window:
         text = normalised_text(hit.row.content)
-        unit = vectors.get(hit.row.pk) if vectors is not None else None
+        unit = None
+        if vectors is not None:
+            # Looked up lazily: usually only ``limit`` and a few more are seen.
+            if hit.row.pk not in vectors:
+                vectors.update(index_vectors(index, row_ids=[hit.row.pk]))
+            unit = vectors.get(hit.row.pk)
         if unit is not None:
             unit = unit / (np.linalg.norm(unit) or 1.0)
         twin = None
