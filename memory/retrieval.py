@@ -172,20 +172,20 @@ def index_clear(index: TextIndex) -> None:
 def index_vectors(index: TextIndex, *, row_ids: Sequence[int]) -> dict[int, np.ndarray]:
     """The stored float vectors of ``row_ids`` (rows without one are absent).
 
-    One ``rowid = ?`` lookup per row: vec0 answers ``rowid IN (...)`` with
-    a scan of the whole table.
+    A ``UNION ALL`` of ``rowid = ?`` lookups in one statement: vec0 answers
+    ``rowid IN (...)`` with a scan of the whole table.
     """
     if not backend_available() or not row_ids:
         return {}
     found: dict[int, np.ndarray] = {}
+    one = f"SELECT rowid, embedding FROM {index.vec_table} WHERE rowid = %s"
+    ids = list(row_ids)
     with connection.cursor() as cur:
-        for row_id in row_ids:
-            cur.execute(
-                f"SELECT embedding FROM {index.vec_table} WHERE rowid = %s", [row_id]
-            )
-            row = cur.fetchone()
-            if row is not None:
-                found[row_id] = np.frombuffer(row[0], dtype=np.float32)
+        for start in range(0, len(ids), 200):
+            chunk = ids[start : start + 200]
+            cur.execute(" UNION ALL ".join([one] * len(chunk)), chunk)
+            for row_id, blob in cur.fetchall():
+                found[row_id] = np.frombuffer(blob, dtype=np.float32)
     return found
 
 
@@ -525,17 +525,15 @@ def _dedup(
     window is looked up (None: no vectors, text only).
     """
     window = ordered[: limit * 3]
+    if vectors is not None:
+        missing = [h.row.pk for h in window if h.row.pk not in vectors]
+        vectors = {**vectors, **index_vectors(index, row_ids=missing)}
     kept: list[Hit] = []
     kept_units: list[np.ndarray | None] = []
     kept_texts: list[str] = []
     for hit in window:
         text = normalised_text(hit.row.content)
-        unit = None
-        if vectors is not None:
-            # Looked up lazily: usually only ``limit`` and a few more are seen.
-            if hit.row.pk not in vectors:
-                vectors.update(index_vectors(index, row_ids=[hit.row.pk]))
-            unit = vectors.get(hit.row.pk)
+        unit = vectors.get(hit.row.pk) if vectors is not None else None
         if unit is not None:
             unit = unit / (np.linalg.norm(unit) or 1.0)
         twin = None
