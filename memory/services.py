@@ -276,10 +276,10 @@ def embeddings_refresh(*, kind: str, row_ids: Sequence[int]) -> int:
                 (row.pk, row.constellation_id, row.agent_id, vec) for row, vec in fresh
             ],
         )
-        for row, _vec in fresh:
-            model.objects.filter(pk=row.pk, content_hash=row.content_hash).update(
-                embedding_state=EmbeddingState.READY, embedded_hash=row.content_hash
-            )
+        # The write lock is held: content_hash cannot change under us.
+        model.objects.filter(pk__in=[row.pk for row, _vec in fresh]).update(
+            embedding_state=EmbeddingState.READY, embedded_hash=F("content_hash")
+        )
     return len(fresh)
 
 
