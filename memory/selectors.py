@@ -36,7 +36,14 @@ def archival_entry_list_for_actor(
     *, actor: Actor, agent_id: int | None = None
 ) -> QuerySet[ArchivalEntry]:
     """Agents see their own entries; humans those of their constellations."""
-    qs = ArchivalEntry.objects.select_related("agent")
+    return _agent_owned(
+        ArchivalEntry.objects.select_related("agent"), actor=actor, agent_id=agent_id
+    )
+
+
+def _agent_owned(qs: QuerySet, *, actor: Actor, agent_id: int | None) -> QuerySet:
+    """Rows owned by an agent: an agent sees its own, a human those of the
+    agents of their constellations (optionally one agent's)."""
     if actor.kind == "agent":
         assert actor.agent is not None
         if agent_id is not None and agent_id != actor.agent.pk:
@@ -76,16 +83,7 @@ def conversation_list_for_actor(
     qs = Conversation.objects.select_related("agent")
     if status:
         qs = qs.filter(status=status)
-    if actor.kind == "agent":
-        assert actor.agent is not None
-        if agent_id is not None and agent_id != actor.agent.pk:
-            return qs.none()
-        return qs.filter(agent=actor.agent)
-    visible = constellation_list_for_actor(actor=actor).values("pk")
-    qs = qs.filter(constellation__in=visible)
-    if agent_id is not None:
-        qs = qs.filter(agent_id=agent_id)
-    return qs
+    return _agent_owned(qs, actor=actor, agent_id=agent_id)
 
 
 def conversation_get_for_actor(*, actor: Actor, conversation_id: int) -> Conversation:

@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from coordination.actors import Actor
-from coordination.errors import ApplicationError
+from coordination.errors import ApplicationError, InvalidInput
 from coordination.selectors import (
     agent_get_for_actor,
     agent_list_for_actor,
@@ -50,6 +50,23 @@ def _int_or_none(value: str | None) -> int | None:
 
 def _tags(value: str) -> list[str]:
     return [t for t in (part.strip() for part in value.split(",")) if t]
+
+
+def _archival_form(request: HttpRequest) -> dict[str, Any]:
+    """The fields of the archival create/edit forms, as service arguments."""
+    raw = request.POST.get("importance") or "0.5"
+    try:
+        importance = float(raw)
+    except ValueError:
+        raise InvalidInput(
+            f"importance must be a number in [0, 1], not {raw!r}"
+        ) from None
+    return {
+        "content": request.POST.get("content", ""),
+        "tags": _tags(request.POST.get("tags", "")),
+        "importance": importance,
+        "label": request.POST.get("label") or None,
+    }
 
 
 @login_required
@@ -105,15 +122,10 @@ def archival_browser(request: HttpRequest, agent_id: int) -> HttpResponse:
     if request.method == "POST":
         try:
             archival_entry_create(
-                agent=agent,
-                content=request.POST.get("content", ""),
-                tags=_tags(request.POST.get("tags", "")),
-                importance=float(request.POST.get("importance") or 0.5),
-                label=request.POST.get("label") or None,
-                source=ArchivalSource.USER,
+                agent=agent, source=ArchivalSource.USER, **_archival_form(request)
             )
-        except (ApplicationError, ValueError) as exc:
-            messages.error(request, getattr(exc, "message", str(exc)))
+        except ApplicationError as exc:
+            messages.error(request, exc.message)
         else:
             messages.success(request, "Archival entry stored.")
         return redirect("memory:archival", agent_id=agent.pk)
@@ -142,15 +154,9 @@ def archival_edit(request: HttpRequest, entry_id: int) -> HttpResponse:
     entry = archival_entry_get_for_actor(actor=actor, entry_id=entry_id)
     if request.method == "POST":
         try:
-            archival_entry_update(
-                entry=entry,
-                content=request.POST.get("content", ""),
-                tags=_tags(request.POST.get("tags", "")),
-                importance=float(request.POST.get("importance") or 0.5),
-                label=request.POST.get("label") or None,
-            )
-        except (ApplicationError, ValueError) as exc:
-            messages.error(request, getattr(exc, "message", str(exc)))
+            archival_entry_update(entry=entry, **_archival_form(request))
+        except ApplicationError as exc:
+            messages.error(request, exc.message)
             return redirect("memory:archival-edit", entry_id=entry.pk)
         messages.success(request, "Archival entry saved.")
         return redirect("memory:archival", agent_id=entry.agent_id)
