@@ -4,6 +4,7 @@ Side effects (embedding tasks) are scheduled after commit.
 """
 
 import hashlib
+import logging
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -33,6 +34,8 @@ from memory.models import (
     RetrievalConfig,
 )
 from memory.retrieval import index_delete, index_put_texts, index_put_vectors
+
+logger = logging.getLogger(__name__)
 
 ARCHIVAL_MAX_CHARS = 20_000
 MESSAGE_MAX_CHARS = 100_000
@@ -258,6 +261,16 @@ def embeddings_refresh(*, kind: str, row_ids: Sequence[int]) -> int:
         return 0
     vectors = embed_texts([row.content for row in rows])
     if vectors is None:
+        return 0
+    if vectors and vectors[0].shape != (index.dim,):
+        # The vec0 tables were created for index.dim; a model of another
+        # size must not half-fill them.  Rows stay pending (and searchable
+        # by keywords) until the configuration matches.
+        logger.error(
+            "embedding model gives %s-d vectors; the search index holds %s-d",
+            vectors[0].shape[0],
+            index.dim,
+        )
         return 0
     with transaction.atomic():
         current = dict(

@@ -238,3 +238,29 @@ def test_backfill_embeds_rows_written_while_no_model_was_available(
     entry = ArchivalEntry.objects.get()
     vector = index_vectors(ARCHIVAL_INDEX, row_ids=[entry.pk])[entry.pk]
     assert vector.shape == (384,) and abs(float(np.linalg.norm(vector)) - 1) < 1e-3
+
+
+def test_without_the_sqlite_index_search_falls_back_to_a_keyword_scan(
+    agent: Any, monkeypatch: Any
+):
+    from memory import retrieval
+
+    archival_entry_create(agent=agent, content="quince paste in the pantry")
+    monkeypatch.setattr(retrieval, "backend_available", lambda: False)
+    result = memory_search(actor=Actor.for_agent(agent), query="quince", mode="auto")
+    assert result.mode_used == "fts" and "unavailable" in result.degraded
+    assert [h.row.content for _k, h in result.hits] == ["quince paste in the pantry"]
+    assert "<mark>quince</mark>" in result.hits[0][1].snippet_html
+
+
+def test_vectors_of_the_wrong_size_are_not_stored(agent: Any, monkeypatch: Any):
+    from memory import embeddings
+
+    monkeypatch.setattr(
+        embeddings, "embed_texts", lambda texts: [np.ones(16, np.float32)] * len(texts)
+    )
+    entry = archival_entry_create(agent=agent, content="sixteen dims")
+    assert embeddings_refresh(kind="archival", row_ids=[entry.pk]) == 0
+    entry.refresh_from_db()
+    assert entry.embedding_state == EmbeddingState.PENDING
+    assert index_vectors(ARCHIVAL_INDEX, row_ids=[entry.pk]) == {}
