@@ -6,8 +6,8 @@ table of float vectors for meaning, and a ``vec0`` table of binary
 quantised vectors for the fast coarse pass.  All are keyed by the base
 row's primary key and carry two filter columns: ``scope_id`` (the
 constellation; a partition key of the vector tables) and ``owner_id`` (the
-agent).  Services keep them in step with every write (``index_put_text``,
-``index_put_vector``, ``index_delete``); this module never decides who may
+agent).  Services keep them in step with every write (``index_put_texts``,
+``index_put_vectors``, ``index_delete``); this module never decides who may
 see what: callers pass a queryset of the rows the caller may receive
 (``allowed``), already narrowed by their filters, and candidates outside it
 are dropped.
@@ -29,14 +29,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from django.conf import settings
 from django.db import connection
 from django.db.models import Exists, Model, OuterRef, Q, QuerySet
 
-SearchMode = Literal["fts", "vector", "hybrid", "auto"]
 SEARCH_MODES: tuple[str, ...] = ("fts", "vector", "hybrid", "auto")
 RRF_K = 60
 DEDUP_COSINE = 0.95
@@ -228,7 +227,7 @@ def normalised_text(text: str) -> str:
 class Hit:
     """One result: the row, where it came from and how it scored."""
 
-    row: Any
+    row: Any  # the row's id while ranking; the row once the head is fetched
     snippet_html: str
     fts_rank: int | None = None
     bm25: float | None = None
