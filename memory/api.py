@@ -32,6 +32,7 @@ from memory.schemas import (
     SearchOut,
 )
 from memory.selectors import (
+    RECALL_DOMAIN,
     SearchFilters,
     SearchResult,
     archival_entry_get_by_label,
@@ -167,7 +168,10 @@ def recall_tool(request: HttpRequest, payload: RecallIn) -> Any:
         raise InvalidInput("give an action (insert, append, read, delete) or a query")
     if action == "search":
         result = _searched(
-            request, query=payload.query or "", domain="all", limit=payload.limit
+            request,
+            query=payload.query or "",
+            domain=RECALL_DOMAIN,
+            limit=payload.limit,
         )
         out = _search_out(result)
         return {

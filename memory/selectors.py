@@ -27,6 +27,8 @@ from memory.models import ArchivalEntry, Conversation, Message, RetrievalConfig
 from memory.retrieval import SEARCH_MODES, Hit, Rerank, SearchOutcome, search
 
 SEARCH_DOMAINS = ("archival_memory", "conversations", "constellation_messages", "all")
+# Seed 001's ``recall``: the caller's archival memory and its conversations.
+RECALL_DOMAIN = "recall"
 MAX_SEARCH_LIMIT = 50
 MAX_QUERY_CHARS = 10_000
 MESSAGE_PAGE_MAX = 200
@@ -204,13 +206,14 @@ def memory_search(
     Domains: ``archival_memory`` (an agent's own entries; a human's
     constellation's), ``conversations`` (an agent's own messages),
     ``constellation_messages`` (every message of the constellation) and
-    ``all`` (archival_memory plus constellation_messages).
+    ``all`` (archival_memory plus constellation_messages); and
+    ``recall`` (archival_memory plus conversations, seed 001's recall).
     """
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("the search query is empty; give some words to look for")
     if len(query) > MAX_QUERY_CHARS:
         query = query[:MAX_QUERY_CHARS]
-    if domain not in SEARCH_DOMAINS:
+    if domain not in (*SEARCH_DOMAINS, RECALL_DOMAIN):
         raise InvalidInput(
             f"unknown domain {domain!r}; use one of {', '.join(SEARCH_DOMAINS)}"
         )
@@ -227,7 +230,7 @@ def memory_search(
     own_only = actor.kind == "agent"
     agent_pk = actor.agent.pk if actor.agent is not None else None
     targets: list[tuple[str, Any, QuerySet, list[int] | None]] = []
-    if domain in ("archival_memory", "all"):
+    if domain in ("archival_memory", "all", RECALL_DOMAIN):
         qs = archival_entry_list_for_actor(actor=actor).filter(
             constellation=constellation
         )
@@ -235,12 +238,12 @@ def memory_search(
         targets.append(
             ("archival", ARCHIVAL_INDEX, _filtered(qs, filters, messages=False), owners)
         )
-    if domain in ("conversations", "constellation_messages", "all"):
+    if domain in ("conversations", "constellation_messages", "all", RECALL_DOMAIN):
         qs = Message.objects.select_related("agent", "conversation").filter(
             constellation=constellation
         )
         owners = _owner(filters)
-        if domain == "conversations" and own_only:
+        if domain in ("conversations", RECALL_DOMAIN) and own_only:
             qs, owners = qs.filter(agent_id=agent_pk), [agent_pk]
         targets.append(
             ("message", MESSAGE_INDEX, _filtered(qs, filters, messages=True), owners)

@@ -230,14 +230,23 @@ def test_recall_tool_inserts_appends_reads_and_deletes_by_label(
     assert missing.status_code == 404
 
 
-def test_recall_without_action_searches_conversations_and_archival(agent: Any):
+def test_recall_without_action_searches_own_conversations_and_archival(
+    agent: Any, sibling: Any
+):
     archival_entry_create(agent=agent, content="walnut allergy noted")
     messages_append(
         conversation=conversation_start(agent=agent),
         messages=[{"role": "user", "content": "remember the walnut cake"}],
     )
+    messages_append(
+        conversation=conversation_start(agent=sibling),
+        messages=[{"role": "user", "content": "walnut gossip for Flux"}],
+    )
     body = post(client_for(agent), "/api/tools/recall", {"query": "walnut"}).json()
-    assert {r["kind"] for r in body["results"]} == {"archival", "message"}
+    assert {r["content"] for r in body["results"]} == {
+        "walnut allergy noted",
+        "remember the walnut cake",
+    }
 
 
 def test_letta_archival_insert_and_search(agent_client: Client):
