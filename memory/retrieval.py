@@ -64,6 +64,10 @@ class TextIndex:
 
     base_table: str
     dim: int = 384
+    # The binary table is split into shards (rowid % shards, a partition
+    # key): sqlite-vec's top-k selection costs rows * k, so k/shards from
+    # each shard is several times cheaper than k from all rows at once.
+    shards: int = 4
 
     @property
     def fts_table(self) -> str:
@@ -85,8 +89,12 @@ class TextIndex:
             "tokenize='porter unicode61')",
             f"CREATE VIRTUAL TABLE IF NOT EXISTS {self.vec_table} USING vec0("
             f"embedding float[{self.dim}] distance_metric=cosine, {filters})",
+            # ``+vector``: an auxiliary copy of the float vector, read by rowid
+            # from a plain shadow table.  vec0 reads a float vector back by
+            # loading its whole chunk; the re-scoring and dedup need dozens.
             f"CREATE VIRTUAL TABLE IF NOT EXISTS {self.bin_table} USING vec0("
-            f"embedding bit[{self.dim}], {filters})",
+            f"embedding bit[{self.dim}], {filters}, shard integer partition key,"
+            " +vector blob)",
         ]
 
     def drop_sql(self) -> list[str]:
@@ -144,9 +152,10 @@ def index_put_vectors(
             params,
         )
         cur.executemany(
-            f"INSERT INTO {index.bin_table}(rowid, embedding, scope_id, owner_id)"
-            " VALUES (%s, vec_quantize_binary(%s), %s, %s)",
-            params,
+            f"INSERT INTO {index.bin_table}"
+            "(rowid, embedding, scope_id, owner_id, shard, vector)"
+            " VALUES (%s, vec_quantize_binary(%s), %s, %s, %s, %s)",
+            [(*p, p[0] % index.shards, p[1]) for p in params],
         )
 
 
@@ -171,13 +180,14 @@ def index_clear(index: TextIndex) -> None:
 def index_vectors(index: TextIndex, *, row_ids: Sequence[int]) -> dict[int, np.ndarray]:
     """The stored float vectors of ``row_ids`` (rows without one are absent).
 
-    A ``UNION ALL`` of ``rowid = ?`` lookups in one statement: vec0 answers
-    ``rowid IN (...)`` with a scan of the whole table.
+    Read from the binary table's auxiliary copy, as a ``UNION ALL`` of
+    ``rowid = ?`` lookups in one statement: vec0 answers ``rowid IN (...)``
+    with a scan of the whole table.
     """
     if not backend_available() or not row_ids:
         return {}
     found: dict[int, np.ndarray] = {}
-    one = f"SELECT rowid, embedding FROM {index.vec_table} WHERE rowid = %s"
+    one = f"SELECT rowid, vector FROM {index.bin_table} WHERE rowid = %s"
     ids = list(row_ids)
     with connection.cursor() as cur:
         for start in range(0, len(ids), 200):
@@ -303,9 +313,10 @@ def vector_candidates(
     """(row_id, cosine distance, vector or None) of the nearest rows.
 
     Exact: the ``k`` nearest by a vec0 KNN over the float vectors.
-    Quantised: a vec0 KNN over the binary vectors (Hamming distance) gives
-    ``k * SEARCH_QUANTISED_OVERSAMPLE`` coarse candidates, re-scored
-    exactly against their float vectors; all re-scored ones are returned.
+    Quantised: vec0 KNNs over the binary vectors (Hamming distance), one per
+    shard, give ``k * SEARCH_QUANTISED_OVERSAMPLE`` coarse candidates in
+    all, re-scored exactly against their float vectors; all re-scored ones
+    are returned.
     """
     blob = _as_blob(vector)
     owner_sql, owner_params = "", []
@@ -326,19 +337,22 @@ def vector_candidates(
                 (row_id, float(distance), None) for row_id, distance in cur.fetchall()
             ]
     coarse_k = min(k * settings.SEARCH_QUANTISED_OVERSAMPLE, MAX_CANDIDATES)
-    sql = (
-        f"SELECT rowid FROM {index.bin_table}"
+    per_shard = -(-coarse_k // index.shards)
+    one = (
+        f"SELECT rowid, vector FROM {index.bin_table}"
         " WHERE embedding MATCH vec_quantize_binary(%s) AND k = %s"
-        f" AND scope_id = %s{owner_sql}"
+        f" AND scope_id = %s AND shard = %s{owner_sql}"
     )
+    params: list[Any] = []
+    for shard in range(index.shards):
+        params += [blob, per_shard, scope_id, shard, *owner_params]
     with connection.cursor() as cur:
-        cur.execute(sql, [blob, coarse_k, scope_id, *owner_params])
-        ids = [r[0] for r in cur.fetchall()]
-    vectors = index_vectors(index, row_ids=ids)
-    if not vectors:
+        cur.execute(" UNION ALL ".join([one] * index.shards), params)
+        coarse = cur.fetchall()
+    if not coarse:
         return []
-    keys = list(vectors)
-    matrix = np.stack([vectors[i] for i in keys])
+    keys = [row_id for row_id, _blob in coarse]
+    matrix = np.stack([np.frombuffer(b, dtype=np.float32) for _id, b in coarse])
     norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(vector) or 1.0)
     distances = 1.0 - (matrix @ vector) / np.where(norms == 0, 1.0, norms)
     return [(keys[i], float(distances[i]), matrix[i]) for i in np.argsort(distances)]

@@ -17,7 +17,8 @@ def _create_sql(table):
         f"CREATE VIRTUAL TABLE IF NOT EXISTS {table}_vec USING vec0("
         f"embedding float[384] distance_metric=cosine, {filters})",
         f"CREATE VIRTUAL TABLE IF NOT EXISTS {table}_vbin USING vec0("
-        f"embedding bit[384], {filters})",
+        f"embedding bit[384], {filters}, shard integer partition key,"
+        " +vector blob)",
     ]
 
 
