@@ -102,7 +102,12 @@ class _EmbeddingBatch:
 
 
 def embedding_schedule(*, kind: str, row_ids: Iterable[int]) -> None:
-    """Embed these rows after the current transaction commits (batched)."""
+    """Embed these rows after the current transaction commits (batched).
+
+    The transaction's pending callbacks (Django's ``run_on_commit``) are
+    searched for its batch, so a callback rolled back with a savepoint
+    takes its rows with it and a new transaction starts a new batch.
+    """
     batch = next(
         (
             func
