@@ -266,7 +266,7 @@ def real_recall(n_texts: int) -> None:
     load(agent, docs, random.Random(3))
     print(f"\n== quantised recall@10 vs exact on {len(docs):,} real embeddings")
     saved = settings.SEARCH_QUANTISED_OVERSAMPLE
-    for oversample in (2, 5, 10, 20):
+    for oversample in (2, 5, 8, 10, 20):
         settings.SEARCH_QUANTISED_OVERSAMPLE = oversample
         print(f"oversample {oversample:2}: {recall_at_10(agent, queries):.3f}")
     settings.SEARCH_QUANTISED_OVERSAMPLE = saved
