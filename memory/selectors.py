@@ -283,6 +283,9 @@ def memory_search(
         key=lambda pair: -pair[1].score,
     )[:limit]
     first = outcomes[0][1]
+    degraded = first.degraded
+    if degraded and degraded == status.reason:
+        degraded = embedding_status().reason  # a failed load is known only now
     timings: dict[str, float] = {}
     for kind, outcome in outcomes:
         for key, value in outcome.timings_ms.items():
@@ -292,7 +295,7 @@ def memory_search(
         domain=domain,
         mode_requested=mode,
         mode_used=first.mode_used,
-        degraded=first.degraded,
+        degraded=degraded,
         hits=merged,
         timings_ms=timings,
     )

@@ -264,3 +264,26 @@ def test_vectors_of_the_wrong_size_are_not_stored(agent: Any, monkeypatch: Any):
     entry.refresh_from_db()
     assert entry.embedding_state == EmbeddingState.PENDING
     assert index_vectors(ARCHIVAL_INDEX, row_ids=[entry.pk]) == {}
+
+
+def test_a_broken_model_degrades_search_and_says_it_failed_to_load(
+    agent: Any, settings: Any, tmp_path: Any
+):
+    from memory import embeddings
+
+    (tmp_path / "model.onnx").write_bytes(b"not a model")
+    saved = embeddings._model
+    settings.EMBEDDING_MODEL_DIR = str(tmp_path)
+    embeddings.embedding_reset()
+    try:
+        archival_entry_create(agent=agent, content="damson plums")
+        result = memory_search(
+            actor=Actor.for_agent(agent), query="damson", mode="auto"
+        )
+        assert result.mode_used == "fts"
+        assert "failed to load" in result.degraded
+        assert [h.row.content for _k, h in result.hits] == ["damson plums"]
+        assert "failed to load" in health_report()[1]["embeddings"]["detail"]
+    finally:
+        embeddings.embedding_reset()
+        embeddings._model = saved
