@@ -462,7 +462,7 @@ def search(
                 owner_ids=owner_ids,
                 k=vec_k,
                 quantised=quantised,
-            )
+            )[:pool]
             timings["vector"] = _ms(t0)
         t0 = time.perf_counter()
         ids = {h[0] for h in fts_hits} | {h[0] for h in vec_hits}
@@ -499,16 +499,8 @@ def search(
     t0 = time.perf_counter()
     rows = allowed_rows(allowed, [h.row for h in ordered])
     timings["rows"] = _ms(t0)
-    terms = _TERM.findall(text)[:MAX_QUERY_TERMS]
     for hit in ordered:
-        row_id = hit.row
-        hit.row = rows[row_id]
-        snippet = snippets.get(row_id)
-        hit.snippet_html = (
-            _render_snippet(snippet)
-            if snippet is not None
-            else highlight(hit.row.content, terms)
-        )
+        hit.row = rows[hit.row]
         hit.score = hit.fused_score
         if rerank is not None:
             hit.relevance = rerank.relevance(hit.row)
@@ -520,6 +512,14 @@ def search(
         index, ordered, limit, vectors=vectors if vector is not None else None
     )
     timings["dedup"] = _ms(t0)
+    terms = _TERM.findall(text)[:MAX_QUERY_TERMS]
+    for hit in final:
+        snippet = snippets.get(hit.row.pk)
+        hit.snippet_html = (
+            _render_snippet(snippet)
+            if snippet is not None
+            else highlight(hit.row.content, terms)
+        )
     timings["total"] = _ms(started)
     return SearchOutcome(final, mode, used, degraded, timings)
 
