@@ -1,6 +1,7 @@
 """Fixtures of the long-term memory tests: clean search indexes, model states."""
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -30,15 +31,25 @@ def _transactional(request: pytest.FixtureRequest) -> bool:
     )
 
 
+@contextmanager
+def model_dir(settings: Any, path: Any) -> Iterator[None]:
+    """Use another model directory, with the process's model cache emptied;
+    afterwards the old directory and the loaded model come back."""
+    saved = (settings.EMBEDDING_MODEL_DIR, embeddings._model)
+    settings.EMBEDDING_MODEL_DIR = str(path)
+    embeddings.embedding_reset()
+    try:
+        yield
+    finally:
+        embeddings.embedding_reset()
+        settings.EMBEDDING_MODEL_DIR, embeddings._model = saved
+
+
 @pytest.fixture
 def no_embedding_model(settings: Any, tmp_path: Any) -> Iterator[None]:
     """No model: an empty model directory, and the process cache emptied."""
-    saved = embeddings._model
-    settings.EMBEDDING_MODEL_DIR = str(tmp_path)
-    embeddings.embedding_reset()
-    yield
-    embeddings.embedding_reset()
-    embeddings._model = saved
+    with model_dir(settings, tmp_path):
+        yield
 
 
 @pytest.fixture(scope="session")

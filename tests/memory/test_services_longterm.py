@@ -26,6 +26,7 @@ from memory.services import (
     retrieval_config_update,
 )
 from pattern_site.health import health_report
+from tests.memory.conftest import model_dir
 
 
 def search(agent: Any, query: str, **kwargs: Any) -> list[str]:
@@ -223,16 +224,9 @@ def test_one_transaction_enqueues_one_batched_embedding_task(
 def test_backfill_embeds_rows_written_while_no_model_was_available(
     agent: Any, settings: Any, tmp_path: Any, embedding_model_loaded: Any
 ):
-    from memory import embeddings
-
-    model_dir = settings.EMBEDDING_MODEL_DIR
-    settings.EMBEDDING_MODEL_DIR = str(tmp_path)
-    saved = embeddings._model
-    embeddings.embedding_reset()
-    archival_entry_create(agent=agent, content="written without a model")
-    assert embedding_backfill() == {"archival": 0, "message": 0}
-    settings.EMBEDDING_MODEL_DIR = model_dir
-    embeddings._model = saved
+    with model_dir(settings, tmp_path):
+        archival_entry_create(agent=agent, content="written without a model")
+        assert embedding_backfill() == {"archival": 0, "message": 0}
     assert embedding_status().available
     assert embedding_backfill() == {"archival": 1, "message": 0}
     entry = ArchivalEntry.objects.get()
@@ -269,13 +263,8 @@ def test_vectors_of_the_wrong_size_are_not_stored(agent: Any, monkeypatch: Any):
 def test_a_broken_model_degrades_search_and_says_it_failed_to_load(
     agent: Any, settings: Any, tmp_path: Any
 ):
-    from memory import embeddings
-
     (tmp_path / "model.onnx").write_bytes(b"not a model")
-    saved = embeddings._model
-    settings.EMBEDDING_MODEL_DIR = str(tmp_path)
-    embeddings.embedding_reset()
-    try:
+    with model_dir(settings, tmp_path):
         archival_entry_create(agent=agent, content="damson plums")
         result = memory_search(
             actor=Actor.for_agent(agent), query="damson", mode="auto"
@@ -284,6 +273,3 @@ def test_a_broken_model_degrades_search_and_says_it_failed_to_load(
         assert "failed to load" in result.degraded
         assert [h.row.content for _k, h in result.hits] == ["damson plums"]
         assert "failed to load" in health_report()[1]["embeddings"]["detail"]
-    finally:
-        embeddings.embedding_reset()
-        embeddings._model = saved
