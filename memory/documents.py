@@ -327,7 +327,7 @@ def render_value(schema: dict[str, Any], value: Any) -> str:
         return "\n".join(f"{n}. {_item_text(i)}" for n, i in enumerate(value, 1))
     if kind == "log":
         newest = list(reversed(value))[: schema["display_limit"]]
-        return "\n".join(_log_line(entry) for entry in newest)
+        return "\n".join(log_entry_render(entry) for entry in newest)
     parts = []
     for section in schema["sections"]:
         marker = " [read-only]" if section["read_only"] else ""
@@ -336,7 +336,7 @@ def render_value(schema: dict[str, Any], value: Any) -> str:
     return "\n\n".join(parts)
 
 
-def _log_line(entry: Any) -> str:
+def log_entry_render(entry: Any) -> str:
     if not isinstance(entry, dict):
         return render_scalar(entry)
     head = ""

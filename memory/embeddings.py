@@ -87,3 +87,17 @@ def embed_texts(texts: list[str]) -> list[np.ndarray] | None:
     if model is None:
         return None
     return [np.asarray(v, dtype=np.float32) for v in model.embed(texts, batch_size=32)]
+
+
+def embed_query(text: str) -> np.ndarray | None:
+    """The vector of one search query (web process), or None with no model."""
+    vectors = embed_texts([text])
+    return vectors[0] if vectors else None
+
+
+def embedding_reset() -> None:
+    """Forget the loaded model and any load error (tests, settings changes)."""
+    global _model, _load_error
+    with _lock:
+        _model = None
+        _load_error = None

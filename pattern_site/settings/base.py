@@ -214,3 +214,16 @@ PATTERN_SYNC_MAX_UPDATE_BYTES = env.int(
 # Updates a second one socket may send (bursts of twice that); more are
 # refused with rate_limited.  0 turns the limit off.
 PATTERN_SYNC_RATE_LIMIT = env.float("PATTERN_SYNC_RATE_LIMIT", default=200.0)
+
+# --- Long-term memory search and embedding jobs ----------------------------
+# The quantised fast path: a binary vec0 table gives oversample * k coarse
+# candidates, re-scored exactly (see README "Search").
+SEARCH_VECTOR_QUANTISED = env.bool("PATTERN_SEARCH_QUANTISED", default=False)
+SEARCH_QUANTISED_OVERSAMPLE = env.int("PATTERN_SEARCH_QUANTISED_OVERSAMPLE", default=8)
+EMBEDDING_BATCH_SIZE = env.int("PATTERN_EMBEDDING_BATCH_SIZE", default=128)
+EMBEDDING_BACKFILL_BATCH = env.int("PATTERN_EMBEDDING_BACKFILL_BATCH", default=50)
+EMBEDDING_BACKFILL_MINUTES = env.int("PATTERN_EMBEDDING_BACKFILL_MINUTES", default=30)
+CELERY_BEAT_SCHEDULE["memory-embedding-backfill"] = {
+    "task": "memory.embedding_backfill",
+    "schedule": EMBEDDING_BACKFILL_MINUTES * 60.0,
+}

@@ -516,3 +516,19 @@ def test_loro_document_carries_who_changed_it(make_block, agent, partner):
         ["system:system", f"agent:{agent.pk}", f"human:{partner.pk}"]
     )
     assert {"set_text", "append_text"} <= {m["summary"] for m in messages}
+
+
+def test_pruned_log_entries_move_into_the_owners_archival_memory(make_block, agent):
+    from memory.models import ArchivalEntry
+
+    log = make_block(
+        label="tool_log",
+        schema={"kind": "log", "display_limit": 2, "max_entries": 2},
+    )
+    for n in range(3):
+        block_log_append(block=log, entry={"message": f"called search #{n}"})
+    moved = ArchivalEntry.objects.get(agent=agent)
+    assert "called search #0" in moved.content
+    assert moved.tags == ["tool_log", "log"]
+    assert moved.source == "system"
+    assert moved.metadata["block_id"] == str(log.pk)

@@ -1,0 +1,298 @@
+"""Search latency over 10,000 and 100,000 archival entries, on a throwaway DB.
+
+Prints p50/p95 per mode (fts, vector exact, vector quantised with its
+recall@10 against exact, hybrid exact and hybrid quantised) side by side
+with a raw sqlite-vec KNN query over the same vectors in the same run.
+Vectors are random unit vectors (latency does not depend on meaning).
+Uniform random vectors are the worst case for binary quantisation (no
+structure at all), so the quantised recall@10 is also measured on real
+embeddings: sentences from the comments of Django's own source (local, in
+the venv) embedded with the configured model, 100 held-out as queries.
+
+    .venv/bin/python bench/search.py [--sizes 10000 100000] [--queries 100]
+        [--real-texts 4000]
+"""
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+_tmp = tempfile.mkdtemp(prefix="pattern-bench-search-")
+os.environ["PATTERN_DATA_DIR"] = _tmp  # never the developer's var/ database
+os.environ.pop("DATABASE_URL", None)
+os.environ["DJANGO_SETTINGS_MODULE"] = "pattern_site.settings.dev"
+os.environ["PATTERN_DEBUG"] = "false"
+
+import django  # noqa: E402
+
+django.setup()
+
+import numpy as np  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
+
+from coordination.actors import Actor  # noqa: E402
+from coordination.models import Agent, Constellation  # noqa: E402
+from memory.indexes import ARCHIVAL_INDEX  # noqa: E402
+from memory.models import ArchivalEntry, EmbeddingState  # noqa: E402
+from memory.retrieval import (  # noqa: E402
+    index_clear,
+    index_put_texts,
+    index_put_vectors,
+    vector_candidates,
+)
+from memory.selectors import memory_search  # noqa: E402
+
+DIM = 384
+VOCAB = [f"w{i:04d}" for i in range(5000)]
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def random_vectors(n: int, rng: np.random.Generator) -> np.ndarray:
+    return unit(rng.standard_normal((n, DIM)))
+
+
+def real_vectors(n: int) -> np.ndarray | None:
+    """Embeddings of ``n`` English sentences found in Django's comments."""
+    import re
+
+    import django as dj
+
+    from memory.embeddings import embed_texts
+
+    sentences: set[str] = set()
+    for path in sorted(Path(dj.__file__).parent.rglob("*.py")):
+        text = path.read_text(errors="ignore")
+        sentences.update(
+            m.group(1).strip() for m in re.finditer(r"#\s*([A-Z][^#\n]{30,160})", text)
+        )
+    ordered = sorted(sentences)
+    random.Random(1).shuffle(ordered)
+    vectors = embed_texts(ordered[:n])
+    return np.stack(vectors) if vectors else None
+
+
+def pct(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+def timed(fn, queries) -> tuple[list[float], list]:
+    times, outs = [], []
+    for q in queries:
+        t0 = time.perf_counter()
+        outs.append(fn(q))
+        times.append((time.perf_counter() - t0) * 1000)
+    return times, outs
+
+
+def load(agent: Agent, vectors: np.ndarray, rng: random.Random) -> None:
+    """Rows, keyword index and vectors, written in batches (bench setup)."""
+    ArchivalEntry.objects.all().delete()
+    index_clear(ARCHIVAL_INDEX)
+    with connection.cursor() as cur:
+        cur.execute("DROP TABLE IF EXISTS raw_vec")
+        cur.execute(
+            f"CREATE VIRTUAL TABLE raw_vec USING vec0(embedding float[{DIM}]"
+            " distance_metric=cosine)"
+        )
+    batch = 2000
+    for start in range(0, len(vectors), batch):
+        with transaction.atomic():
+            entries = ArchivalEntry.objects.bulk_create(
+                ArchivalEntry(
+                    agent=agent,
+                    constellation_id=agent.constellation_id,
+                    content=" ".join(rng.choices(VOCAB, k=12)),
+                    content_hash=f"h{start + i}",
+                    embedded_hash=f"h{start + i}",
+                    embedding_state=EmbeddingState.READY,
+                )
+                for i in range(min(batch, len(vectors) - start))
+            )
+            c, a = agent.constellation_id, agent.pk
+            index_put_texts(
+                ARCHIVAL_INDEX, rows=[(e.pk, c, a, e.content) for e in entries]
+            )
+            chunk = vectors[start : start + len(entries)]
+            index_put_vectors(
+                ARCHIVAL_INDEX,
+                rows=[(e.pk, c, a, v) for e, v in zip(entries, chunk, strict=True)],
+            )
+            with connection.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO raw_vec(rowid, embedding) VALUES (%s, %s)",
+                    [(e.pk, v.tobytes()) for e, v in zip(entries, chunk, strict=True)],
+                )
+
+
+def raw_knn(vector: np.ndarray) -> list[int]:
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT rowid, distance FROM raw_vec WHERE embedding MATCH %s AND k = 10",
+            [vector.tobytes()],
+        )
+        return [r[0] for r in cur.fetchall()]
+
+
+def recall_at_10(agent: Agent, queries: np.ndarray) -> float:
+    scope, owners = agent.constellation_id, [agent.pk]
+    hits = 0
+    for q in queries:
+        exact = vector_candidates(
+            ARCHIVAL_INDEX, vector=q, scope_id=scope, owner_ids=owners, k=10
+        )
+        approx = vector_candidates(
+            ARCHIVAL_INDEX,
+            vector=q,
+            scope_id=scope,
+            owner_ids=owners,
+            k=10,
+            quantised=True,
+        )
+        hits += len({r[0] for r in exact} & {r[0] for r in approx})
+    return hits / (10 * len(queries))
+
+
+def run(size: int, n_queries: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    prng = random.Random(seed)
+    constellation, _ = Constellation.objects.get_or_create(
+        name="bench", defaults={"partner_id": _partner_id()}
+    )
+    agent, _ = Agent.objects.get_or_create(constellation=constellation, name="bench")
+    actor = Actor.for_agent(agent)
+    t0 = time.perf_counter()
+    load(agent, random_vectors(size, rng), prng)
+    print(f"\n== {size:,} entries (loaded in {time.perf_counter() - t0:.1f} s)")
+    qvecs = random_vectors(n_queries, rng)
+    texts = [" ".join(prng.choices(VOCAB, k=3)) for _ in range(n_queries)]
+    pairs = list(zip(texts, qvecs, strict=True))
+
+    def engine(mode: str, quantised: bool):
+        def call(pair):
+            settings.SEARCH_VECTOR_QUANTISED = quantised
+            return memory_search(actor=actor, query=pair[0], mode=mode, limit=10)
+
+        return call
+
+    import memory.selectors as sel
+
+    current: dict[str, np.ndarray] = {}
+    sel.embed_query = lambda text: current["v"]  # random query vector, no model
+    sel.embedding_status = lambda: type(
+        "S", (), {"available": True, "reason": "bench"}
+    )()
+
+    def with_vector(fn):
+        def call(pair):
+            current["v"] = pair[1]
+            return fn(pair)
+
+        return call
+
+    rows = []
+    raw_t, raw_out = timed(lambda p: raw_knn(p[1]), pairs)
+    rows.append(("raw sqlite-vec KNN k=10", raw_t))
+    cand_t, cand_out = timed(
+        lambda p: [
+            r[0]
+            for r in vector_candidates(
+                ARCHIVAL_INDEX,
+                vector=p[1],
+                scope_id=agent.constellation_id,
+                owner_ids=[agent.pk],
+                k=10,
+            )
+        ],
+        pairs,
+    )
+    rows.append(("engine exact KNN k=10 (scoped)", cand_t))
+    quant_t, _ = timed(
+        lambda p: vector_candidates(
+            ARCHIVAL_INDEX,
+            vector=p[1],
+            scope_id=agent.constellation_id,
+            owner_ids=[agent.pk],
+            k=10,
+            quantised=True,
+        )[:10],
+        pairs,
+    )
+    rows.append(("engine quantised KNN+rescore k=10", quant_t))
+    same = sum(a == b for a, b in zip(raw_out, cand_out, strict=True)) / len(pairs)
+    for label, mode, quantised in (
+        ("search fts", "fts", False),
+        ("search vector exact", "vector", False),
+        ("search vector quantised", "vector", True),
+        ("search hybrid exact", "hybrid", False),
+        ("search hybrid quantised", "hybrid", True),
+    ):
+        t, _ = timed(with_vector(engine(mode, quantised)), pairs)
+        rows.append((label, t))
+    settings.SEARCH_VECTOR_QUANTISED = False
+    raw_p50 = statistics.median(raw_t)
+    print(f"{'query':34} {'p50 ms':>8} {'p95 ms':>8} {'p50/raw':>8}")
+    for label, t in rows:
+        print(
+            f"{label:34} {statistics.median(t):8.2f} {pct(t, 95):8.2f}"
+            f" {statistics.median(t) / raw_p50:8.2f}"
+        )
+    print(f"engine exact top-10 identical to raw: {same:.0%} of queries")
+    oversample = settings.SEARCH_QUANTISED_OVERSAMPLE
+    print(
+        f"quantised recall@10 vs exact (oversample {oversample}),"
+        f" random vectors: {recall_at_10(agent, qvecs[:50]):.3f}"
+    )
+
+
+def real_recall(n_texts: int) -> None:
+    vectors = real_vectors(n_texts)
+    if vectors is None:
+        print("\nno embedding model: recall on real embeddings skipped")
+        return
+    agent = Agent.objects.get(name="bench")
+    docs, queries = vectors[:-100], vectors[-100:]
+    load(agent, docs, random.Random(3))
+    print(f"\n== quantised recall@10 vs exact on {len(docs):,} real embeddings")
+    saved = settings.SEARCH_QUANTISED_OVERSAMPLE
+    for oversample in (2, 5, 8, 10, 20):
+        settings.SEARCH_QUANTISED_OVERSAMPLE = oversample
+        print(f"oversample {oversample:2}: {recall_at_10(agent, queries):.3f}")
+    settings.SEARCH_QUANTISED_OVERSAMPLE = saved
+
+
+def _partner_id() -> int:
+    from django.contrib.auth import get_user_model
+
+    user, _ = get_user_model().objects.get_or_create(username="bench")
+    return user.pk
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--real-texts", type=int, default=4000)
+    args = parser.parse_args()
+    call_command("migrate", verbosity=0)
+    print(f"throwaway database in {_tmp}")
+    for size in args.sizes:
+        run(size, args.queries, args.seed)
+    if args.real_texts:
+        real_recall(args.real_texts)
+
+
+if __name__ == "__main__":
+    main()

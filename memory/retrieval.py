@@ -1,0 +1,608 @@
+"""The search engine: FTS5 + sqlite-vec over any table of rows with text.
+
+A ``TextIndex`` names three virtual tables beside a base table whose rows
+carry text: an FTS5 table (porter, unicode61) for keywords, a ``vec0``
+table of float vectors for meaning, and a ``vec0`` table of binary
+quantised vectors for the fast coarse pass.  All are keyed by the base
+row's primary key and carry two filter columns: ``scope_id`` (the
+constellation; a partition key of the vector tables) and ``owner_id`` (the
+agent).  Services keep them in step with every write (``index_put_texts``,
+``index_put_vectors``, ``index_delete``); this module never decides who may
+see what: callers pass a queryset of the rows the caller may receive
+(``allowed``), already narrowed by their filters, and candidates outside it
+are dropped.
+
+Modes: ``fts`` (BM25), ``vector`` (KNN), ``hybrid`` (Reciprocal Rank
+Fusion, k=60, over the top candidates of both) and ``auto`` (hybrid when a
+query vector is available, else fts).  Any text is a valid query: it is
+turned into quoted FTS5 terms, never passed through as FTS5 syntax.
+
+The virtual tables exist on SQLite only; elsewhere (PostgreSQL) the
+index functions do nothing and search falls back to a plain
+``icontains`` keyword scan (``SearchOutcome.degraded`` says so).
+"""
+
+import html
+import math
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.db import connection
+from django.db.models import Exists, Model, OuterRef, Q, QuerySet
+
+SEARCH_MODES: tuple[str, ...] = ("fts", "vector", "hybrid", "auto")
+RRF_K = 60
+DEDUP_COSINE = 0.95
+MAX_QUERY_TERMS = 64
+MAX_CANDIDATES = 4000
+SNIPPET_TOKENS = 24
+_MARK_OPEN, _MARK_CLOSE = "\x02", "\x03"
+_TERM = re.compile(r"\w+", re.UNICODE)
+_PHRASE = re.compile(r'"([^"]+)"')
+_SPACES = re.compile(r"\s+")
+# FTS5 has no stop words: OR-ing "is" or "the" into a query would let every
+# row match and crowd out the vector results in hybrid mode.  Dropped from
+# the keyword query unless the query has nothing else.
+_STOP_WORDS_TEXT = """
+a an and are as at be been being but by can could did do does for from had
+has have he her hers him his how i if in into is it its me my no not of on
+or our she so than that the their them then there these they this to was
+we were what when where which who whom why will with would you your
+"""
+STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
+
+
+@dataclass(frozen=True)
+class TextIndex:
+    """The FTS5 and vec0 tables that index the text of one base table."""
+
+    base_table: str
+    dim: int = 384
+    # The binary table is split into shards (rowid % shards, a partition
+    # key): sqlite-vec's top-k selection costs rows * k, so k/shards from
+    # each shard is several times cheaper than k from all rows at once.
+    shards: int = 4
+
+    @property
+    def fts_table(self) -> str:
+        return f"{self.base_table}_fts"
+
+    @property
+    def vec_table(self) -> str:
+        return f"{self.base_table}_vec"
+
+    @property
+    def bin_table(self) -> str:
+        return f"{self.base_table}_vbin"
+
+    def create_sql(self) -> list[str]:
+        filters = "scope_id integer partition key, owner_id integer"
+        return [
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {self.fts_table} USING fts5("
+            "content, scope_id UNINDEXED, owner_id UNINDEXED, "
+            "tokenize='porter unicode61')",
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {self.vec_table} USING vec0("
+            f"embedding float[{self.dim}] distance_metric=cosine, {filters})",
+            # ``+vector``: an auxiliary copy of the float vector, read by rowid
+            # from a plain shadow table.  vec0 reads a float vector back by
+            # loading its whole chunk; the re-scoring and dedup need dozens.
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {self.bin_table} USING vec0("
+            f"embedding bit[{self.dim}], {filters}, shard integer partition key,"
+            " +vector blob)",
+        ]
+
+    def drop_sql(self) -> list[str]:
+        return [
+            f"DROP TABLE IF EXISTS {t}"
+            for t in (self.fts_table, self.vec_table, self.bin_table)
+        ]
+
+
+def backend_available() -> bool:
+    """FTS5 and vec0 exist only on the embedded SQLite engine."""
+    return connection.vendor == "sqlite"
+
+
+# --- keeping the index in step (called by services, inside their atomic) ---
+
+
+def index_put_texts(
+    index: TextIndex, *, rows: Sequence[tuple[int, int, int, str]]
+) -> None:
+    """Store (row_id, scope_id, owner_id, text) rows, replacing old ones."""
+    if not backend_available() or not rows:
+        return
+    with connection.cursor() as cur:
+        cur.executemany(
+            f"DELETE FROM {index.fts_table} WHERE rowid = %s", [[r[0]] for r in rows]
+        )
+        cur.executemany(
+            f"INSERT INTO {index.fts_table}(rowid, content, scope_id, owner_id)"
+            " VALUES (%s, %s, %s, %s)",
+            [
+                [row_id, text, scope_id, owner_id]
+                for row_id, scope_id, owner_id, text in rows
+            ],
+        )
+
+
+def index_put_vectors(
+    index: TextIndex, *, rows: Sequence[tuple[int, int, int, np.ndarray]]
+) -> None:
+    """Store (row_id, scope_id, owner_id, vector) rows, replacing old ones."""
+    if not backend_available() or not rows:
+        return
+    ids = [[r[0]] for r in rows]
+    with connection.cursor() as cur:
+        for table in (index.vec_table, index.bin_table):
+            cur.executemany(f"DELETE FROM {table} WHERE rowid = %s", ids)
+        params = [
+            (row_id, _as_blob(vec), scope_id, owner_id)
+            for row_id, scope_id, owner_id, vec in rows
+        ]
+        cur.executemany(
+            f"INSERT INTO {index.vec_table}(rowid, embedding, scope_id, owner_id)"
+            " VALUES (%s, %s, %s, %s)",
+            params,
+        )
+        cur.executemany(
+            f"INSERT INTO {index.bin_table}"
+            "(rowid, embedding, scope_id, owner_id, shard, vector)"
+            " VALUES (%s, vec_quantize_binary(%s), %s, %s, %s, %s)",
+            [(*p, p[0] % index.shards, p[1]) for p in params],
+        )
+
+
+def index_delete(index: TextIndex, *, row_ids: Sequence[int]) -> None:
+    if not backend_available() or not row_ids:
+        return
+    ids = [[row_id] for row_id in row_ids]
+    with connection.cursor() as cur:
+        for table in (index.fts_table, index.vec_table, index.bin_table):
+            cur.executemany(f"DELETE FROM {table} WHERE rowid = %s", ids)
+
+
+def index_clear(index: TextIndex) -> None:
+    """Empty the index (Django's flush leaves virtual tables alone)."""
+    if not backend_available():
+        return
+    with connection.cursor() as cur:
+        for table in (index.fts_table, index.vec_table, index.bin_table):
+            cur.execute(f"DELETE FROM {table}")
+
+
+def index_vectors(index: TextIndex, *, row_ids: Sequence[int]) -> dict[int, np.ndarray]:
+    """The stored float vectors of ``row_ids`` (rows without one are absent).
+
+    Read from the binary table's auxiliary copy, as a ``UNION ALL`` of
+    ``rowid = ?`` lookups in one statement: vec0 answers ``rowid IN (...)``
+    with a scan of the whole table.
+    """
+    if not backend_available() or not row_ids:
+        return {}
+    found: dict[int, np.ndarray] = {}
+    one = f"SELECT rowid, vector FROM {index.bin_table} WHERE rowid = %s"
+    ids = list(row_ids)
+    with connection.cursor() as cur:
+        for start in range(0, len(ids), 200):
+            chunk = ids[start : start + 200]
+            cur.execute(" UNION ALL ".join([one] * len(chunk)), chunk)
+            for row_id, blob in cur.fetchall():
+                found[row_id] = np.frombuffer(blob, dtype=np.float32)
+    return found
+
+
+def _as_blob(vector: np.ndarray) -> bytes:
+    return np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+
+
+# --- queries ------------------------------------------------------------------
+
+
+def fts_query(text: str) -> str:
+    """Any user text as a safe FTS5 query: quoted phrases and terms, OR-ed.
+
+    FTS5 operators, parentheses, ``NEAR``, ``*`` and ``-`` lose their
+    meaning (they are punctuation or quoted words); an empty string means
+    nothing in the text can match by keywords (e.g. emoji only).
+    """
+    parts: list[str] = []
+    seen: set[str] = set()
+    for phrase in _PHRASE.findall(text):
+        words = _TERM.findall(phrase)
+        if len(words) > 1:
+            parts.append('"' + " ".join(words) + '"')
+    words = _TERM.findall(_PHRASE.sub(" ", text))
+    content_words = [w for w in words if w.casefold() not in STOP_WORDS]
+    for word in content_words or words:
+        key = word.casefold()
+        if key not in seen:
+            seen.add(key)
+            parts.append(f'"{word}"')
+    return " OR ".join(parts[:MAX_QUERY_TERMS])
+
+
+def normalised_text(text: str) -> str:
+    """Text compared for duplicates when there are no vectors."""
+    return " ".join(_TERM.findall(text.casefold()))
+
+
+@dataclass
+class Hit:
+    """One result: the row, where it came from and how it scored."""
+
+    row: Any  # the row's id while ranking; the row once the head is fetched
+    snippet_html: str
+    fts_rank: int | None = None
+    bm25: float | None = None
+    vector_rank: int | None = None
+    vector_distance: float | None = None
+    fused_score: float = 0.0
+    relevance: float | None = None
+    score: float = 0.0
+    duplicates: list[int] = field(default_factory=list)
+
+
+@dataclass
+class SearchOutcome:
+    hits: list[Hit]
+    mode_requested: str
+    mode_used: str
+    degraded: str = ""
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Rerank:
+    """Seed 002's relevance: importance * rate^hours * (1 + ln(1 + accesses))."""
+
+    decay_rate: float
+    now: datetime
+
+    def relevance(self, row: Any) -> float:
+        importance = float(getattr(row, "importance", 0.5))
+        last = getattr(row, "accessed_at", None) or row.created_at
+        hours = max(0.0, (self.now - last).total_seconds() / 3600.0)
+        accesses = int(getattr(row, "access_count", 0))
+        return importance * self.decay_rate**hours * (1.0 + math.log1p(accesses))
+
+
+def fts_candidates(
+    index: TextIndex,
+    *,
+    query: str,
+    scope_id: int,
+    owner_ids: Sequence[int] | None,
+    k: int,
+) -> list[tuple[int, float, str]]:
+    """(row_id, bm25, snippet) of the best ``k`` keyword matches."""
+    if not query:
+        return []
+    sql = (
+        f"SELECT rowid, bm25({index.fts_table}),"
+        f" snippet({index.fts_table}, 0, %s, %s, '…', {SNIPPET_TOKENS})"
+        f" FROM {index.fts_table} WHERE {index.fts_table} MATCH %s"
+        " AND scope_id = %s"
+    )
+    params: list[Any] = [_MARK_OPEN, _MARK_CLOSE, query, scope_id]
+    if owner_ids is not None:
+        sql += f" AND owner_id IN ({','.join(['%s'] * len(owner_ids))})"
+        params.extend(owner_ids)
+    sql += " ORDER BY rank LIMIT %s"
+    params.append(k)
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        return list(cur.fetchall())
+
+
+def vector_candidates(
+    index: TextIndex,
+    *,
+    vector: np.ndarray,
+    scope_id: int,
+    owner_ids: Sequence[int] | None,
+    k: int,
+    quantised: bool = False,
+) -> list[tuple[int, float, np.ndarray | None]]:
+    """(row_id, cosine distance, vector or None) of the nearest rows.
+
+    Exact: the ``k`` nearest by a vec0 KNN over the float vectors.
+    Quantised: vec0 KNNs over the binary vectors (Hamming distance), one per
+    shard, give ``k * SEARCH_QUANTISED_OVERSAMPLE`` coarse candidates in
+    all, re-scored exactly against their float vectors; all re-scored ones
+    are returned.
+    """
+    blob = _as_blob(vector)
+    owner_sql, owner_params = "", []
+    if owner_ids is not None:
+        owner_sql = f" AND owner_id IN ({','.join(['%s'] * len(owner_ids))})"
+        owner_params = list(owner_ids)
+    if not quantised:
+        # Not selecting ``embedding`` here: vec0 then reads each result's
+        # vector the slow way (the dedup looks the few it needs up by rowid).
+        sql = (
+            f"SELECT rowid, distance FROM {index.vec_table}"
+            f" WHERE embedding MATCH %s AND k = %s AND scope_id = %s{owner_sql}"
+            " ORDER BY distance"
+        )
+        with connection.cursor() as cur:
+            cur.execute(sql, [blob, k, scope_id, *owner_params])
+            return [
+                (row_id, float(distance), None) for row_id, distance in cur.fetchall()
+            ]
+    coarse_k = min(k * settings.SEARCH_QUANTISED_OVERSAMPLE, MAX_CANDIDATES)
+    per_shard = -(-coarse_k // index.shards)
+    one = (
+        f"SELECT rowid, vector FROM {index.bin_table}"
+        " WHERE embedding MATCH vec_quantize_binary(%s) AND k = %s"
+        f" AND scope_id = %s AND shard = %s{owner_sql}"
+    )
+    params: list[Any] = []
+    for shard in range(index.shards):
+        params += [blob, per_shard, scope_id, shard, *owner_params]
+    with connection.cursor() as cur:
+        cur.execute(" UNION ALL ".join([one] * index.shards), params)
+        coarse = cur.fetchall()
+    if not coarse:
+        return []
+    keys = [row_id for row_id, _blob in coarse]
+    matrix = np.stack([np.frombuffer(b, dtype=np.float32) for _id, b in coarse])
+    norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(vector) or 1.0)
+    distances = 1.0 - (matrix @ vector) / np.where(norms == 0, 1.0, norms)
+    return [(keys[i], float(distances[i]), matrix[i]) for i in np.argsort(distances)]
+
+
+def allowed_ids(allowed: QuerySet, ids: Sequence[int]) -> set[int]:
+    """Which of ``ids`` are rows of ``allowed``, looked up by primary key.
+
+    ``pk IN (...) AND EXISTS (allowed row with that pk)`` keeps SQLite on
+    the primary key; ``allowed.filter(pk__in=ids)`` may make it walk an
+    index of the owner's rows instead (all of them) when it has no stats.
+    """
+    if not ids:
+        return set()
+    inner = allowed.filter(pk=OuterRef("pk")).order_by().values("pk")
+    model = allowed.model
+    return set(
+        model._default_manager.filter(pk__in=list(ids))
+        .filter(Exists(inner))
+        .order_by()
+        .values_list("pk", flat=True)
+    )
+
+
+def allowed_rows(allowed: QuerySet, ids: Sequence[int]) -> dict[int, Any]:
+    """The rows of ``allowed`` with these ids (same plan as ``allowed_ids``)."""
+    if not ids:
+        return {}
+    inner = allowed.filter(pk=OuterRef("pk")).order_by().values("pk")
+    outer = allowed.model._default_manager.filter(pk__in=list(ids)).filter(
+        Exists(inner)
+    )
+    outer.query.select_related = allowed.query.select_related
+    return {row.pk: row for row in outer.order_by()}
+
+
+def search(
+    index: TextIndex,
+    *,
+    text: str,
+    allowed: QuerySet,
+    scope_id: int,
+    owner_ids: Sequence[int] | None = None,
+    mode: str = "auto",
+    limit: int = 10,
+    query_vector: Callable[[str], np.ndarray | None] | None = None,
+    rerank: Rerank | None = None,
+    quantised: bool | None = None,
+    degraded_reason: str = "",
+) -> SearchOutcome:
+    """Search ``index`` for ``text`` among the rows of ``allowed``.
+
+    ``query_vector`` embeds the query (None when no model: vector and
+    hybrid then fall back to fts, and ``degraded`` says why).  Candidates
+    are the top of each list (a pool of ``4 * limit``, at least 40); when
+    the caller's filters drop too many, the pool grows and is searched
+    again, up to ``MAX_CANDIDATES``.
+    """
+    started = time.perf_counter()
+    if mode not in SEARCH_MODES:
+        raise ValueError(f"unknown search mode {mode!r}")
+    if quantised is None:
+        quantised = settings.SEARCH_VECTOR_QUANTISED
+    if not backend_available():
+        hits = _fallback_scan(allowed, text, limit)
+        return SearchOutcome(
+            hits,
+            mode,
+            "fts",
+            f"search index unavailable on {connection.vendor}; plain keyword scan",
+        )
+    timings: dict[str, float] = {}
+    vector: np.ndarray | None = None
+    degraded = ""
+    if mode in ("vector", "hybrid", "auto"):
+        t0 = time.perf_counter()
+        vector = query_vector(text[:4000]) if query_vector else None
+        timings["embed"] = _ms(t0)
+        if vector is None:
+            degraded = degraded_reason or "no query embedding; keyword search only"
+    used = mode
+    if vector is None:
+        used = "fts"
+    elif mode == "auto":
+        used = "hybrid"
+
+    fts_q = fts_query(text)
+    pool = max(limit * 4, 40)
+    # vec0's KNN cost grows with k (steeply for the binary table): ask for
+    # twice the limit (quantised: the limit, times the oversample).
+    vec_k = limit if quantised else max(limit * 2, 20)
+    while True:
+        fts_hits: list[tuple[int, float, str]] = []
+        vec_hits: list[tuple[int, float, np.ndarray | None]] = []
+        if used in ("fts", "hybrid"):
+            t0 = time.perf_counter()
+            fts_hits = fts_candidates(
+                index, query=fts_q, scope_id=scope_id, owner_ids=owner_ids, k=pool
+            )
+            timings["fts"] = _ms(t0)
+        if used in ("vector", "hybrid") and vector is not None:
+            t0 = time.perf_counter()
+            vec_hits = vector_candidates(
+                index,
+                vector=vector,
+                scope_id=scope_id,
+                owner_ids=owner_ids,
+                k=vec_k,
+                quantised=quantised,
+            )[:pool]
+            timings["vector"] = _ms(t0)
+        t0 = time.perf_counter()
+        ids = {h[0] for h in fts_hits} | {h[0] for h in vec_hits}
+        permitted = allowed_ids(allowed, list(ids))
+        timings["allowed"] = _ms(t0)
+        full = len(fts_hits) >= pool or len(vec_hits) >= vec_k
+        if len(permitted) >= limit or not full or pool >= MAX_CANDIDATES:
+            break
+        pool = min(pool * 4, MAX_CANDIDATES)
+        vec_k = min(vec_k * 4, MAX_CANDIDATES)
+
+    hits: dict[int, Hit] = {}
+    vectors: dict[int, np.ndarray] = {}
+    snippets: dict[int, str] = {}
+    for rank, (row_id, bm25, snippet) in enumerate(
+        (h for h in fts_hits if h[0] in permitted), start=1
+    ):
+        hit = hits[row_id] = Hit(row=row_id, snippet_html="")
+        hit.fts_rank, hit.bm25 = rank, float(bm25)
+        hit.fused_score += 1.0 / (RRF_K + rank)
+        snippets[row_id] = snippet
+    for rank, (row_id, distance, emb) in enumerate(
+        (h for h in vec_hits if h[0] in permitted), start=1
+    ):
+        hit = hits.setdefault(row_id, Hit(row=row_id, snippet_html=""))
+        hit.vector_rank, hit.vector_distance = rank, distance
+        hit.fused_score += 1.0 / (RRF_K + rank)
+        if emb is not None:
+            vectors[row_id] = emb
+    ordered = sorted(hits.values(), key=lambda h: -h.fused_score)
+    if rerank is None:
+        # Only the head can reach the results, duplicates included.
+        ordered = ordered[: limit * 3]
+    t0 = time.perf_counter()
+    rows = allowed_rows(allowed, [h.row for h in ordered])
+    timings["rows"] = _ms(t0)
+    for hit in ordered:
+        hit.row = rows[hit.row]
+        hit.score = hit.fused_score
+        if rerank is not None:
+            hit.relevance = rerank.relevance(hit.row)
+            hit.score = hit.fused_score * hit.relevance
+    if rerank is not None:
+        ordered.sort(key=lambda h: -h.score)
+    t0 = time.perf_counter()
+    final = _dedup(
+        index, ordered, limit, vectors=vectors if vector is not None else None
+    )
+    timings["dedup"] = _ms(t0)
+    terms = _TERM.findall(text)[:MAX_QUERY_TERMS]
+    for hit in final:
+        snippet = snippets.get(hit.row.pk)
+        hit.snippet_html = (
+            _render_snippet(snippet)
+            if snippet is not None
+            else highlight(hit.row.content, terms)
+        )
+    timings["total"] = _ms(started)
+    return SearchOutcome(final, mode, used, degraded, timings)
+
+
+def _dedup(
+    index: TextIndex,
+    ordered: list[Hit],
+    limit: int,
+    *,
+    vectors: dict[int, np.ndarray] | None,
+) -> list[Hit]:
+    """Collapse near-duplicates into the best-ranked one (which lists them).
+
+    Cosine > 0.95 between stored vectors, or the same normalised text.
+    ``vectors`` holds those the KNN already returned; the rest of the
+    window is looked up (None: no vectors, text only).
+    """
+    window = ordered[: limit * 3]
+    if vectors is not None:
+        missing = [h.row.pk for h in window if h.row.pk not in vectors]
+        vectors = {**vectors, **index_vectors(index, row_ids=missing)}
+    kept: list[Hit] = []
+    kept_units: list[np.ndarray | None] = []
+    kept_texts: list[str] = []
+    for hit in window:
+        text = normalised_text(hit.row.content)
+        unit = vectors.get(hit.row.pk) if vectors is not None else None
+        if unit is not None:
+            unit = unit / (np.linalg.norm(unit) or 1.0)
+        twin = None
+        for i, other in enumerate(kept):
+            if kept_texts[i] == text or (
+                unit is not None
+                and kept_units[i] is not None
+                and float(unit @ kept_units[i]) > DEDUP_COSINE
+            ):
+                twin = other
+                break
+        if twin is not None:
+            twin.duplicates.append(hit.row.pk)
+            continue
+        if len(kept) >= limit:
+            break
+        kept.append(hit)
+        kept_units.append(unit)
+        kept_texts.append(text)
+    return kept
+
+
+def _fallback_scan(allowed: QuerySet, text: str, limit: int) -> list[Hit]:
+    terms = _TERM.findall(text)[:8]
+    if not terms:
+        return []
+    condition = Q()
+    for term in terms:
+        condition |= Q(content__icontains=term)
+    rows: list[Model] = list(allowed.filter(condition)[:limit])
+    return [
+        Hit(row, highlight(row.content, terms), score=1.0 / (RRF_K + i))
+        for i, row in enumerate(rows, start=1)
+    ]
+
+
+def highlight(content: str, terms: Sequence[str], width: int = 200) -> str:
+    """An escaped excerpt of ``content`` around the first term, terms marked."""
+    if not terms:
+        return html.escape(content[:width])
+    pattern = re.compile(
+        r"\b(" + "|".join(re.escape(t) for t in terms) + r")\w*", re.IGNORECASE
+    )
+    found = pattern.search(content)
+    start = max(0, found.start() - width // 3) if found else 0
+    excerpt = content[start : start + width]
+    marked = pattern.sub(lambda m: f"{_MARK_OPEN}{m.group(0)}{_MARK_CLOSE}", excerpt)
+    prefix = "…" if start else ""
+    suffix = "…" if start + width < len(content) else ""
+    return _render_snippet(prefix + marked + suffix)
+
+
+def _render_snippet(marked: str) -> str:
+    escaped = html.escape(_SPACES.sub(" ", marked))
+    return escaped.replace(_MARK_OPEN, "<mark>").replace(_MARK_CLOSE, "</mark>")
+
+
+def _ms(t0: float) -> float:
+    return round((time.perf_counter() - t0) * 1000, 3)

@@ -1,0 +1,375 @@
+"""The long-term memory tool API: archival, recall, search, conversations."""
+
+import json
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from coordination.services import agent_token_issue
+from memory.models import ArchivalEntry
+from memory.services import archival_entry_create, conversation_start, messages_append
+from tests.factories import AgentFactory, ConstellationFactory
+
+HOSTILE_QUERIES = [
+    "NEAR(foo bar, 2)",
+    '"unbalanced quote',
+    "((((",
+    "-",
+    "*",
+    "foo*",
+    "AND OR NOT",
+    "content: x",
+    "^start",
+    "🦊🔥",
+    "a" * 10_000,
+    " ".join(["word"] * 2000),
+    "'; DROP TABLE memory_archivalentry; --",
+    "\x00\x01 nul",
+    "NEAR",
+    "{col1 col2}: term",
+]
+
+
+def post(client: Client, url: str, body: Any) -> Any:
+    headers = {}
+    if "csrftoken" in client.cookies:
+        headers["X-CSRFToken"] = client.cookies["csrftoken"].value
+    return client.post(
+        url, json.dumps(body), content_type="application/json", headers=headers
+    )
+
+
+@pytest.fixture
+def partner_api(partner_client: Client) -> Client:
+    """The partner's session client holding a CSRF cookie for API writes."""
+    partner_client.get("/", follow=True)
+    assert "csrftoken" in partner_client.cookies
+    return partner_client
+
+
+def client_for(agent: Any) -> Client:
+    return Client(HTTP_AUTHORIZATION=f"Bearer {agent_token_issue(agent=agent).raw}")
+
+
+@pytest.fixture
+def sibling(constellation: Any) -> Any:
+    return AgentFactory(constellation=constellation, name="Flux")
+
+
+@pytest.fixture
+def stranger() -> Any:
+    return AgentFactory(constellation=ConstellationFactory(), name="Stranger")
+
+
+def test_agent_stores_and_lists_its_own_archival_entries(agent_client: Client):
+    response = post(
+        agent_client,
+        "/api/archival",
+        {"content": "Partner prefers tea", "tags": ["Food", "food"], "importance": 1},
+    )
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["tags"] == ["food"] and body["source"] == "agent"
+    listed = agent_client.get("/api/archival").json()
+    assert listed["count"] == 1
+    assert listed["results"][0]["content"] == "Partner prefers tea"
+
+
+def test_archival_insert_rejects_empty_content_and_bad_importance(
+    agent_client: Client,
+):
+    empty = post(agent_client, "/api/archival", {"content": "   "})
+    assert empty.status_code == 422
+    assert "must not be empty" in empty.json()["detail"]
+    too_important = post(
+        agent_client, "/api/archival", {"content": "x", "importance": 2}
+    )
+    assert too_important.status_code == 422
+
+
+def test_other_agents_archival_entry_does_not_exist_for_an_agent(
+    agent: Any, sibling: Any, partner_client: Client
+):
+    entry = archival_entry_create(agent=sibling, content="Flux's private note")
+    response = client_for(agent).get(f"/api/archival/{entry.pk}")
+    assert response.status_code == 404
+    assert partner_client.get(f"/api/archival/{entry.pk}").status_code == 200
+
+
+def test_search_never_returns_another_agents_archival_or_another_constellation(
+    agent: Any, sibling: Any, stranger: Any
+):
+    archival_entry_create(agent=agent, content="the zebra password is blue")
+    archival_entry_create(agent=sibling, content="the zebra password is green")
+    archival_entry_create(agent=stranger, content="the zebra password is red")
+    client = client_for(agent)
+    body = post(
+        client, "/api/tools/search", {"query": "zebra password", "mode": "fts"}
+    ).json()
+    assert [r["content"] for r in body["results"]] == ["the zebra password is blue"]
+    everything = post(
+        client, "/api/tools/search", {"query": "zebra", "domain": "all", "mode": "fts"}
+    ).json()
+    assert {r["content"] for r in everything["results"]} == {
+        "the zebra password is blue"
+    }
+
+
+def test_conversation_domains_follow_ownership_and_constellation(
+    agent: Any, sibling: Any, stranger: Any
+):
+    for who in (agent, sibling, stranger):
+        messages_append(
+            conversation=conversation_start(agent=who),
+            messages=[{"role": "user", "content": f"kiwi harvest for {who.name}"}],
+        )
+    client = client_for(agent)
+    own = post(
+        client,
+        "/api/tools/search",
+        {"query": "kiwi harvest", "domain": "conversations", "mode": "fts"},
+    ).json()
+    assert [r["content"] for r in own["results"]] == ["kiwi harvest for Entropy"]
+    team = post(
+        client,
+        "/api/tools/search",
+        {"query": "kiwi harvest", "domain": "constellation_messages", "mode": "fts"},
+    ).json()
+    assert {r["content"] for r in team["results"]} == {
+        "kiwi harvest for Entropy",
+        "kiwi harvest for Flux",
+    }
+    hit = team["results"][0]
+    assert hit["provenance"]["store"] == "conversation"
+    assert "<mark>kiwi</mark>" in hit["snippet_html"]
+    assert hit["scores"]["fts_rank"] >= 1
+
+
+def test_partner_searches_the_whole_constellation_with_agent_filter(
+    agent: Any, sibling: Any, partner_api: Client
+):
+    partner_client = partner_api
+    archival_entry_create(agent=agent, content="mango season starts in May")
+    archival_entry_create(agent=sibling, content="mango chutney recipe")
+    both = post(partner_client, "/api/tools/search", {"query": "mango", "mode": "fts"})
+    assert both.status_code == 200, both.content
+    assert len(both.json()["results"]) == 2
+    only = post(
+        partner_client,
+        "/api/tools/search",
+        {"query": "mango", "mode": "fts", "filters": {"agent_id": sibling.pk}},
+    ).json()
+    assert [r["content"] for r in only["results"]] == ["mango chutney recipe"]
+
+
+@pytest.mark.parametrize("query", HOSTILE_QUERIES)
+@pytest.mark.parametrize("mode", ["fts", "auto"])
+def test_any_user_text_is_a_valid_query(agent: Any, query: str, mode: str):
+    archival_entry_create(agent=agent, content="foo bar content word start")
+    response = post(
+        client_for(agent), "/api/tools/search", {"query": query, "mode": mode}
+    )
+    assert response.status_code == 200, response.content
+    assert isinstance(response.json()["results"], list)
+
+
+def test_hostile_query_still_finds_its_words(agent: Any):
+    archival_entry_create(agent=agent, content="the NEAR operator manual")
+    body = post(
+        client_for(agent), "/api/tools/search", {"query": "NEAR(", "mode": "fts"}
+    ).json()
+    assert [r["content"] for r in body["results"]] == ["the NEAR operator manual"]
+
+
+def test_empty_query_is_a_clear_422(agent_client: Client):
+    response = post(agent_client, "/api/tools/search", {"query": "   "})
+    assert response.status_code == 422
+    assert "query is empty" in response.json()["detail"]
+
+
+def test_search_hits_count_as_accesses(
+    agent: Any, django_capture_on_commit_callbacks: Any
+):
+    entry = archival_entry_create(agent=agent, content="orchid watering schedule")
+    with django_capture_on_commit_callbacks(execute=True):
+        post(client_for(agent), "/api/tools/search", {"query": "orchid", "mode": "fts"})
+    entry.refresh_from_db()
+    assert entry.access_count == 1 and entry.accessed_at is not None
+
+
+def test_recall_tool_inserts_appends_reads_and_deletes_by_label(
+    agent_client: Client,
+):
+    inserted = post(
+        agent_client,
+        "/api/tools/recall",
+        {"action": "insert", "label": "trip", "content": "Lisbon in May"},
+    )
+    assert inserted.status_code == 200, inserted.content
+    post(
+        agent_client,
+        "/api/tools/recall",
+        {"action": "append", "label": "trip", "content": "hotel near Alfama"},
+    )
+    read = post(agent_client, "/api/tools/recall", {"action": "read", "label": "trip"})
+    assert read.json()["entry"]["content"] == "Lisbon in May\nhotel near Alfama"
+    duplicate = post(
+        agent_client,
+        "/api/tools/recall",
+        {"action": "insert", "label": "trip", "content": "again"},
+    )
+    assert duplicate.status_code == 409
+    deleted = post(
+        agent_client, "/api/tools/recall", {"action": "delete", "label": "trip"}
+    )
+    assert deleted.status_code == 200
+    missing = post(
+        agent_client, "/api/tools/recall", {"action": "read", "label": "trip"}
+    )
+    assert missing.status_code == 404
+
+
+def test_recall_without_action_searches_own_conversations_and_archival(
+    agent: Any, sibling: Any
+):
+    archival_entry_create(agent=agent, content="walnut allergy noted")
+    messages_append(
+        conversation=conversation_start(agent=agent),
+        messages=[{"role": "user", "content": "remember the walnut cake"}],
+    )
+    messages_append(
+        conversation=conversation_start(agent=sibling),
+        messages=[{"role": "user", "content": "walnut gossip for Flux"}],
+    )
+    body = post(client_for(agent), "/api/tools/recall", {"query": "walnut"}).json()
+    assert {r["content"] for r in body["results"]} == {
+        "walnut allergy noted",
+        "remember the walnut cake",
+    }
+
+
+def test_letta_archival_insert_and_search(agent_client: Client):
+    created = post(
+        agent_client,
+        "/api/tools/archival_memory_insert",
+        {"content": "Saffron is stored in the top drawer", "tags": ["kitchen"]},
+    )
+    assert created.status_code == 201
+    found = post(
+        agent_client,
+        "/api/tools/archival_memory_search",
+        {"query": "saffron drawer", "tags": ["kitchen"]},
+    ).json()
+    assert found[0]["content"] == "Saffron is stored in the top drawer"
+    none = post(
+        agent_client,
+        "/api/tools/archival_memory_search",
+        {"query": "saffron drawer", "tags": ["garage"]},
+    ).json()
+    assert none == []
+
+
+def test_conversation_lifecycle_and_paginated_messages(agent_client: Client):
+    conversation = post(agent_client, "/api/conversations", {"title": "Planning"})
+    assert conversation.status_code == 201
+    cid = conversation.json()["id"]
+    appended = post(
+        agent_client,
+        f"/api/conversations/{cid}/messages",
+        {
+            "messages": [
+                {"role": "user", "content": f"message {i}"} for i in range(1, 6)
+            ],
+            "batch_id": "b1",
+        },
+    )
+    assert appended.status_code == 201
+    assert [m["position"] for m in appended.json()] == [1, 2, 3, 4, 5]
+    page = agent_client.get(f"/api/conversations/{cid}/messages?limit=2").json()
+    assert [m["content"] for m in page["messages"]] == ["message 1", "message 2"]
+    rest = agent_client.get(
+        f"/api/conversations/{cid}/messages?limit=10&after={page['next_after']}"
+    ).json()
+    assert [m["position"] for m in rest["messages"]] == [3, 4, 5]
+    assert rest["next_after"] is None
+
+    idle = post(agent_client, f"/api/conversations/{cid}/status", {"status": "idle"})
+    assert idle.json()["status"] == "idle"
+    post(
+        agent_client,
+        f"/api/conversations/{cid}/messages",
+        {"messages": [{"role": "assistant", "content": "back again"}]},
+    )
+    assert agent_client.get(f"/api/conversations/{cid}").json()["status"] == "active"
+    archived = post(
+        agent_client, f"/api/conversations/{cid}/status", {"status": "archived"}
+    )
+    assert archived.json()["ended_at"] is not None
+    reopen = post(
+        agent_client, f"/api/conversations/{cid}/status", {"status": "active"}
+    )
+    assert reopen.status_code == 409
+    assert "archived is final" in reopen.json()["detail"]
+    late = post(
+        agent_client,
+        f"/api/conversations/{cid}/messages",
+        {"messages": [{"role": "user", "content": "too late"}]},
+    )
+    assert late.status_code == 409
+
+
+def test_message_with_unknown_role_is_rejected(agent_client: Client):
+    cid = post(agent_client, "/api/conversations", {}).json()["id"]
+    response = post(
+        agent_client,
+        f"/api/conversations/{cid}/messages",
+        {"messages": [{"role": "narrator", "content": "hi"}]},
+    )
+    assert response.status_code == 422
+
+
+def test_other_agents_conversation_is_not_found(agent: Any, sibling: Any):
+    conversation = conversation_start(agent=sibling)
+    client = client_for(agent)
+    assert client.get(f"/api/conversations/{conversation.pk}").status_code == 404
+    response = post(
+        client,
+        f"/api/conversations/{conversation.pk}/messages",
+        {"messages": [{"role": "user", "content": "intrusion"}]},
+    )
+    assert response.status_code == 404
+
+
+def test_partner_tunes_decay_but_agents_cannot(
+    constellation: Any, partner_api: Client, agent_client: Client
+):
+    url = f"/api/constellations/{constellation.pk}/retrieval-config"
+    assert partner_api.get(url).json()["rerank_enabled"] is False
+    body = json.dumps({"rerank_enabled": True, "decay_rate": 0.99})
+    tuned = partner_api.put(
+        url,
+        body,
+        content_type="application/json",
+        headers={"X-CSRFToken": partner_api.cookies["csrftoken"].value},
+    )
+    assert tuned.status_code == 200, tuned.content
+    assert tuned.json() == {
+        "constellation_id": constellation.pk,
+        "rerank_enabled": True,
+        "decay_rate": 0.99,
+    }
+    denied = agent_client.put(url, body, content_type="application/json")
+    assert denied.status_code == 403
+
+
+def test_partner_can_file_an_entry_for_an_agent_but_not_a_strangers(
+    agent: Any, stranger: Any, partner_api: Client
+):
+    ok = post(partner_api, "/api/archival", {"content": "x", "agent_id": agent.pk})
+    assert ok.status_code == 201 and ok.json()["source"] == "user"
+    other = post(
+        partner_api, "/api/archival", {"content": "x", "agent_id": stranger.pk}
+    )
+    assert other.status_code == 404
+    assert ArchivalEntry.objects.filter(agent=stranger).count() == 0

@@ -1,0 +1,275 @@
+"""Long-term memory services: index kept in step, dedup, filters, embeddings."""
+
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+from django.db import connection, transaction
+from django.utils import timezone
+
+from coordination.actors import Actor
+from coordination.errors import Conflict, InvalidInput
+from memory.embeddings import embedding_status
+from memory.indexes import ARCHIVAL_INDEX
+from memory.models import ArchivalEntry, EmbeddingState
+from memory.retrieval import index_vectors
+from memory.selectors import SearchFilters, memory_search
+from memory.services import (
+    archival_entry_create,
+    archival_entry_delete,
+    archival_entry_update,
+    conversation_start,
+    embedding_backfill,
+    embeddings_refresh,
+    messages_append,
+    retrieval_config_update,
+)
+from pattern_site.health import health_report
+from tests.memory.conftest import model_dir
+
+
+def search(agent: Any, query: str, **kwargs: Any) -> list[str]:
+    result = memory_search(actor=Actor.for_agent(agent), query=query, **kwargs)
+    return [hit.row.content for _kind, hit in result.hits]
+
+
+def fts_count(text: str) -> int:
+    with connection.cursor() as cur:
+        cur.execute(
+            f"SELECT count(*) FROM {ARCHIVAL_INDEX.fts_table}"
+            f" WHERE {ARCHIVAL_INDEX.fts_table} MATCH %s",
+            [text],
+        )
+        return cur.fetchone()[0]
+
+
+def test_archival_entry_create_is_keyword_only_and_validates(agent: Any):
+    with pytest.raises(TypeError):
+        archival_entry_create(agent, "positional")  # type: ignore[misc]
+    with pytest.raises(InvalidInput, match="importance"):
+        archival_entry_create(agent=agent, content="x", importance=1.5)
+    with pytest.raises(InvalidInput, match="source"):
+        archival_entry_create(agent=agent, content="x", source="oracle")
+    entry = archival_entry_create(
+        agent=agent,
+        content="pruned log line",
+        tags=["log:events"],
+        metadata={"from": "log"},
+        importance=0.2,
+        source="system",
+        label="log-1",
+    )
+    assert entry.tags == ["log:events"] and entry.source == "system"
+    with pytest.raises(Conflict):
+        archival_entry_create(agent=agent, content="y", label="log-1")
+
+
+def test_update_of_content_reindexes_keywords_and_refreshes_the_vector(
+    agent: Any, embedding_model_loaded: Any
+):
+    entry = archival_entry_create(agent=agent, content="the kayak is red")
+    embeddings_refresh(kind="archival", row_ids=[entry.pk])
+    before = index_vectors(ARCHIVAL_INDEX, row_ids=[entry.pk])[entry.pk]
+    archival_entry_update(entry=entry, content="the bicycle is green")
+    entry.refresh_from_db()
+    assert entry.embedding_state == EmbeddingState.PENDING
+    assert fts_count("kayak") == 0 and fts_count("bicycle") == 1
+    assert embeddings_refresh(kind="archival", row_ids=[entry.pk]) == 1
+    after = index_vectors(ARCHIVAL_INDEX, row_ids=[entry.pk])[entry.pk]
+    assert float(before @ after) < 0.9
+    entry.refresh_from_db()
+    assert entry.embedding_state == EmbeddingState.READY
+    assert embeddings_refresh(kind="archival", row_ids=[entry.pk]) == 0  # idempotent
+
+
+def test_delete_removes_the_row_from_every_index(
+    agent: Any, embedding_model_loaded: Any
+):
+    entry = archival_entry_create(agent=agent, content="delete me soon")
+    embeddings_refresh(kind="archival", row_ids=[entry.pk])
+    pk = entry.pk
+    archival_entry_delete(entry=entry)
+    assert fts_count("delete") == 0
+    assert index_vectors(ARCHIVAL_INDEX, row_ids=[pk]) == {}
+    assert search(agent, "delete me soon", mode="hybrid") == []
+
+
+def test_near_duplicates_collapse_into_one_result(
+    agent: Any, embedding_model_loaded: Any
+):
+    first = archival_entry_create(agent=agent, content="The partner loves jazz music.")
+    twin = archival_entry_create(agent=agent, content="The partner loves jazz music!")
+    archival_entry_create(agent=agent, content="Jazz concert tickets are booked.")
+    embedding_backfill(batch=10)
+    result = memory_search(
+        actor=Actor.for_agent(agent), query="jazz", mode="hybrid", limit=5
+    )
+    contents = [hit.row.content for _k, hit in result.hits]
+    assert len(contents) == 2
+    kept = (
+        result.hits[0][1]
+        if result.hits[0][1].row.pk in (first.pk, twin.pk)
+        else (result.hits[1][1])
+    )
+    assert kept.duplicates and kept.duplicates[0] in (first.pk, twin.pk)
+
+
+def test_identical_text_collapses_without_vectors(agent: Any, no_embedding_model):
+    archival_entry_create(agent=agent, content="Call  the plumber on Monday")
+    archival_entry_create(agent=agent, content="call the plumber on monday.")
+    assert len(search(agent, "plumber", mode="auto")) == 1
+
+
+def test_filters_by_tags_metadata_time_and_role(agent: Any):
+    archival_entry_create(agent=agent, content="lemon tart", tags=["recipe"])
+    archival_entry_create(
+        agent=agent, content="lemon tree", tags=["garden"], metadata={"plot": 3}
+    )
+    assert search(agent, "lemon", mode="fts", filters=SearchFilters(tags=("recipe",)))[
+        0
+    ] == ("lemon tart")
+    assert search(
+        agent, "lemon", mode="fts", filters=SearchFilters(metadata_keys=("plot",))
+    ) == ["lemon tree"]
+    future = timezone.now() + timedelta(hours=1)
+    assert search(agent, "lemon", mode="fts", filters=SearchFilters(since=future)) == []
+    assert (
+        len(search(agent, "lemon", mode="fts", filters=SearchFilters(until=future)))
+        == 2
+    )
+    conversation = conversation_start(agent=agent)
+    messages_append(
+        conversation=conversation,
+        messages=[
+            {"role": "user", "content": "lemon please"},
+            {"role": "assistant", "content": "lemon noted"},
+        ],
+    )
+    assert search(
+        agent,
+        "lemon",
+        mode="fts",
+        domain="conversations",
+        filters=SearchFilters(role="assistant"),
+    ) == ["lemon noted"]
+
+
+def test_restrictive_filter_still_finds_matches_beyond_the_first_pool(agent: Any):
+    for i in range(60):
+        archival_entry_create(agent=agent, content=f"walrus fact number {i}")
+    archival_entry_create(agent=agent, content="walrus rare", tags=["rare"])
+    found = search(agent, "walrus", mode="fts", filters=SearchFilters(tags=("rare",)))
+    assert found == ["walrus rare"]
+
+
+def test_rerank_prefers_important_recent_entries_when_enabled(agent: Any):
+    dull = archival_entry_create(agent=agent, content="owl owl owl", importance=0.05)
+    keen = archival_entry_create(agent=agent, content="owl sighting", importance=1.0)
+    assert search(agent, "owl", mode="fts")[0] == dull.content  # bm25 alone
+    retrieval_config_update(constellation=agent.constellation, rerank_enabled=True)
+    assert search(agent, "owl", mode="fts")[0] == keen.content
+
+
+def test_quantised_vector_search_agrees_with_exact_on_the_top_hit(
+    agent: Any, embedding_model_loaded: Any, settings: Any
+):
+    for text in ("sailing boats", "mountain hiking", "baking bread", "tax forms"):
+        archival_entry_create(agent=agent, content=text)
+    embedding_backfill(batch=10)
+    exact = search(agent, "yacht on the sea", mode="vector")
+    settings.SEARCH_VECTOR_QUANTISED = True
+    quantised = search(agent, "yacht on the sea", mode="vector")
+    assert exact[0] == quantised[0] == "sailing boats"
+
+
+def test_without_a_model_search_degrades_to_keywords_and_health_says_why(
+    agent: Any, no_embedding_model: Any
+):
+    archival_entry_create(agent=agent, content="gooseberry jam")
+    result = memory_search(
+        actor=Actor.for_agent(agent), query="gooseberry", mode="vector"
+    )
+    assert result.mode_used == "fts"
+    assert "no ONNX model" in result.degraded
+    assert [h.row.content for _k, h in result.hits] == ["gooseberry jam"]
+    _healthy, report = health_report()
+    assert report["embeddings"]["ok"] is False
+    assert "keywords only" in report["embeddings"]["detail"]
+    assert embedding_backfill() == {"archival": 0, "message": 0}
+    assert ArchivalEntry.objects.get().embedding_state == EmbeddingState.PENDING
+
+
+def test_one_transaction_enqueues_one_batched_embedding_task(
+    agent: Any, django_capture_on_commit_callbacks: Any, monkeypatch: Any
+):
+    from memory import tasks
+
+    sent: list[tuple[str, list[int]]] = []
+    monkeypatch.setattr(tasks.embed_rows, "delay", lambda k, ids: sent.append((k, ids)))
+    with (
+        django_capture_on_commit_callbacks(execute=True) as callbacks,
+        transaction.atomic(),
+    ):
+        a = archival_entry_create(agent=agent, content="one")
+        b = archival_entry_create(agent=agent, content="two")
+        (message,) = messages_append(
+            conversation=conversation_start(agent=agent),
+            messages=[{"role": "user", "content": "three"}],
+        )
+    assert len(callbacks) == 1
+    assert sorted(sent) == [("archival", [a.pk, b.pk]), ("message", [message.pk])]
+
+
+def test_backfill_embeds_rows_written_while_no_model_was_available(
+    agent: Any, settings: Any, tmp_path: Any, embedding_model_loaded: Any
+):
+    with model_dir(settings, tmp_path):
+        archival_entry_create(agent=agent, content="written without a model")
+        assert embedding_backfill() == {"archival": 0, "message": 0}
+    assert embedding_status().available
+    assert embedding_backfill() == {"archival": 1, "message": 0}
+    entry = ArchivalEntry.objects.get()
+    vector = index_vectors(ARCHIVAL_INDEX, row_ids=[entry.pk])[entry.pk]
+    assert vector.shape == (384,) and abs(float(np.linalg.norm(vector)) - 1) < 1e-3
+
+
+def test_without_the_sqlite_index_search_falls_back_to_a_keyword_scan(
+    agent: Any, monkeypatch: Any
+):
+    from memory import retrieval
+
+    archival_entry_create(agent=agent, content="quince paste in the pantry")
+    monkeypatch.setattr(retrieval, "backend_available", lambda: False)
+    result = memory_search(actor=Actor.for_agent(agent), query="quince", mode="auto")
+    assert result.mode_used == "fts" and "unavailable" in result.degraded
+    assert [h.row.content for _k, h in result.hits] == ["quince paste in the pantry"]
+    assert "<mark>quince</mark>" in result.hits[0][1].snippet_html
+
+
+def test_vectors_of_the_wrong_size_are_not_stored(agent: Any, monkeypatch: Any):
+    from memory import embeddings
+
+    monkeypatch.setattr(
+        embeddings, "embed_texts", lambda texts: [np.ones(16, np.float32)] * len(texts)
+    )
+    entry = archival_entry_create(agent=agent, content="sixteen dims")
+    assert embeddings_refresh(kind="archival", row_ids=[entry.pk]) == 0
+    entry.refresh_from_db()
+    assert entry.embedding_state == EmbeddingState.PENDING
+    assert index_vectors(ARCHIVAL_INDEX, row_ids=[entry.pk]) == {}
+
+
+def test_a_broken_model_degrades_search_and_says_it_failed_to_load(
+    agent: Any, settings: Any, tmp_path: Any
+):
+    (tmp_path / "model.onnx").write_bytes(b"not a model")
+    with model_dir(settings, tmp_path):
+        archival_entry_create(agent=agent, content="damson plums")
+        result = memory_search(
+            actor=Actor.for_agent(agent), query="damson", mode="auto"
+        )
+        assert result.mode_used == "fts"
+        assert "failed to load" in result.degraded
+        assert [h.row.content for _k, h in result.hits] == ["damson plums"]
+        assert "failed to load" in health_report()[1]["embeddings"]["detail"]

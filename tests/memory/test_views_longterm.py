@@ -1,0 +1,109 @@
+"""Dashboard pages of long-term memory: search, archival browser, viewer."""
+
+from typing import Any
+
+from django.test import Client
+
+from memory.models import ArchivalEntry
+from memory.services import archival_entry_create, conversation_start, messages_append
+from tests.factories import AgentFactory, ConstellationFactory
+
+
+def csrf_post(client: Client, url: str, data: dict[str, Any]) -> Any:
+    client.get("/", follow=True)
+    return client.post(
+        url, data, headers={"X-CSRFToken": client.cookies["csrftoken"].value}
+    )
+
+
+def test_search_page_shows_snippets_provenance_and_scores(
+    agent: Any, partner_client: Client
+):
+    archival_entry_create(agent=agent, content="The <b>heron</b> nests by the lake")
+    page = partner_client.get("/memory/search/", {"q": "heron", "mode": "fts"})
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert "<mark>heron</mark>" in html
+    assert "&lt;b&gt;" in html  # stored text is escaped, only marks are HTML
+    assert "keyword rank 1" in html and agent.name in html
+
+
+def test_search_page_explains_an_empty_query_and_hostile_text(
+    partner_client: Client, agent: Any
+):
+    empty = partner_client.get("/memory/search/", {"q": "  "})
+    assert "query is empty" in empty.content.decode()
+    hostile = partner_client.get("/memory/search/", {"q": 'NEAR("x" -'})
+    assert hostile.status_code == 200
+
+
+def test_search_page_says_why_meaning_search_is_off(
+    partner_client: Client, agent: Any, no_embedding_model: Any
+):
+    html = partner_client.get("/memory/search/").content.decode()
+    assert "Search by meaning is off" in html and "no ONNX model" in html
+
+
+def test_archival_browser_creates_edits_and_deletes(agent: Any, partner_client: Client):
+    url = f"/memory/agents/{agent.pk}/archival/"
+    created = csrf_post(
+        partner_client,
+        url,
+        {"content": "Umbrella in the car", "tags": "car, rain", "importance": "0.8"},
+    )
+    assert created.status_code == 302
+    entry = ArchivalEntry.objects.get()
+    assert entry.tags == ["car", "rain"] and entry.source == "user"
+    assert "Umbrella in the car" in partner_client.get(url).content.decode()
+    csrf_post(
+        partner_client,
+        f"/memory/archival/{entry.pk}/edit/",
+        {"content": "Umbrella in the hallway", "tags": "rain", "importance": "0.3"},
+    )
+    entry.refresh_from_db()
+    assert entry.content == "Umbrella in the hallway" and entry.importance == 0.3
+    csrf_post(partner_client, f"/memory/archival/{entry.pk}/delete/", {})
+    assert not ArchivalEntry.objects.exists()
+
+
+def test_archival_browser_reports_invalid_input_without_losing_the_page(
+    agent: Any, partner_client: Client
+):
+    url = f"/memory/agents/{agent.pk}/archival/"
+    response = csrf_post(partner_client, url, {"content": "x", "importance": "7"})
+    assert response.status_code == 302
+    page = partner_client.get(url).content.decode()
+    assert "importance" in page.lower() and not ArchivalEntry.objects.exists()
+
+
+def test_other_constellations_memory_pages_do_not_exist(partner_client: Client):
+    stranger = AgentFactory(constellation=ConstellationFactory())
+    entry = archival_entry_create(agent=stranger, content="secret")
+    conversation = conversation_start(agent=stranger)
+    assert (
+        partner_client.get(f"/memory/agents/{stranger.pk}/archival/").status_code == 404
+    )
+    assert partner_client.get(f"/memory/archival/{entry.pk}/edit/").status_code == 404
+    assert (
+        partner_client.get(f"/memory/conversations/{conversation.pk}/").status_code
+        == 404
+    )
+
+
+def test_conversation_viewer_shows_messages_in_order(
+    agent: Any, partner_client: Client
+):
+    conversation = conversation_start(agent=agent, title="Morning check-in")
+    messages_append(
+        conversation=conversation,
+        messages=[
+            {"role": "user", "content": "good morning"},
+            {"role": "assistant", "content": "morning! 3 tasks today"},
+        ],
+    )
+    listing = partner_client.get(f"/memory/agents/{agent.pk}/conversations/")
+    assert "Morning check-in" in listing.content.decode()
+    html = partner_client.get(
+        f"/memory/conversations/{conversation.pk}/"
+    ).content.decode()
+    assert html.index("good morning") < html.index("morning! 3 tasks today")
