@@ -4,7 +4,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from coordination.models import Agent, Constellation
+from coordination.models import Constellation
 
 pytestmark = pytest.mark.django_db
 
@@ -49,11 +49,3 @@ def test_revoke_agent_token_locks_the_agent_out():
         Client(HTTP_AUTHORIZATION=f"Bearer {token}").get("/api/whoami").status_code
         == 401
     )
-
-
-def test_seed_demo_creates_the_six_agents_once():
-    output = run("seed_demo")
-    names = set(Agent.objects.values_list("name", flat=True))
-    assert names == {"Pattern", "Entropy", "Flux", "Momentum", "Anchor", "Archive"}
-    assert "Log in as: partner / " in output
-    assert "not seeding" in run("seed_demo")

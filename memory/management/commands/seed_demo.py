@@ -1,20 +1,27 @@
-"""Seed the demo constellation into an empty database and print its logins."""
+"""Seed the demo constellation into an empty database and print its logins.
+
+Agents come from coordination; their first memory blocks from memory.
+"""
 
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+from django.db import transaction
 
 from coordination.services import demo_constellation_seed
+from memory.services import memory_demo_seed
 
 
 class Command(BaseCommand):
-    help = "Create the demo constellation (partner login and six agents) if empty."
+    help = "Create the demo constellation (partner login, six agents, blocks)."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        seed = demo_constellation_seed(
-            password=getattr(settings, "DEMO_PASSWORD", "") or ""
-        )
+        with transaction.atomic():
+            seed = demo_constellation_seed(
+                password=getattr(settings, "DEMO_PASSWORD", "") or ""
+            )
+            blocks = memory_demo_seed(constellation=seed.constellation) if seed else 0
         if seed is None:
             self.stdout.write(
                 "Database already has a constellation; not seeding. Rotate a token"
@@ -22,7 +29,10 @@ class Command(BaseCommand):
             )
             return
         self.stdout.write(
-            self.style.SUCCESS("Seeded the demo constellation 'Pattern'.")
+            self.style.SUCCESS(
+                f"Seeded the demo constellation {seed.constellation.name!r}"
+                f" ({len(seed.tokens)} agents, {blocks} memory blocks)."
+            )
         )
         self.stdout.write(f"  Log in as: {seed.username} / {seed.password}")
         self.stdout.write("  Agent tokens (shown once):")

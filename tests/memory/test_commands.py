@@ -1,0 +1,40 @@
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+
+from coordination.models import Agent
+from memory.models import MemoryBlock
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args: str) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out, stderr=StringIO())
+    return out.getvalue()
+
+
+def test_seed_demo_creates_agents_with_blocks_once():
+    output = run("seed_demo")
+    names = set(Agent.objects.values_list("name", flat=True))
+    assert names == {"Pattern", "Entropy", "Flux", "Momentum", "Anchor", "Archive"}
+    assert "Log in as: partner / " in output
+    flux = Agent.objects.get(name="Flux")
+    labels = set(MemoryBlock.objects.filter(owner=flux).values_list("label", flat=True))
+    assert labels == {"persona", "human", "scratchpad"}
+    assert MemoryBlock.objects.filter(owner=None, label="organization").exists()
+    assert "not seeding" in run("seed_demo")
+
+
+def test_seeded_agent_sees_its_persona_and_the_shared_task_board():
+    output = run("seed_demo")
+    token = next(
+        line.split()[-1]
+        for line in output.splitlines()
+        if line.strip().startswith("Flux")
+    )
+    blocks = Client(HTTP_AUTHORIZATION=f"Bearer {token}").get("/api/blocks").json()
+    labels = {b["label"] for b in blocks}
+    assert {"persona", "human", "scratchpad", "organization", "task_board"} <= labels
