@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
+from django.db import transaction
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from loro import LoroDoc
 
@@ -26,7 +28,7 @@ from coordination.actors import Actor
 from coordination.errors import InvalidInput, NotFound, PermissionDenied
 from coordination.models import Agent
 from coordination.selectors import constellation_list_for_actor
-from memory import documents
+from memory import doc_cache, documents
 from memory.models import (
     ApprovalStatus,
     BlockApproval,
@@ -265,23 +267,42 @@ def block_log_pending(*, block_id: Any, upto: int) -> list[bytes]:
 
 
 def block_document_load(*, block: MemoryBlock) -> LoroDoc:
-    """The block's Loro document: its snapshot plus the updates after it.
+    """The block's Loro document (a private copy the caller may change).
 
-    Read fresh from the database (never from ``block``'s cached fields): a
-    compaction in another process may have moved the snapshot.  An emptied
-    update row means a compaction committed between the two reads; the
-    snapshot then holds it, so read again.
+    Checked against the database (never ``block``'s cached fields): the
+    per-process cache answers when its entry is at the row's ``version``
+    (one small query); otherwise the snapshot plus the updates after it
+    are read and cached.  An emptied update row means a compaction
+    committed between the two reads; the snapshot then holds it, so read
+    again.
     """
+    version = (
+        MemoryBlock.objects.filter(pk=block.pk)
+        .values_list("version", flat=True)
+        .first()
+    )
+    if version is None:
+        raise NotFound(f"block {block.label!r} no longer exists")
+    cached = doc_cache.fork(block.pk, version)
+    if cached is not None:
+        return cached
     for _ in range(5):
         row = MemoryBlock.objects.filter(pk=block.pk).values_list(
-            "snapshot", "snapshot_upto"
+            "snapshot", "snapshot_upto", "version"
         )
         if not row:
             raise NotFound(f"block {block.label!r} no longer exists")
-        snapshot, upto = row[0]
+        snapshot, upto, version = row[0]
         data = block_log_pending(block_id=block.pk, upto=upto)
         if all(data):
-            return documents.document_load(bytes(snapshot), data)
+            doc = documents.document_load(bytes(snapshot), data)
+            # The document holds at least ``version`` (it may hold a later
+            # commit read with the log: then the row has moved on and the
+            # entry never matches).  Cached once committed: a rolled-back
+            # transaction's content must never be cached under a version
+            # number that a later write will reuse.
+            transaction.on_commit(partial(doc_cache.put, block.pk, version, doc))
+            return doc.fork()
     raise RuntimeError(f"block {block.pk} kept compacting while being read")
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -34,7 +33,7 @@ from coordination.errors import (
     PermissionDenied,
 )
 from coordination.models import Agent, Constellation
-from memory import documents, selectors
+from memory import doc_cache, documents, selectors
 from memory.broadcast import block_broadcast
 from memory.models import (
     ApprovalStatus,
@@ -73,7 +72,12 @@ class BlockChange:
 
 
 def _lock(block: MemoryBlock) -> MemoryBlock:
-    locked = MemoryBlock.objects.select_for_update().filter(pk=block.pk).first()
+    locked = (
+        MemoryBlock.objects.select_for_update()
+        .defer("snapshot")
+        .filter(pk=block.pk)
+        .first()
+    )
     if locked is None:
         raise NotFound(f"block {block.label!r} no longer exists")
     return locked
@@ -124,6 +128,25 @@ def _summary(text: str) -> str:
 SERVER_PEER = 1
 
 
+def _locked_document(locked: MemoryBlock) -> LoroDoc:
+    """The document of a locked block: the cached one when it is at the
+    row's version (taken out of the cache), else read from the database."""
+    doc = doc_cache.take(locked.pk, locked.version)
+    if doc is None:
+        # Under the lock no compaction can interleave: the row and log agree.
+        snapshot = (
+            MemoryBlock.objects.filter(pk=locked.pk)
+            .values_list("snapshot", flat=True)
+            .get()
+        )
+        pending = selectors.block_log_pending(
+            block_id=locked.pk, upto=locked.snapshot_upto
+        )
+        doc = documents.document_load(bytes(snapshot), pending)
+    doc.peer_id = SERVER_PEER
+    return doc
+
+
 @transaction.atomic
 def _block_change(
     *,
@@ -139,16 +162,18 @@ def _block_change(
     ``change`` mutates the (uncommitted) document and may return entries it
     pruned (log blocks).  ``access`` overrides the actor's right (approved
     requests were authorised by a human).
+
+    The document comes from the per-process cache (``memory.doc_cache``)
+    when it is at the locked row's version; it goes back into the cache only
+    when this transaction commits, so a failed or rolled-back change never
+    leaves a changed document behind.
     """
     if access is None:
         access = selectors.block_access_for_actor(actor=actor, block=block)
     if access == "read":
         selectors.block_require_access(actor=actor, block=block, needed="append")
     locked = _lock(block)
-    # Under the lock no compaction can interleave: the row and log agree.
-    pending = selectors.block_log_pending(block_id=locked.pk, upto=locked.snapshot_upto)
-    doc = documents.document_load(bytes(locked.snapshot), pending)
-    doc.peer_id = SERVER_PEER
+    doc = _locked_document(locked)
     before = doc.oplog_vv
     needs_old = access == "append" or (
         actor.kind == "agent" and documents.has_read_only(locked.schema)
@@ -160,6 +185,7 @@ def _block_change(
     pruned = change(doc) or []
     doc.commit()
     if doc.oplog_vv.encode() == before.encode():
+        _cache_on_commit(locked, doc)
         return BlockChange(block=locked)
     new_value = documents.document_value(doc, locked.schema)
     if needs_old:
@@ -176,22 +202,40 @@ def _block_change(
         summary=summary,
         data=data,
         rendered=rendered,
-        pending_count=len(pending),
-        pending_bytes=sum(map(len, pending)),
     )
-    transaction.on_commit(
-        partial(block_broadcast, block_id=locked.pk, updates=[data], origin=origin),
-        robust=True,
-    )
+    _cache_on_commit(locked, doc)
+    block_id = locked.pk
+
+    def broadcast() -> None:  # a def: Django's robust on_commit logs __qualname__
+        block_broadcast(block_id=block_id, updates=[data], origin=origin)
+
+    transaction.on_commit(broadcast, robust=True)
     if pruned:
         log_entries_pruned(block=locked, entries=pruned)
     block.__dict__.update(
         {
             k: getattr(locked, k)
-            for k in ("rendered", "size", "updated_at", "snapshot_upto")
+            for k in (
+                "rendered",
+                "size",
+                "updated_at",
+                "snapshot_upto",
+                "version",
+                "log_count",
+                "log_bytes",
+            )
         }
     )
     return BlockChange(block=locked, update=update, data=data, pruned=pruned)
+
+
+def _cache_on_commit(block: MemoryBlock, doc: LoroDoc) -> None:
+    block_id, version = block.pk, block.version
+
+    def cache() -> None:
+        doc_cache.put(block_id, version, doc)
+
+    transaction.on_commit(cache)
 
 
 def _block_record(
@@ -202,16 +246,12 @@ def _block_record(
     summary: str,
     data: bytes,
     rendered: str,
-    pending_count: int = 0,
-    pending_bytes: int = 0,
 ) -> BlockUpdate:
-    """Append the update row and refresh the block (compacting if due).
-
-    ``pending_*`` describe the log after the snapshot before this update.
-    """
+    """Append the update row and refresh the locked block's row: content,
+    version and log counters (compacting if due) in one UPDATE."""
     compact = (
-        pending_count + 1 >= settings.MEMORY_COMPACT_UPDATES
-        or pending_bytes + len(data) >= settings.MEMORY_COMPACT_BYTES
+        block.log_count + 1 >= settings.MEMORY_COMPACT_UPDATES
+        or block.log_bytes + len(data) >= settings.MEMORY_COMPACT_BYTES
     )
     update = BlockUpdate(
         block=block,
@@ -229,15 +269,20 @@ def _block_record(
     block.rendered = rendered
     block.size = len(rendered)
     block.updated_at = timezone.now()
-    fields = ["rendered", "size", "updated_at"]
+    block.version += 1
+    fields = ["rendered", "size", "updated_at", "version", "log_count", "log_bytes"]
     if compact:
         block.snapshot = documents.snapshot(doc)
-        if pending_count:
+        if block.log_count:
             BlockUpdate.objects.filter(
                 block=block, pk__gt=block.snapshot_upto, pk__lt=update.pk
             ).update(data=b"")
         block.snapshot_upto = update.pk
+        block.log_count = block.log_bytes = 0
         fields += ["snapshot", "snapshot_upto"]
+    else:
+        block.log_count += 1
+        block.log_bytes += len(data)
     MemoryBlock.objects.filter(pk=block.pk).update(
         **{name: getattr(block, name) for name in fields}
     )
@@ -261,7 +306,10 @@ def block_compact(*, block: MemoryBlock) -> bool:
             block=locked, pk__gt=locked.snapshot_upto, pk__lte=last
         ).update(data=b"")
         MemoryBlock.objects.filter(pk=locked.pk).update(
-            snapshot=documents.snapshot(doc), snapshot_upto=last
+            snapshot=documents.snapshot(doc),
+            snapshot_upto=last,
+            log_count=0,
+            log_bytes=0,
         )
         return True
 
@@ -622,7 +670,10 @@ def _block_adopt_snapshot(*, block: MemoryBlock, actor: Actor, snapshot: bytes) 
         rendered=rendered,
     )
     MemoryBlock.objects.filter(pk=block.pk).update(
-        snapshot=documents.snapshot(doc), snapshot_upto=update.pk
+        snapshot=documents.snapshot(doc),
+        snapshot_upto=update.pk,
+        log_count=0,
+        log_bytes=0,
     )
 
 

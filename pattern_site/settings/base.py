@@ -153,12 +153,14 @@ EMBEDDING_MODEL_DIR = env.str(
 
 # --- Memory blocks ----------------------------------------------------------
 # A block's update log is folded into its Loro snapshot once it holds this
-# many updates or bytes (whichever comes first).  Loading a bare snapshot is
-# lazy and ~10x cheaper than a snapshot plus any update (Loro must then
-# decode it), so the default folds on every write; raise it for blocks whose
-# history is so long that rewriting the snapshot each time costs more.
-MEMORY_COMPACT_UPDATES = env.int("PATTERN_MEMORY_COMPACT_UPDATES", default=1)
-MEMORY_COMPACT_BYTES = env.int("PATTERN_MEMORY_COMPACT_BYTES", default=256 * 1024)
+# many updates or bytes (whichever comes first).  Writes and most reads use
+# the per-process document cache (memory.doc_cache), so the log is read only
+# on a cache miss (another process wrote, or a cold start); folding less
+# often saves a snapshot export per write (bench/blocks.py).
+MEMORY_COMPACT_UPDATES = env.int("PATTERN_MEMORY_COMPACT_UPDATES", default=64)
+MEMORY_COMPACT_BYTES = env.int("PATTERN_MEMORY_COMPACT_BYTES", default=64 * 1024)
+# Block documents kept per process (least recently used go first); 0: none.
+MEMORY_DOCUMENT_CACHE_SIZE = env.int("PATTERN_MEMORY_DOCUMENT_CACHE", default=256)
 MEMORY_DEFAULT_CHAR_LIMIT = env.int("PATTERN_MEMORY_CHAR_LIMIT", default=5000)
 # Dotted path of ``callable(agent) -> str | None`` that renders the activity
 # section of an agent's context (empty: no activity section).
