@@ -112,3 +112,19 @@ def test_log_counters_track_the_updates_after_the_snapshot(make_block, settings)
     assert block.log_count == pending.count() == 2
     assert block.log_bytes == sum(len(u.data) for u in pending) > 0
     assert block.version == 5
+
+
+@pytest.mark.django_db
+def test_history_rows_carry_each_versions_aware_timestamp(make_block):
+    from memory.models import BlockUpdate
+    from memory.selectors import block_history
+
+    block = make_block(label="tasks", schema={"kind": "list"})
+    for n in range(3):
+        _push(block, f"t{n}")
+
+    rows = block_history(block=block)
+    stored = {u.pk: u.created_at for u in BlockUpdate.objects.filter(block=block)}
+    assert [row.id for row in rows] == sorted(stored, reverse=True)
+    assert {row.id: row.created_at for row in rows} == stored
+    assert all(row.created_at.utcoffset() is not None for row in rows)
