@@ -106,10 +106,13 @@ def agent_token_revoke(*, agent: Agent) -> int:
 
 def agent_token_authenticate(*, raw: str) -> Agent:
     """The active agent whose live token is ``raw``, or ``AuthenticationFailed``."""
-    token = (
-        AgentToken.objects.select_related("agent__constellation")
-        .filter(key_hash=token_hash(raw))
-        .first()
+    token = next(
+        iter(
+            AgentToken.objects.select_related("agent__constellation")
+            .filter(key_hash=token_hash(raw))
+            .order_by()[:1]
+        ),
+        None,
     )
     if token is None:
         raise AuthenticationFailed("invalid agent token")

@@ -113,13 +113,20 @@ def block_get_for_actor(*, actor: Actor, block_id: object) -> MemoryBlock:
 def block_get_by_label_for_agent(*, agent: Agent, label: str) -> MemoryBlock:
     """The block an agent means by ``label``: its own, else shared, else the
     constellation's."""
-    own = (
-        MemoryBlock.objects.select_related("owner", "constellation")
-        .defer("snapshot")
-        .filter(owner=agent, label=label)
-        .first()
+    # The common case, answered by the unique index; no joins (the agent
+    # and its constellation are at hand) and no ordering.
+    own = next(
+        iter(
+            MemoryBlock.objects.defer("snapshot")
+            .filter(owner=agent, label=label)
+            .order_by()[:1]
+        ),
+        None,
     )
-    if own is not None:  # the common case, answered by the unique index
+    if own is not None:
+        own.owner = agent
+        if Agent.constellation.is_cached(agent):
+            own.constellation = agent.constellation
         return own
     candidates = list(
         block_list_for_actor(actor=Actor.for_agent(agent)).filter(label=label)
