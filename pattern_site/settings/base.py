@@ -91,6 +91,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA foreign_keys=ON;"
         ),
     }
+# Threads serving HTTP requests under Daphne (pattern_site/asgi.py); each
+# keeps its own database connection.
+HTTP_THREADS = env.int("PATTERN_HTTP_THREADS", default=4)
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("PATTERN_CONN_MAX_AGE", default=600)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
