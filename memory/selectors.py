@@ -22,7 +22,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Literal
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import CharField, Count, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Cast
 from loro import LoroDoc
@@ -351,12 +351,20 @@ def block_history(
     qs = BlockUpdate.objects.filter(block=block)
     if before is not None:
         qs = qs.filter(pk__lt=before)
-    rows = (
+    query = (
         qs.order_by("-pk")
         .annotate(created_text=Cast("created_at", CharField()))
         .values_list("id", "created_text", *HISTORY_FIELDS[2:])[:limit]
+        .query
     )
-    return [HistoryRow(pk, _timestamp(created), *rest) for pk, created, *rest in rows]
+    # The ORM's SQL, fetched in one go: none of these columns needs a
+    # converter, and the chunked iterator cost a third of the listing.
+    sql, params = query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    make, timestamp = HistoryRow._make, _timestamp
+    return [make((r[0], timestamp(r[1]), *r[2:])) for r in rows]
 
 
 def _timestamp(text: str) -> datetime:
