@@ -3,6 +3,7 @@ toolchain and the browser bundle of the co-editor."""
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from coordination.actors import Actor
 from memory.services import block_create
-from tests.conftest import REPO, missing
+from tests.conftest import REPO, missing, subprocess_env
 from tests.factories import AgentFactory
 
 NODE_MODULES = REPO / "node_modules"
@@ -58,3 +59,18 @@ def built_assets(node: str) -> Path:
     ):
         subprocess.run([node, "static/js/build.mjs"], cwd=REPO, check=True)
     return DIST
+
+
+def run_in_another_process(script: str) -> str:
+    """Run Python ``script`` in a new process on the test database (Django
+    set up first); its stdout."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()\n" + script],
+        cwd=REPO,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout

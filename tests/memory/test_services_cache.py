@@ -1,9 +1,6 @@
 """The per-process document cache never hides a write and never keeps a
 change that failed or was rolled back."""
 
-import subprocess
-import sys
-
 import pytest
 from django.db import transaction
 
@@ -13,7 +10,7 @@ from memory import doc_cache
 from memory.models import MemoryBlock
 from memory.selectors import block_value
 from memory.services import block_operate, tool_append
-from tests.conftest import REPO, subprocess_env
+from tests.memory.conftest import run_in_another_process
 
 
 def _push(block, item, actor=None):
@@ -30,24 +27,14 @@ def test_write_from_another_process_is_seen_by_the_next_cached_write(make_block)
     block = make_block(label="tasks", schema={"kind": "list"})
     _push(block, "here 1")
     assert doc_cache.fork(block.pk, block.version) is not None, "nothing cached"
-    script = (
-        "import django; django.setup();"
-        "from coordination.actors import Actor;"
-        "from memory.models import MemoryBlock;"
-        "from memory.services import block_operate;"
-        f"b = MemoryBlock.objects.get(pk='{block.pk}');"
+    run_in_another_process(
+        "from coordination.actors import Actor\n"
+        "from memory.models import MemoryBlock\n"
+        "from memory.services import block_operate\n"
+        f"b = MemoryBlock.objects.get(pk='{block.pk}')\n"
         "block_operate(actor=Actor.system(), block=b,"
         " operations=[{'op': 'push_item', 'item': 'there'}])"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=REPO,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stderr
     _push(block, "here 2")
 
     assert block_value(block=block) == ["here 1", "there", "here 2"]
