@@ -104,6 +104,9 @@ def bench_appends(agent: object, block: object, appends: int) -> None:
             operations=[{"op": "append_text", "text": f"a{n} "}],
         )
     service = appends / (time.perf_counter() - start)
+    # The baseline is the same append through the same Django connection in
+    # a transaction (BEGIN IMMEDIATE; UPDATE body = body || ?; COMMIT),
+    # without versioning, rendering or rights checks.
     line("plain UPDATE of a text column (appends/s)", f"{plain:,.0f}", "reference")
     line(
         "service appends on the 10,000-edit block (appends/s)",

@@ -7,6 +7,7 @@ earlier ones (rotation).
 
 import hashlib
 import secrets
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -105,10 +106,13 @@ def agent_token_revoke(*, agent: Agent) -> int:
 
 def agent_token_authenticate(*, raw: str) -> Agent:
     """The active agent whose live token is ``raw``, or ``AuthenticationFailed``."""
-    token = (
-        AgentToken.objects.select_related("agent__constellation")
-        .filter(key_hash=token_hash(raw))
-        .first()
+    token = next(
+        iter(
+            AgentToken.objects.select_related("agent__constellation")
+            .filter(key_hash=token_hash(raw))
+            .order_by()[:1]
+        ),
+        None,
     )
     if token is None:
         raise AuthenticationFailed("invalid agent token")
@@ -121,11 +125,31 @@ def agent_token_authenticate(*, raw: str) -> Agent:
         raise AuthenticationFailed(f"agent {agent.name!r} is deactivated")
     now = timezone.now()
     if agent.last_active_at is None or now - agent.last_active_at > ACTIVITY_RESOLUTION:
-        # Recorded by the worker, so authenticating never writes to the database.
-        from coordination.tasks import agent_touch_task
-
-        agent_touch_task.delay_on_commit(agent.pk, now.isoformat())
+        _agent_touch_enqueue(agent=agent, now=now)
     return agent
+
+
+# (agent id, created_at) -> monotonic time this process last asked the
+# worker to record the agent's activity.  Only throttles that side effect: a
+# busy agent would otherwise enqueue a task on every request until the
+# worker catches up (or on every request at all when none runs).
+_touch_enqueued: dict[tuple[int, datetime], float] = {}
+_TOUCH_ENQUEUED_MAX = 10_000
+
+
+def _agent_touch_enqueue(*, agent: Agent, now: datetime) -> None:
+    key = (agent.pk, agent.created_at)
+    at = time.monotonic()
+    last = _touch_enqueued.get(key)
+    if last is not None and at - last < ACTIVITY_RESOLUTION.total_seconds():
+        return
+    if len(_touch_enqueued) >= _TOUCH_ENQUEUED_MAX:
+        _touch_enqueued.clear()
+    _touch_enqueued[key] = at
+    # Recorded by the worker, so authenticating never writes to the database.
+    from coordination.tasks import agent_touch_task
+
+    agent_touch_task.delay_on_commit(agent.pk, now.isoformat())
 
 
 def agent_touch(*, agent_id: int, at: datetime) -> None:

@@ -69,6 +69,17 @@ class MemoryBlock(models.Model):
     snapshot_upto = models.BigIntegerField(
         default=0, help_text="Id of the last update folded into the snapshot."
     )
+    version = models.BigIntegerField(
+        default=0,
+        help_text="Bumped by every content change, in its transaction; a cached "
+        "document is used only while it matches.",
+    )
+    log_count = models.PositiveIntegerField(
+        default=0, help_text="Updates stored after the snapshot."
+    )
+    log_bytes = models.PositiveBigIntegerField(
+        default=0, help_text="Bytes of the updates stored after the snapshot."
+    )
     rendered = models.TextField(blank=True, help_text="Content as the LLM sees it.")
     size = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -19,12 +19,12 @@ Side effects (embedding tasks) are scheduled after commit.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -43,7 +43,7 @@ from coordination.errors import (
     PermissionDenied,
 )
 from coordination.models import Agent, Constellation
-from memory import documents, selectors
+from memory import doc_cache, documents, selectors
 from memory.broadcast import block_broadcast
 from memory.indexes import ARCHIVAL_INDEX, INDEXED, MESSAGE_INDEX
 from memory.models import (
@@ -92,10 +92,48 @@ class BlockChange:
 
 
 def _lock(block: MemoryBlock) -> MemoryBlock:
-    locked = MemoryBlock.objects.select_for_update().filter(pk=block.pk).first()
-    if locked is None:
+    """The block's row, locked for this transaction (SQLite: the IMMEDIATE
+    transaction's write lock; PostgreSQL: ``FOR UPDATE``), without the
+    snapshot.  Plain SQL: on the write path the ORM's query building cost
+    more than the query."""
+    sql, fields = _lock_query()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql, [MemoryBlock._meta.pk.get_db_prep_value(block.pk, connection)]
+        )
+        row = cursor.fetchone()
+    if row is None:
         raise NotFound(f"block {block.label!r} no longer exists")
-    return locked
+    values = []
+    for (model_field, converters), value in zip(fields, row, strict=True):
+        for convert in converters:
+            value = convert(value, model_field.cached_col, connection)
+        values.append(value)
+    return MemoryBlock.from_db(
+        connection.alias, [field.attname for field, _ in fields], values
+    )
+
+
+@functools.cache
+def _lock_query() -> tuple[str, list[tuple[Any, list[Any]]]]:
+    quote = connection.ops.quote_name
+    fields = [f for f in MemoryBlock._meta.concrete_fields if f.name != "snapshot"]
+    sql = (
+        f"SELECT {', '.join(quote(f.column) for f in fields)} "
+        f"FROM {quote(MemoryBlock._meta.db_table)} "
+        f"WHERE {quote(MemoryBlock._meta.pk.column)} = %s"
+    )
+    if connection.features.has_select_for_update:
+        sql += " FOR UPDATE"
+    converters = [
+        (
+            f,
+            connection.ops.get_db_converters(f.cached_col)
+            + f.get_db_converters(connection),
+        )
+        for f in fields
+    ]
+    return sql, converters
 
 
 def _check_limit(*, block: MemoryBlock, old_size: int, new_size: int) -> None:
@@ -143,6 +181,25 @@ def _summary(text: str) -> str:
 SERVER_PEER = 1
 
 
+def _locked_document(locked: MemoryBlock) -> LoroDoc:
+    """The document of a locked block: the cached one when it is at the
+    row's version (taken out of the cache), else read from the database."""
+    doc = doc_cache.take(locked.pk, locked.version)
+    if doc is None:
+        # Under the lock no compaction can interleave: the row and log agree.
+        snapshot = (
+            MemoryBlock.objects.filter(pk=locked.pk)
+            .values_list("snapshot", flat=True)
+            .get()
+        )
+        pending = selectors.block_log_pending(
+            block_id=locked.pk, upto=locked.snapshot_upto
+        )
+        doc = documents.document_load(bytes(snapshot), pending)
+    doc.peer_id = SERVER_PEER
+    return doc
+
+
 @transaction.atomic
 def _block_change(
     *,
@@ -158,16 +215,18 @@ def _block_change(
     ``change`` mutates the (uncommitted) document and may return entries it
     pruned (log blocks).  ``access`` overrides the actor's right (approved
     requests were authorised by a human).
+
+    The document comes from the per-process cache (``memory.doc_cache``)
+    when it is at the locked row's version; it goes back into the cache only
+    when this transaction commits, so a failed or rolled-back change never
+    leaves a changed document behind.
     """
     if access is None:
         access = selectors.block_access_for_actor(actor=actor, block=block)
     if access == "read":
         selectors.block_require_access(actor=actor, block=block, needed="append")
     locked = _lock(block)
-    # Under the lock no compaction can interleave: the row and log agree.
-    pending = selectors.block_log_pending(block_id=locked.pk, upto=locked.snapshot_upto)
-    doc = documents.document_load(bytes(locked.snapshot), pending)
-    doc.peer_id = SERVER_PEER
+    doc = _locked_document(locked)
     before = doc.oplog_vv
     needs_old = access == "append" or (
         actor.kind == "agent" and documents.has_read_only(locked.schema)
@@ -179,6 +238,7 @@ def _block_change(
     pruned = change(doc) or []
     doc.commit()
     if doc.oplog_vv.encode() == before.encode():
+        _cache_on_commit(locked, doc)
         return BlockChange(block=locked)
     new_value = documents.document_value(doc, locked.schema)
     if needs_old:
@@ -195,22 +255,40 @@ def _block_change(
         summary=summary,
         data=data,
         rendered=rendered,
-        pending_count=len(pending),
-        pending_bytes=sum(map(len, pending)),
     )
-    transaction.on_commit(
-        partial(block_broadcast, block_id=locked.pk, updates=[data], origin=origin),
-        robust=True,
-    )
+    _cache_on_commit(locked, doc)
+    block_id = locked.pk
+
+    def broadcast() -> None:  # a def: Django's robust on_commit logs __qualname__
+        block_broadcast(block_id=block_id, updates=[data], origin=origin)
+
+    transaction.on_commit(broadcast, robust=True)
     if pruned:
         log_entries_pruned(block=locked, entries=pruned)
     block.__dict__.update(
         {
             k: getattr(locked, k)
-            for k in ("rendered", "size", "updated_at", "snapshot_upto")
+            for k in (
+                "rendered",
+                "size",
+                "updated_at",
+                "snapshot_upto",
+                "version",
+                "log_count",
+                "log_bytes",
+            )
         }
     )
     return BlockChange(block=locked, update=update, data=data, pruned=pruned)
+
+
+def _cache_on_commit(block: MemoryBlock, doc: LoroDoc) -> None:
+    block_id, version = block.pk, block.version
+
+    def cache() -> None:
+        doc_cache.put(block_id, version, doc)
+
+    transaction.on_commit(cache)
 
 
 def _block_record(
@@ -221,16 +299,12 @@ def _block_record(
     summary: str,
     data: bytes,
     rendered: str,
-    pending_count: int = 0,
-    pending_bytes: int = 0,
 ) -> BlockUpdate:
-    """Append the update row and refresh the block (compacting if due).
-
-    ``pending_*`` describe the log after the snapshot before this update.
-    """
+    """Append the update row and refresh the locked block's row: content,
+    version and log counters (compacting if due) in one UPDATE."""
     compact = (
-        pending_count + 1 >= settings.MEMORY_COMPACT_UPDATES
-        or pending_bytes + len(data) >= settings.MEMORY_COMPACT_BYTES
+        block.log_count + 1 >= settings.MEMORY_COMPACT_UPDATES
+        or block.log_bytes + len(data) >= settings.MEMORY_COMPACT_BYTES
     )
     update = BlockUpdate(
         block=block,
@@ -244,23 +318,70 @@ def _block_record(
         size=len(rendered),
     )
     update.full_clean(exclude=["block", "data"], validate_unique=False)
-    update.save()
+    update.created_at = timezone.now()
+    update.pk = _sql_insert(update)
     block.rendered = rendered
     block.size = len(rendered)
-    block.updated_at = timezone.now()
-    fields = ["rendered", "size", "updated_at"]
+    block.updated_at = update.created_at
+    block.version += 1
+    fields = ["rendered", "size", "updated_at", "version", "log_count", "log_bytes"]
     if compact:
         block.snapshot = documents.snapshot(doc)
-        if pending_count:
+        if block.log_count:
             BlockUpdate.objects.filter(
                 block=block, pk__gt=block.snapshot_upto, pk__lt=update.pk
             ).update(data=b"")
         block.snapshot_upto = update.pk
+        block.log_count = block.log_bytes = 0
         fields += ["snapshot", "snapshot_upto"]
-    MemoryBlock.objects.filter(pk=block.pk).update(
-        **{name: getattr(block, name) for name in fields}
-    )
+    else:
+        block.log_count += 1
+        block.log_bytes += len(data)
+    _sql_update(block, fields)
     return update
+
+
+# The write path's two statements in plain SQL, with each field's own
+# conversion (the ORM's statement building cost more than the statements).
+
+
+def _sql_insert(instance: Any) -> int:
+    """INSERT ``instance`` (every concrete field but the auto id); its id."""
+    meta = instance._meta
+    fields = [f for f in meta.concrete_fields if not f.primary_key]
+    quote = connection.ops.quote_name
+    sql = (
+        f"INSERT INTO {quote(meta.db_table)} "
+        f"({', '.join(quote(f.column) for f in fields)}) "
+        f"VALUES ({', '.join(['%s'] * len(fields))})"
+    )
+    values = [
+        f.get_db_prep_save(getattr(instance, f.attname), connection) for f in fields
+    ]
+    with connection.cursor() as cursor:
+        if connection.features.can_return_columns_from_insert:
+            cursor.execute(f"{sql} RETURNING {quote(meta.pk.column)}", values)
+            return cursor.fetchone()[0]
+        cursor.execute(sql, values)
+        return connection.ops.last_insert_id(cursor, meta.db_table, meta.pk.column)
+
+
+def _sql_update(instance: Any, names: list[str]) -> None:
+    """UPDATE the named fields of ``instance``'s row to its values."""
+    meta = instance._meta
+    fields = [meta.get_field(name) for name in names]
+    quote = connection.ops.quote_name
+    sets = ", ".join(f"{quote(f.column)} = %s" for f in fields)
+    values = [
+        f.get_db_prep_save(getattr(instance, f.attname), connection) for f in fields
+    ]
+    values.append(meta.pk.get_db_prep_value(instance.pk, connection))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {quote(meta.db_table)} SET {sets} "
+            f"WHERE {quote(meta.pk.column)} = %s",
+            values,
+        )
 
 
 def block_compact(*, block: MemoryBlock) -> bool:
@@ -280,7 +401,10 @@ def block_compact(*, block: MemoryBlock) -> bool:
             block=locked, pk__gt=locked.snapshot_upto, pk__lte=last
         ).update(data=b"")
         MemoryBlock.objects.filter(pk=locked.pk).update(
-            snapshot=documents.snapshot(doc), snapshot_upto=last
+            snapshot=documents.snapshot(doc),
+            snapshot_upto=last,
+            log_count=0,
+            log_bytes=0,
         )
         return True
 
@@ -654,7 +778,10 @@ def _block_adopt_snapshot(*, block: MemoryBlock, actor: Actor, snapshot: bytes) 
         rendered=rendered,
     )
     MemoryBlock.objects.filter(pk=block.pk).update(
-        snapshot=documents.snapshot(doc), snapshot_upto=update.pk
+        snapshot=documents.snapshot(doc),
+        snapshot_upto=update.pk,
+        log_count=0,
+        log_bytes=0,
     )
 
 

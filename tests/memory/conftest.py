@@ -6,6 +6,7 @@ Fixtures of the long-term memory tests: clean search indexes, model states.
 
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,7 +19,7 @@ from memory import embeddings
 from memory.indexes import INDEXED
 from memory.retrieval import index_clear
 from memory.services import block_create
-from tests.conftest import REPO, missing
+from tests.conftest import REPO, missing, subprocess_env
 from tests.factories import AgentFactory
 
 NODE_MODULES = REPO / "node_modules"
@@ -116,3 +117,18 @@ def embedding_model_loaded() -> Any:
     if model is None:
         pytest.skip(embeddings.embedding_status().reason)
     return model
+
+
+def run_in_another_process(script: str) -> str:
+    """Run Python ``script`` in a new process on the test database (Django
+    set up first); its stdout."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()\n" + script],
+        cwd=REPO,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout

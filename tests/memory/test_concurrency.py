@@ -2,8 +2,6 @@
 log is being compacted, and every process sees all of them."""
 
 import json
-import subprocess
-import sys
 import threading
 
 import pytest
@@ -13,7 +11,7 @@ from coordination.actors import Actor
 from memory.models import BlockUpdate
 from memory.selectors import block_document_load, block_value
 from memory.services import block_operate
-from tests.conftest import REPO, subprocess_env
+from tests.memory.conftest import run_in_another_process
 
 THREADS = 8
 APPENDS = 50
@@ -64,22 +62,13 @@ def test_concurrent_appends_all_survive_compaction(make_block, agent, settings):
     assert block.rendered.count("\n") == THREADS * APPENDS - 1
 
     # Another process loading the block from the database sees the same.
-    script = (
-        "import django, json; django.setup();"
-        "from memory.models import MemoryBlock;"
-        "from memory.selectors import block_document_load;"
-        f"b = MemoryBlock.objects.get(pk='{block.pk}');"
+    out = run_in_another_process(
+        "import json\n"
+        "from memory.models import MemoryBlock\n"
+        "from memory.selectors import block_document_load\n"
+        f"b = MemoryBlock.objects.get(pk='{block.pk}')\n"
         "print(json.dumps(block_document_load(block=b).get_list('items')"
         ".get_deep_value()))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=REPO,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == items
+    assert json.loads(out.strip().splitlines()[-1]) == items
     assert block_document_load(block=block).get_list("items").get_deep_value() == items

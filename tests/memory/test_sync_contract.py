@@ -16,6 +16,7 @@ from memory.selectors import (
     block_access_for_actor,
     block_document_load,
     block_get_for_actor,
+    block_value,
 )
 from memory.services import block_operate, block_share, block_update_import
 
@@ -263,3 +264,23 @@ def test_import_reaches_the_group_through_redis(make_block, agent, redis_channel
     for update in message["updates"]:
         peer.import_(update)
     assert peer.get_text("content").to_string() == "Hello!"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_failed_broadcast_is_logged_and_the_change_stays(
+    make_block, agent, monkeypatch, caplog
+):
+    block = make_block(content="Hello")
+
+    def broken(**kwargs):
+        raise ConnectionError("channel layer down")
+
+    monkeypatch.setattr("memory.services.block_broadcast", broken)
+    block_operate(
+        actor=Actor.for_agent(agent),
+        block=block,
+        operations=[{"op": "append_text", "text": " there"}],
+    )
+
+    assert block_value(block=block) == "Hello there"
+    assert "channel layer down" in caplog.text

@@ -1,0 +1,74 @@
+"""A per-process cache of block documents that never hides another write.
+
+Each entry is ``(version, LoroDoc)``: the block's document as of the
+``MemoryBlock.version`` it was read or written at.  Every content change
+bumps ``version`` on the block row in its own transaction, under the row
+lock, so an entry is used only when its version equals the row's - a write
+from any other process makes it a miss, and the caller reloads from the
+database.
+
+Entries are never mutated while in the cache: a writer :func:`take` s the
+document out (nobody else can reach it then), changes it, and :func:`put` s
+it back after its transaction commits; if anything fails it is simply not
+put back.  Readers get a :func:`fork` made under the cache lock, so they
+never share a document with a writer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from django.conf import settings
+from loro import LoroDoc
+
+_lock = threading.Lock()
+_entries: OrderedDict[Any, tuple[int, LoroDoc]] = OrderedDict()
+
+
+def take(block_id: Any, version: int) -> LoroDoc | None:
+    """Remove and return the cached document if it is at ``version``."""
+    with _lock:
+        entry = _entries.pop(block_id, None)
+    if entry is None or entry[0] != version:
+        return None
+    return entry[1]
+
+
+def fork(block_id: Any, version: int) -> LoroDoc | None:
+    """A private copy of the cached document if it is at ``version``."""
+    with _lock:
+        entry = _entries.get(block_id)
+        if entry is None or entry[0] != version:
+            return None
+        _entries.move_to_end(block_id)
+        return entry[1].fork()
+
+
+def put(block_id: Any, version: int, doc: LoroDoc) -> None:
+    """Cache ``doc`` as the block at ``version`` (never over a newer one).
+
+    The caller gives up ``doc``: it must not change it afterwards.
+    """
+    size = settings.MEMORY_DOCUMENT_CACHE_SIZE
+    if size <= 0:
+        return
+    with _lock:
+        current = _entries.get(block_id)
+        if current is not None and current[0] > version:
+            return
+        _entries[block_id] = (version, doc)
+        _entries.move_to_end(block_id)
+        while len(_entries) > size:
+            _entries.popitem(last=False)
+
+
+def discard(block_id: Any) -> None:
+    with _lock:
+        _entries.pop(block_id, None)
+
+
+def clear() -> None:
+    with _lock:
+        _entries.clear()

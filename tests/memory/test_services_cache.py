@@ -1,0 +1,117 @@
+"""The per-process document cache never hides a write and never keeps a
+change that failed or was rolled back."""
+
+import pytest
+from django.db import transaction
+
+from coordination.actors import Actor
+from coordination.errors import LimitExceeded
+from memory import doc_cache
+from memory.models import MemoryBlock
+from memory.selectors import block_value
+from memory.services import block_operate, tool_append
+from tests.memory.conftest import run_in_another_process
+
+
+def _push(block, item, actor=None):
+    return block_operate(
+        actor=actor or Actor.system(),
+        block=block,
+        operations=[{"op": "push_item", "item": item}],
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_write_from_another_process_is_seen_by_the_next_cached_write(make_block):
+    block = make_block(label="tasks", schema={"kind": "list"})
+    _push(block, "here 1")
+    assert doc_cache.fork(block.pk, block.version) is not None, "nothing cached"
+    run_in_another_process(
+        "from coordination.actors import Actor\n"
+        "from memory.models import MemoryBlock\n"
+        "from memory.services import block_operate\n"
+        f"b = MemoryBlock.objects.get(pk='{block.pk}')\n"
+        "block_operate(actor=Actor.system(), block=b,"
+        " operations=[{'op': 'push_item', 'item': 'there'}])"
+    )
+    _push(block, "here 2")
+
+    assert block_value(block=block) == ["here 1", "there", "here 2"]
+    block.refresh_from_db()
+    assert block.rendered == "1. here 1\n2. there\n3. here 2"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rejected_append_leaves_no_trace_in_the_cached_document(make_block, agent):
+    block = make_block(label="notes", char_limit=20)
+    actor = Actor.for_agent(agent)
+    tool_append(actor=actor, block=block, content="short")
+    with pytest.raises(LimitExceeded):
+        tool_append(actor=actor, block=block, content="far too long for this block")
+    tool_append(actor=actor, block=block, content="ok")
+
+    assert block_value(block=block) == "short\nok"
+    block.refresh_from_db()
+    assert block.rendered == "short\nok"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rolled_back_write_is_not_cached(make_block, monkeypatch):
+    block = make_block(label="tasks", schema={"kind": "list"})
+    _push(block, "kept")
+    with pytest.raises(RuntimeError), transaction.atomic():
+        _push(block, "rolled back")
+        assert block_value(block=block) == ["kept", "rolled back"]
+        raise RuntimeError("abort")
+    # Another process (its own cache) reuses the rolled-back version number.
+    ours = doc_cache._entries
+    monkeypatch.setattr(doc_cache, "_entries", type(ours)())
+    _push(block, "after")
+    monkeypatch.setattr(doc_cache, "_entries", ours)
+
+    assert block_value(block=block) == ["kept", "after"]
+    assert MemoryBlock.objects.get(pk=block.pk).rendered == "1. kept\n2. after"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reads_get_a_private_copy_of_the_cached_document(make_block):
+    block = make_block(label="tasks", schema={"kind": "list"})
+    _push(block, "one")
+    from memory.selectors import block_document_load
+
+    doc = block_document_load(block=block)
+    doc.get_list("items").push("scribbled by a reader")
+    doc.commit()
+
+    assert block_value(block=block) == ["one"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_log_counters_track_the_updates_after_the_snapshot(make_block, settings):
+    settings.MEMORY_COMPACT_UPDATES = 3
+    block = make_block(label="tasks", schema={"kind": "list"})
+    for n in range(5):
+        _push(block, f"t{n}")
+    block.refresh_from_db()
+
+    pending = block.updates.filter(pk__gt=block.snapshot_upto)
+    assert block.log_count == pending.count() == 2
+    assert block.log_bytes == sum(len(u.data) for u in pending) > 0
+    assert block.version == 5
+
+
+@pytest.mark.django_db
+def test_history_rows_carry_each_versions_aware_timestamp(make_block):
+    from memory.models import BlockUpdate
+    from memory.selectors import block_history
+
+    block = make_block(label="tasks", schema={"kind": "list"})
+    for n in range(3):
+        _push(block, f"t{n}")
+
+    rows = block_history(block=block)
+    stored = {u.pk: u.created_at for u in BlockUpdate.objects.filter(block=block)}
+    assert [row.id for row in rows] == sorted(stored, reverse=True)
+    assert {row.id: row.created_at for row in rows} == stored
+    assert all(row.created_at.utcoffset() is not None for row in rows)

@@ -1,0 +1,67 @@
+"""HTTP over ASGI (what Daphne serves) through the project's handler."""
+
+import json
+
+import pytest
+from asgiref.sync import sync_to_async
+from asgiref.testing import ApplicationCommunicator
+
+from coordination.actors import Actor
+from memory.selectors import block_value
+from memory.services import block_create
+from pattern_site.asgi import django_asgi_app
+
+
+async def _request(method: str, path: str, body: bytes = b"", headers=()) -> tuple:
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"127.0.0.1"), *headers],
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 80),
+    }
+    app = ApplicationCommunicator(django_asgi_app, scope)
+    await app.send_input({"type": "http.request", "body": body, "more_body": False})
+    start = await app.receive_output(timeout=10)
+    content = b""
+    while True:
+        message = await app.receive_output(timeout=10)
+        content += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    await app.wait(timeout=10)
+    return start["status"], content
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_agent_appends_through_the_asgi_handler(agent, agent_token):
+    block = await sync_to_async(block_create)(
+        actor=Actor.system(), owner=agent, label="notes"
+    )
+    headers = (
+        (b"authorization", f"Bearer {agent_token.raw}".encode()),
+        (b"content-type", b"application/json"),
+    )
+    for word in ("one", "two"):
+        body = json.dumps({"operation": "append", "label": "notes", "content": word})
+        status, content = await _request(
+            "POST", "/api/tools/context", body.encode(), headers
+        )
+        assert status == 200, content
+        assert json.loads(content)["status"] == "applied"
+
+    assert await sync_to_async(block_value)(block=block) == "one\ntwo"
+    status, content = await _request(
+        "POST",
+        "/api/tools/context",
+        b"{}",
+        ((b"authorization", b"Bearer wrong"), (b"content-type", b"application/json")),
+    )
+    assert status == 401
