@@ -23,6 +23,7 @@ index functions do nothing and search falls back to a plain
 """
 
 import html
+import json
 import math
 import re
 import time
@@ -33,8 +34,11 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
+from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import Exists, Model, OuterRef, Q, QuerySet
+from django.db.models.expressions import RawSQL
+from django.db.models.query import get_related_populators
 
 SEARCH_MODES: tuple[str, ...] = ("fts", "vector", "hybrid", "auto")
 RRF_K = 60
@@ -43,6 +47,8 @@ MAX_QUERY_TERMS = 64
 MAX_CANDIDATES = 4000
 SNIPPET_TOKENS = 24
 _MARK_OPEN, _MARK_CLOSE = "\x02", "\x03"
+# Stands for the candidate ids in a compiled statement (PermittedRows).
+_IDS_PARAM = object()
 _TERM = re.compile(r"\w+", re.UNICODE)
 _PHRASE = re.compile(r'"([^"]+)"')
 _SPACES = re.compile(r"\s+")
@@ -358,35 +364,83 @@ def vector_candidates(
     return [(keys[i], float(distances[i]), matrix[i]) for i in np.argsort(distances)]
 
 
-def allowed_ids(allowed: QuerySet, ids: Sequence[int]) -> set[int]:
-    """Which of ``ids`` are rows of ``allowed``, looked up by primary key.
+class PermittedRows:
+    """The rows of ``allowed`` among candidate ids, in one statement.
 
-    ``pk IN (...) AND EXISTS (allowed row with that pk)`` keeps SQLite on
-    the primary key; ``allowed.filter(pk__in=ids)`` may make it walk an
-    index of the owner's rows instead (all of them) when it has no stats.
+    The statement is compiled once per search: ``pk IN (json_each(ids))
+    AND EXISTS (allowed row with that pk)``, selecting the row and its
+    ``select_related`` rows.  The ``EXISTS`` form keeps SQLite on the
+    primary key (``allowed.filter(pk__in=ids)`` may make it walk an index
+    of all the owner's rows when it has no stats), and ``json_each`` keeps
+    the SQL text the same whatever the number of ids, so SQLite's
+    statement cache reuses the prepared statement.  ``fetch`` keeps the
+    raw tuples; only the rows that reach the results become model
+    instances (``instances``), the way Django's ``ModelIterable`` builds
+    them (Django 5.2).
     """
-    if not ids:
-        return set()
-    inner = allowed.filter(pk=OuterRef("pk")).order_by().values("pk")
-    model = allowed.model
-    return set(
-        model._default_manager.filter(pk__in=list(ids))
-        .filter(Exists(inner))
-        .order_by()
-        .values_list("pk", flat=True)
-    )
 
+    def __init__(self, allowed: QuerySet):
+        self._raw: dict[int, tuple] = {}
+        self.empty = allowed.query.is_empty()
+        if self.empty:
+            return
+        model = allowed.model
+        inner = allowed.filter(pk=OuterRef("pk")).order_by().values("pk")
+        outer = (
+            model._default_manager.filter(
+                pk__in=RawSQL("SELECT value FROM json_each(%s)", (_IDS_PARAM,))
+            )
+            .filter(Exists(inner))
+            .order_by()
+        )
+        outer.query.select_related = allowed.query.select_related
+        self._db = outer.db
+        self._compiler = outer.query.get_compiler(using=self._db)
+        try:
+            self._sql, self._params = self._compiler.as_sql()
+        except EmptyResultSet:
+            self.empty = True
+            return
+        klass_info = self._compiler.klass_info
+        self._model = klass_info["model"]
+        fields = klass_info["select_fields"]
+        self._start, self._end = fields[0], fields[-1] + 1
+        self._init_list = [
+            col[0].target.attname
+            for col in self._compiler.select[self._start : self._end]
+        ]
+        self._pk_at = self._start + self._init_list.index(model._meta.pk.attname)
+        self._content_at = self._start + self._init_list.index("content")
+        self._populators = get_related_populators(
+            klass_info, self._compiler.select, self._db
+        )
 
-def allowed_rows(allowed: QuerySet, ids: Sequence[int]) -> dict[int, Any]:
-    """The rows of ``allowed`` with these ids (same plan as ``allowed_ids``)."""
-    if not ids:
-        return {}
-    inner = allowed.filter(pk=OuterRef("pk")).order_by().values("pk")
-    outer = allowed.model._default_manager.filter(pk__in=list(ids)).filter(
-        Exists(inner)
-    )
-    outer.query.select_related = allowed.query.select_related
-    return {row.pk: row for row in outer.order_by()}
+    def fetch(self, ids: Sequence[int]) -> dict[int, str]:
+        """The content of each permitted row among ``ids``, by id."""
+        if self.empty or not ids:
+            return {}
+        params = [json.dumps(list(ids)) if p is _IDS_PARAM else p for p in self._params]
+        with connection.cursor() as cur:
+            cur.execute(self._sql, params)
+            rows = cur.fetchall()
+        for row in rows:
+            self._raw[row[self._pk_at]] = row
+        return {row[self._pk_at]: row[self._content_at] for row in rows}
+
+    def instances(self, ids: Sequence[int]) -> dict[int, Any]:
+        """Model instances (with their related rows) of fetched ids."""
+        raw = [self._raw[i] for i in ids if i in self._raw]
+        if not raw:
+            return {}
+        found: dict[int, Any] = {}
+        for row in self._compiler.results_iter(results=[raw]):
+            obj = self._model.from_db(
+                self._db, self._init_list, row[self._start : self._end]
+            )
+            for populator in self._populators:
+                populator.populate(row, obj)
+            found[obj.pk] = obj
+        return found
 
 
 def search(
@@ -444,9 +498,11 @@ def search(
     # vec0's KNN cost grows with k (steeply for the binary table): ask for
     # twice the limit (quantised: the limit, times the oversample).
     vec_k = limit if quantised else max(limit * 2, 20)
-    while True:
-        fts_hits: list[tuple[int, float, str]] = []
-        vec_hits: list[tuple[int, float, np.ndarray | None]] = []
+    permitted_rows = PermittedRows(allowed)
+    fts_hits: list[tuple[int, float, str]] = []
+    vec_hits: list[tuple[int, float, np.ndarray | None]] = []
+    texts: dict[int, str] = {}
+    while not permitted_rows.empty:
         if used in ("fts", "hybrid"):
             t0 = time.perf_counter()
             fts_hits = fts_candidates(
@@ -466,10 +522,10 @@ def search(
             timings["vector"] = _ms(t0)
         t0 = time.perf_counter()
         ids = {h[0] for h in fts_hits} | {h[0] for h in vec_hits}
-        permitted = allowed_ids(allowed, list(ids))
+        texts = permitted_rows.fetch(list(ids))
         timings["allowed"] = _ms(t0)
         full = len(fts_hits) >= pool or len(vec_hits) >= vec_k
-        if len(permitted) >= limit or not full or pool >= MAX_CANDIDATES:
+        if len(texts) >= limit or not full or pool >= MAX_CANDIDATES:
             break
         pool = min(pool * 4, MAX_CANDIDATES)
         vec_k = min(vec_k * 4, MAX_CANDIDATES)
@@ -478,14 +534,14 @@ def search(
     vectors: dict[int, np.ndarray] = {}
     snippets: dict[int, str] = {}
     for rank, (row_id, bm25, snippet) in enumerate(
-        (h for h in fts_hits if h[0] in permitted), start=1
+        (h for h in fts_hits if h[0] in texts), start=1
     ):
         hit = hits[row_id] = Hit(row=row_id, snippet_html="")
         hit.fts_rank, hit.bm25 = rank, float(bm25)
         hit.fused_score += 1.0 / (RRF_K + rank)
         snippets[row_id] = snippet
     for rank, (row_id, distance, emb) in enumerate(
-        (h for h in vec_hits if h[0] in permitted), start=1
+        (h for h in vec_hits if h[0] in texts), start=1
     ):
         hit = hits.setdefault(row_id, Hit(row=row_id, snippet_html=""))
         hit.vector_rank, hit.vector_distance = rank, distance
@@ -493,33 +549,41 @@ def search(
         if emb is not None:
             vectors[row_id] = emb
     ordered = sorted(hits.values(), key=lambda h: -h.fused_score)
-    if rerank is None:
-        # Only the head can reach the results, duplicates included.
-        ordered = ordered[: limit * 3]
-    t0 = time.perf_counter()
-    rows = allowed_rows(allowed, [h.row for h in ordered])
-    timings["rows"] = _ms(t0)
+    rows: dict[int, Any] = {}
     for hit in ordered:
-        hit.row = rows[hit.row]
         hit.score = hit.fused_score
-        if rerank is not None:
-            hit.relevance = rerank.relevance(hit.row)
-            hit.score = hit.fused_score * hit.relevance
     if rerank is not None:
+        # The relevance needs every candidate's row.
+        t0 = time.perf_counter()
+        rows = permitted_rows.instances([h.row for h in ordered])
+        timings["rows"] = _ms(t0)
+        for hit in ordered:
+            hit.relevance = rerank.relevance(rows[hit.row])
+            hit.score = hit.fused_score * hit.relevance
         ordered.sort(key=lambda h: -h.score)
     t0 = time.perf_counter()
     final = _dedup(
-        index, ordered, limit, vectors=vectors if vector is not None else None
+        index,
+        ordered,
+        limit,
+        texts=texts,
+        vectors=vectors if vector is not None else None,
     )
     timings["dedup"] = _ms(t0)
+    if rerank is None:
+        # Only the rows that reach the results become model instances.
+        t0 = time.perf_counter()
+        rows = permitted_rows.instances([h.row for h in final])
+        timings["rows"] = _ms(t0)
     terms = _TERM.findall(text)[:MAX_QUERY_TERMS]
     for hit in final:
-        snippet = snippets.get(hit.row.pk)
+        snippet = snippets.get(hit.row)
         hit.snippet_html = (
             _render_snippet(snippet)
             if snippet is not None
-            else highlight(hit.row.content, terms)
+            else highlight(texts[hit.row], terms)
         )
+        hit.row = rows[hit.row]
     timings["total"] = _ms(started)
     return SearchOutcome(final, mode, used, degraded, timings)
 
@@ -529,24 +593,26 @@ def _dedup(
     ordered: list[Hit],
     limit: int,
     *,
+    texts: dict[int, str],
     vectors: dict[int, np.ndarray] | None,
 ) -> list[Hit]:
     """Collapse near-duplicates into the best-ranked one (which lists them).
 
     Cosine > 0.95 between stored vectors, or the same normalised text.
+    ``hit.row`` is still the row's id; ``texts`` holds each one's content.
     ``vectors`` holds those the KNN already returned; the rest of the
     window is looked up (None: no vectors, text only).
     """
     window = ordered[: limit * 3]
     if vectors is not None:
-        missing = [h.row.pk for h in window if h.row.pk not in vectors]
+        missing = [h.row for h in window if h.row not in vectors]
         vectors = {**vectors, **index_vectors(index, row_ids=missing)}
     kept: list[Hit] = []
     kept_units: list[np.ndarray | None] = []
     kept_texts: list[str] = []
     for hit in window:
-        text = normalised_text(hit.row.content)
-        unit = vectors.get(hit.row.pk) if vectors is not None else None
+        text = normalised_text(texts[hit.row])
+        unit = vectors.get(hit.row) if vectors is not None else None
         if unit is not None:
             unit = unit / (np.linalg.norm(unit) or 1.0)
         twin = None
@@ -559,7 +625,7 @@ def _dedup(
                 twin = other
                 break
         if twin is not None:
-            twin.duplicates.append(hit.row.pk)
+            twin.duplicates.append(hit.row)
             continue
         if len(kept) >= limit:
             break
