@@ -70,6 +70,8 @@ class TextIndex:
 
     base_table: str
     dim: int = 384
+    # The base table's column holding the ``scope_id`` of the index rows.
+    scope_column: str = "constellation_id"
     # The binary table is split into shards (rowid % shards, a partition
     # key): sqlite-vec's top-k selection costs rows * k, so k/shards from
     # each shard is several times cheaper than k from all rows at once.
@@ -262,6 +264,7 @@ class SearchOutcome:
     mode_used: str
     degraded: str = ""
     timings_ms: dict[str, float] = field(default_factory=dict)
+    quantised: bool = False  # the vector side took the quantised path
 
 
 @dataclass(frozen=True)
@@ -443,6 +446,36 @@ class PermittedRows:
         return found
 
 
+_LARGE_SCOPES: dict[tuple[str, int, int], tuple[float, bool]] = {}
+LARGE_SCOPE_TTL = 60.0
+
+
+def scope_is_large(index: TextIndex, *, scope_id: int) -> bool:
+    """Whether the scope has more than ``SEARCH_QUANTISED_ABOVE`` rows.
+
+    Counted (up to the threshold) at most once a minute per process: the
+    answer only picks the faster of two correct paths, so a scope that has
+    just crossed the threshold may take the exact path a little longer.
+    """
+    threshold = settings.SEARCH_QUANTISED_ABOVE
+    if threshold <= 0:
+        return False
+    key = (index.base_table, scope_id, threshold)
+    now = time.monotonic()
+    cached = _LARGE_SCOPES.get(key)
+    if cached is not None and cached[0] > now:
+        return cached[1]
+    with connection.cursor() as cur:
+        cur.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM {index.base_table}"
+            f" WHERE {index.scope_column} = %s LIMIT %s)",
+            [scope_id, threshold + 1],
+        )
+        large = cur.fetchone()[0] > threshold
+    _LARGE_SCOPES[key] = (now + LARGE_SCOPE_TTL, large)
+    return large
+
+
 def search(
     index: TextIndex,
     *,
@@ -463,13 +496,13 @@ def search(
     hybrid then fall back to fts, and ``degraded`` says why).  Candidates
     are the top of each list (a pool of ``4 * limit``, at least 40); when
     the caller's filters drop too many, the pool grows and is searched
-    again, up to ``MAX_CANDIDATES``.
+    again, up to ``MAX_CANDIDATES``.  ``quantised`` None: the quantised
+    path when ``SEARCH_VECTOR_QUANTISED`` is on, and for hybrid searches of
+    scopes larger than ``SEARCH_QUANTISED_ABOVE`` rows.
     """
     started = time.perf_counter()
     if mode not in SEARCH_MODES:
         raise ValueError(f"unknown search mode {mode!r}")
-    if quantised is None:
-        quantised = settings.SEARCH_VECTOR_QUANTISED
     if not backend_available():
         hits = _fallback_scan(allowed, text, limit)
         return SearchOutcome(
@@ -492,12 +525,18 @@ def search(
         used = "fts"
     elif mode == "auto":
         used = "hybrid"
+    if quantised is None:
+        quantised = settings.SEARCH_VECTOR_QUANTISED or (
+            used == "hybrid" and scope_is_large(index, scope_id=scope_id)
+        )
 
     fts_q = fts_query(text)
     pool = max(limit * 4, 40)
-    # vec0's KNN cost grows with k (steeply for the binary table): ask for
-    # twice the limit (quantised: the limit, times the oversample).
-    vec_k = limit if quantised else max(limit * 2, 20)
+    # The vector list fused is twice the limit deep on either path.  vec0's
+    # KNN cost grows with k (steeply for the binary table): the quantised
+    # coarse pass asks for the limit, times the oversample.
+    vec_k = max(limit * 2, 20)
+    knn_k = limit if quantised else vec_k
     permitted_rows = PermittedRows(allowed)
     fts_hits: list[tuple[int, float, str]] = []
     vec_hits: list[tuple[int, float, np.ndarray | None]] = []
@@ -516,9 +555,9 @@ def search(
                 vector=vector,
                 scope_id=scope_id,
                 owner_ids=owner_ids,
-                k=vec_k,
+                k=knn_k,
                 quantised=quantised,
-            )[:pool]
+            )[:vec_k]
             timings["vector"] = _ms(t0)
         t0 = time.perf_counter()
         ids = {h[0] for h in fts_hits} | {h[0] for h in vec_hits}
@@ -529,6 +568,7 @@ def search(
             break
         pool = min(pool * 4, MAX_CANDIDATES)
         vec_k = min(vec_k * 4, MAX_CANDIDATES)
+        knn_k = min(knn_k * 4, MAX_CANDIDATES)
 
     hits: dict[int, Hit] = {}
     vectors: dict[int, np.ndarray] = {}
@@ -585,7 +625,9 @@ def search(
         )
         hit.row = rows[hit.row]
     timings["total"] = _ms(started)
-    return SearchOutcome(final, mode, used, degraded, timings)
+    return SearchOutcome(
+        final, mode, used, degraded, timings, quantised=quantised and used != "fts"
+    )
 
 
 def _dedup(

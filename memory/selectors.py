@@ -555,6 +555,7 @@ class SearchResult:
     degraded: str
     hits: list[tuple[str, Hit]] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
+    quantised: bool = False  # vectors were searched by the quantised path
 
     @property
     def archival_ids(self) -> list[int]:
@@ -710,6 +711,7 @@ def memory_search(
         degraded=degraded,
         hits=merged,
         timings_ms=timings,
+        quantised=any(outcome.quantised for _kind, outcome in outcomes),
     )
 
 

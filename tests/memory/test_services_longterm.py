@@ -305,3 +305,29 @@ def test_search_costs_the_same_queries_for_two_hits_as_for_twenty(agent: Any):
     assert (len(shown_few), len(shown_many)) == (3, 21)
     assert (agent.name, "garden talk") in shown_many
     assert many == few
+
+
+def test_hybrid_takes_the_quantised_path_in_a_large_constellation_only(
+    agent: Any, embedding_model_loaded: Any, settings: Any
+):
+    for text in ("The partner grows tomatoes.", "Basil likes sun.", "Rain today."):
+        archival_entry_create(agent=agent, content=text)
+    embedding_backfill(batch=10)
+    actor = Actor.for_agent(agent)
+
+    def run(mode: str) -> Any:
+        return memory_search(actor=actor, query="vegetable garden", mode=mode)
+
+    settings.SEARCH_QUANTISED_ABOVE = 0
+    exact = run("hybrid")
+    settings.SEARCH_QUANTISED_ABOVE = 2
+    large = run("hybrid")
+    assert (exact.quantised, large.quantised, run("auto").quantised) == (
+        False,
+        True,
+        True,
+    )
+    assert not run("vector").quantised  # vector mode stays exact
+    assert large.hits[0][1].row.content == exact.hits[0][1].row.content
+    settings.SEARCH_QUANTISED_ABOVE = 3
+    assert not run("hybrid").quantised
