@@ -647,12 +647,16 @@ def _dedup(
     """
     window = ordered[: limit * 3]
     if vectors is not None:
-        missing = [h.row for h in window if h.row not in vectors]
-        vectors = {**vectors, **index_vectors(index, row_ids=missing)}
+        # Without duplicates the loop stops after limit + 1 hits: look those
+        # up first, the rest of the window only if duplicates need it.
+        vectors = dict(vectors)
+        vectors.update(_missing_vectors(index, window[: limit + 1], vectors))
     kept: list[Hit] = []
     kept_units: list[np.ndarray | None] = []
     kept_texts: list[str] = []
-    for hit in window:
+    for position, hit in enumerate(window):
+        if position == limit + 1 and vectors is not None:
+            vectors.update(_missing_vectors(index, window[position:], vectors))
         text = normalised_text(texts[hit.row])
         unit = vectors.get(hit.row) if vectors is not None else None
         if unit is not None:
@@ -675,6 +679,12 @@ def _dedup(
         kept_units.append(unit)
         kept_texts.append(text)
     return kept
+
+
+def _missing_vectors(
+    index: TextIndex, hits: list[Hit], known: dict[int, np.ndarray]
+) -> dict[int, np.ndarray]:
+    return index_vectors(index, row_ids=[h.row for h in hits if h.row not in known])
 
 
 def _fallback_scan(allowed: QuerySet, text: str, limit: int) -> list[Hit]:

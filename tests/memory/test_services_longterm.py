@@ -298,6 +298,7 @@ def test_search_costs_the_same_queries_for_two_hits_as_for_twenty(agent: Any):
         conversation=conversation,
         messages=[{"role": "user", "content": "the fig tree again"}],
     )
+    _queries_of_search(agent, query="fig", domain="all")  # sizes get cached
     few, shown_few = _queries_of_search(agent, query="fig", domain="all", limit=30)
     for i in range(2, 20):
         archival_entry_create(agent=agent, content=f"fig tree note {i}")
