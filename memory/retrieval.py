@@ -367,80 +367,135 @@ def vector_candidates(
     return [(keys[i], float(distances[i]), matrix[i]) for i in np.argsort(distances)]
 
 
+@dataclass(frozen=True)
+class _PermittedStatement:
+    """A compiled ``PermittedRows`` statement and how to read its rows."""
+
+    sql: str
+    params: tuple
+    compiler: Any
+    model: type[Model]
+    db: str
+    start: int
+    end: int
+    init_list: list[str]
+    pk_at: int
+    content_at: int
+    populators: list
+
+
+# Compiled statements by the SQL of the allowed queryset (the same
+# permission and filters give the same statement); at most 256.
+_STATEMENTS: dict[tuple, _PermittedStatement] = {}
+_STATEMENTS_MAX = 256
+
+
+def _permitted_statement(allowed: QuerySet) -> _PermittedStatement:
+    """Compile ``pk IN (json_each(ids)) AND EXISTS (allowed row)``."""
+    model = allowed.model
+    inner = allowed.filter(pk=OuterRef("pk")).order_by().values("pk")
+    outer = (
+        model._default_manager.filter(
+            pk__in=RawSQL("SELECT value FROM json_each(%s)", (_IDS_PARAM,))
+        )
+        .filter(Exists(inner))
+        .order_by()
+    )
+    outer.query.select_related = allowed.query.select_related
+    compiler = outer.query.get_compiler(using=outer.db)
+    sql, params = compiler.as_sql()  # EmptyResultSet: nothing is allowed
+    klass_info = compiler.klass_info
+    fields = klass_info["select_fields"]
+    start, end = fields[0], fields[-1] + 1
+    init_list = [col[0].target.attname for col in compiler.select[start:end]]
+    return _PermittedStatement(
+        sql=sql,
+        params=tuple(params),
+        compiler=compiler,
+        model=klass_info["model"],
+        db=outer.db,
+        start=start,
+        end=end,
+        init_list=init_list,
+        pk_at=start + init_list.index(model._meta.pk.attname),
+        content_at=start + init_list.index("content"),
+        populators=get_related_populators(klass_info, compiler.select, outer.db),
+    )
+
+
 class PermittedRows:
     """The rows of ``allowed`` among candidate ids, in one statement.
 
-    The statement is compiled once per search: ``pk IN (json_each(ids))
-    AND EXISTS (allowed row with that pk)``, selecting the row and its
-    ``select_related`` rows.  The ``EXISTS`` form keeps SQLite on the
-    primary key (``allowed.filter(pk__in=ids)`` may make it walk an index
-    of all the owner's rows when it has no stats), and ``json_each`` keeps
-    the SQL text the same whatever the number of ids, so SQLite's
-    statement cache reuses the prepared statement.  ``fetch`` keeps the
-    raw tuples; only the rows that reach the results become model
+    ``pk IN (json_each(ids)) AND EXISTS (allowed row with that pk)``,
+    selecting the row and its ``select_related`` rows.  The ``EXISTS`` form
+    keeps SQLite on the primary key (``allowed.filter(pk__in=ids)`` may
+    make it walk an index of all the owner's rows when it has no stats),
+    and ``json_each`` keeps the SQL text the same whatever the number of
+    ids, so the statement is compiled once per permission and filters and
+    SQLite's statement cache reuses the prepared statement.  ``fetch``
+    keeps the raw tuples; only the rows that reach the results become model
     instances (``instances``), the way Django's ``ModelIterable`` builds
     them (Django 5.2).
     """
 
     def __init__(self, allowed: QuerySet):
         self._raw: dict[int, tuple] = {}
+        self._statement: _PermittedStatement | None = None
         self.empty = allowed.query.is_empty()
         if self.empty:
             return
-        model = allowed.model
-        inner = allowed.filter(pk=OuterRef("pk")).order_by().values("pk")
-        outer = (
-            model._default_manager.filter(
-                pk__in=RawSQL("SELECT value FROM json_each(%s)", (_IDS_PARAM,))
-            )
-            .filter(Exists(inner))
-            .order_by()
-        )
-        outer.query.select_related = allowed.query.select_related
-        self._db = outer.db
-        self._compiler = outer.query.get_compiler(using=self._db)
         try:
-            self._sql, self._params = self._compiler.as_sql()
+            inner_sql, inner_params = allowed.query.sql_with_params()
+            key: tuple | None = (
+                allowed.model,
+                allowed.db,
+                repr(allowed.query.select_related),
+                inner_sql,
+                tuple(inner_params),
+            )
+            hash(key)
         except EmptyResultSet:
             self.empty = True
             return
-        klass_info = self._compiler.klass_info
-        self._model = klass_info["model"]
-        fields = klass_info["select_fields"]
-        self._start, self._end = fields[0], fields[-1] + 1
-        self._init_list = [
-            col[0].target.attname
-            for col in self._compiler.select[self._start : self._end]
-        ]
-        self._pk_at = self._start + self._init_list.index(model._meta.pk.attname)
-        self._content_at = self._start + self._init_list.index("content")
-        self._populators = get_related_populators(
-            klass_info, self._compiler.select, self._db
-        )
+        except TypeError:  # a parameter that cannot be a key: no caching
+            key = None
+        statement = _STATEMENTS.get(key) if key is not None else None
+        if statement is None:
+            try:
+                statement = _permitted_statement(allowed)
+            except EmptyResultSet:
+                self.empty = True
+                return
+            if key is not None:
+                if len(_STATEMENTS) >= _STATEMENTS_MAX:
+                    _STATEMENTS.pop(next(iter(_STATEMENTS)))
+                _STATEMENTS[key] = statement
+        self._statement = statement
 
     def fetch(self, ids: Sequence[int]) -> dict[int, str]:
         """The content of each permitted row among ``ids``, by id."""
-        if self.empty or not ids:
+        st = self._statement
+        if st is None or not ids:
             return {}
-        params = [json.dumps(list(ids)) if p is _IDS_PARAM else p for p in self._params]
+        ids_json = json.dumps(list(ids))
+        params = [ids_json if p is _IDS_PARAM else p for p in st.params]
         with connection.cursor() as cur:
-            cur.execute(self._sql, params)
+            cur.execute(st.sql, params)
             rows = cur.fetchall()
         for row in rows:
-            self._raw[row[self._pk_at]] = row
-        return {row[self._pk_at]: row[self._content_at] for row in rows}
+            self._raw[row[st.pk_at]] = row
+        return {row[st.pk_at]: row[st.content_at] for row in rows}
 
     def instances(self, ids: Sequence[int]) -> dict[int, Any]:
         """Model instances (with their related rows) of fetched ids."""
+        st = self._statement
         raw = [self._raw[i] for i in ids if i in self._raw]
-        if not raw:
+        if st is None or not raw:
             return {}
         found: dict[int, Any] = {}
-        for row in self._compiler.results_iter(results=[raw]):
-            obj = self._model.from_db(
-                self._db, self._init_list, row[self._start : self._end]
-            )
-            for populator in self._populators:
+        for row in st.compiler.results_iter(results=[raw]):
+            obj = st.model.from_db(st.db, st.init_list, row[st.start : st.end])
+            for populator in st.populators:
                 populator.populate(row, obj)
             found[obj.pk] = obj
         return found
