@@ -75,7 +75,7 @@ class TextIndex:
     # The binary table is split into shards (rowid % shards, a partition
     # key): sqlite-vec's top-k selection costs rows * k, so k/shards from
     # each shard is several times cheaper than k from all rows at once.
-    shards: int = 8
+    shards: int = 4
 
     @property
     def fts_table(self) -> str:
