@@ -1,13 +1,17 @@
 """Search latency over 10,000 and 100,000 archival entries, on a throwaway DB.
 
 Prints p50/p95 per mode (fts, vector exact, vector quantised with its
-recall@10 against exact, hybrid exact and hybrid quantised) side by side
+recall@10 against exact, hybrid exact, hybrid quantised and hybrid with the
+default settings, which switch to the quantised path above
+``PATTERN_SEARCH_QUANTISED_ABOVE`` rows) side by side
 with a raw sqlite-vec KNN query over the same vectors in the same run.
 Vectors are random unit vectors (latency does not depend on meaning).
 Uniform random vectors are the worst case for binary quantisation (no
 structure at all), so the quantised recall@10 is also measured on real
 embeddings: sentences from the comments of Django's own source (local, in
-the venv) embedded with the configured model, 100 held-out as queries.
+the venv) embedded with the configured model, 100 held-out as queries;
+there also hybrid search's top-10 on the quantised path against the exact
+one (the texts as keyword queries, their vectors as query vectors).
 
     .venv/bin/python bench/search.py [--sizes 10000 100000] [--queries 100]
         [--real-texts 4000]
@@ -63,8 +67,8 @@ def random_vectors(n: int, rng: np.random.Generator) -> np.ndarray:
     return unit(rng.standard_normal((n, DIM)))
 
 
-def real_vectors(n: int) -> np.ndarray | None:
-    """Embeddings of ``n`` English sentences found in Django's comments."""
+def real_vectors(n: int) -> tuple[list[str], np.ndarray | None]:
+    """``n`` English sentences found in Django's comments, and their vectors."""
     import re
 
     import django as dj
@@ -80,7 +84,7 @@ def real_vectors(n: int) -> np.ndarray | None:
     ordered = sorted(sentences)
     random.Random(1).shuffle(ordered)
     vectors = embed_texts(ordered[:n])
-    return np.stack(vectors) if vectors else None
+    return ordered[:n], (np.stack(vectors) if vectors else None)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -96,7 +100,12 @@ def timed(fn, queries) -> tuple[list[float], list]:
     return times, outs
 
 
-def load(agent: Agent, vectors: np.ndarray, rng: random.Random) -> None:
+def load(
+    agent: Agent,
+    vectors: np.ndarray,
+    rng: random.Random,
+    texts: list[str] | None = None,
+) -> None:
     """Rows, keyword index and vectors, written in batches (bench setup)."""
     ArchivalEntry.objects.all().delete()
     index_clear(ARCHIVAL_INDEX)
@@ -113,7 +122,9 @@ def load(agent: Agent, vectors: np.ndarray, rng: random.Random) -> None:
                 ArchivalEntry(
                     agent=agent,
                     constellation_id=agent.constellation_id,
-                    content=" ".join(rng.choices(VOCAB, k=12)),
+                    content=texts[start + i]
+                    if texts
+                    else " ".join(rng.choices(VOCAB, k=12)),
                     content_hash=f"h{start + i}",
                     embedded_hash=f"h{start + i}",
                     embedding_state=EmbeddingState.READY,
@@ -179,20 +190,19 @@ def run(size: int, n_queries: int, seed: int) -> None:
     texts = [" ".join(prng.choices(VOCAB, k=3)) for _ in range(n_queries)]
     pairs = list(zip(texts, qvecs, strict=True))
 
-    def engine(mode: str, quantised: bool):
+    default_above = settings.SEARCH_QUANTISED_ABOVE
+
+    def engine(mode: str, quantised: bool | None):
         def call(pair):
-            settings.SEARCH_VECTOR_QUANTISED = quantised
+            # None: the default settings (hybrid switches to the quantised
+            # path above SEARCH_QUANTISED_ABOVE rows); else forced.
+            settings.SEARCH_VECTOR_QUANTISED = bool(quantised)
+            settings.SEARCH_QUANTISED_ABOVE = default_above if quantised is None else 0
             return memory_search(actor=actor, query=pair[0], mode=mode, limit=10)
 
         return call
 
-    import memory.selectors as sel
-
-    current: dict[str, np.ndarray] = {}
-    sel.embed_query = lambda text: current["v"]  # random query vector, no model
-    sel.embedding_status = lambda: type(
-        "S", (), {"available": True, "reason": "bench"}
-    )()
+    current = _fake_query_embedding()
 
     def with_vector(fn):
         def call(pair):
@@ -237,10 +247,12 @@ def run(size: int, n_queries: int, seed: int) -> None:
         ("search vector quantised", "vector", True),
         ("search hybrid exact", "hybrid", False),
         ("search hybrid quantised", "hybrid", True),
+        ("search hybrid (default settings)", "hybrid", None),
     ):
         t, _ = timed(with_vector(engine(mode, quantised)), pairs)
         rows.append((label, t))
     settings.SEARCH_VECTOR_QUANTISED = False
+    settings.SEARCH_QUANTISED_ABOVE = default_above
     raw_p50 = statistics.median(raw_t)
     print(f"{'query':34} {'p50 ms':>8} {'p95 ms':>8} {'p50/raw':>8}")
     for label, t in rows:
@@ -256,20 +268,54 @@ def run(size: int, n_queries: int, seed: int) -> None:
     )
 
 
+def _fake_query_embedding() -> dict[str, np.ndarray]:
+    """Queries embed to ``current["v"]`` (set per query), with no model."""
+    import memory.selectors as sel
+
+    current: dict[str, np.ndarray] = {}
+    sel.embed_query = lambda text: current["v"]
+    sel.embedding_status = lambda: type(
+        "S", (), {"available": True, "reason": "bench"}
+    )()
+    return current
+
+
+def hybrid_recall_at_10(agent: Agent, texts: list[str], vectors: np.ndarray) -> float:
+    """Top-10 of hybrid search on the quantised path vs on the exact one."""
+    current = _fake_query_embedding()
+    actor, hits = Actor.for_agent(agent), 0
+    saved = settings.SEARCH_VECTOR_QUANTISED
+    for text, vector in zip(texts, vectors, strict=True):
+        current["v"] = vector
+        found = []
+        for quantised in (False, True):
+            settings.SEARCH_VECTOR_QUANTISED = quantised
+            result = memory_search(actor=actor, query=text, mode="hybrid", limit=10)
+            found.append({hit.row.pk for _kind, hit in result.hits})
+        hits += len(found[0] & found[1])
+    settings.SEARCH_VECTOR_QUANTISED = saved
+    return hits / (10 * len(texts))
+
+
 def real_recall(n_texts: int) -> None:
-    vectors = real_vectors(n_texts)
+    texts, vectors = real_vectors(n_texts)
     if vectors is None:
         print("\nno embedding model: recall on real embeddings skipped")
         return
     agent = Agent.objects.get(name="bench")
     docs, queries = vectors[:-100], vectors[-100:]
-    load(agent, docs, random.Random(3))
+    load(agent, docs, random.Random(3), texts=texts[:-100])
     print(f"\n== quantised recall@10 vs exact on {len(docs):,} real embeddings")
     saved = settings.SEARCH_QUANTISED_OVERSAMPLE
     for oversample in (2, 5, 8, 10, 20):
         settings.SEARCH_QUANTISED_OVERSAMPLE = oversample
         print(f"oversample {oversample:2}: {recall_at_10(agent, queries):.3f}")
     settings.SEARCH_QUANTISED_OVERSAMPLE = saved
+    settings.SEARCH_QUANTISED_ABOVE = 0  # both paths on demand
+    recall = hybrid_recall_at_10(agent, texts[-100:], queries)
+    print(
+        f"hybrid search, quantised vs exact top-10 (oversample {saved}): {recall:.3f}"
+    )
 
 
 def _partner_id() -> int:

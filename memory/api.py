@@ -536,6 +536,7 @@ def _search_out(result: SearchResult) -> dict[str, Any]:
         "mode_requested": result.mode_requested,
         "mode_used": result.mode_used,
         "degraded": result.degraded,
+        "quantised": result.quantised,
         "results": [search_hit_payload(kind, hit) for kind, hit in result.hits],
         "timings_ms": result.timings_ms,
     }

@@ -301,6 +301,9 @@ class SearchOut(Schema):
     mode_requested: str
     mode_used: str
     degraded: str
+    # Vectors searched by the quantised fast path (setting, or hybrid over
+    # a large constellation); False: exact KNN or no vector search.
+    quantised: bool = False
     results: list[SearchHitOut]
     timings_ms: dict[str, float]
 

@@ -612,6 +612,7 @@ class SearchResult:
     degraded: str
     hits: list[tuple[str, Hit]] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
+    quantised: bool = False  # vectors were searched by the quantised path
 
     @property
     def archival_ids(self) -> list[int]:
@@ -726,12 +727,7 @@ def memory_search(
             cache["v"] = embed_query(text) if status.available else None
         return cache["v"]
 
-    config = retrieval_config_for(constellation=constellation)
-    rerank = (
-        Rerank(decay_rate=config.decay_rate, now=timezone.now())
-        if config.rerank_enabled
-        else None
-    )
+    rerank = _rerank_for(constellation)
     outcomes: list[tuple[str, SearchOutcome]] = []
     for kind, index, allowed, owners in targets:
         outcome = search(
@@ -767,7 +763,22 @@ def memory_search(
         degraded=degraded,
         hits=merged,
         timings_ms=timings,
+        quantised=any(outcome.quantised for _kind, outcome in outcomes),
     )
+
+
+def _rerank_for(constellation: Constellation) -> Rerank | None:
+    """The constellation's re-rank, if enabled (``retrieval_config_for``'s
+    row, read by one plain statement: the ORM's compile costs ten times
+    the read on every search)."""
+    with connection.cursor() as cur:
+        cur.execute(
+            f"SELECT decay_rate FROM {RetrievalConfig._meta.db_table}"
+            " WHERE constellation_id = %s AND rerank_enabled",
+            [constellation.pk],
+        )
+        row = cur.fetchone()
+    return Rerank(decay_rate=row[0], now=timezone.now()) if row else None
 
 
 def _owner(filters: SearchFilters) -> list[int] | None:

@@ -273,3 +273,62 @@ def test_a_broken_model_degrades_search_and_says_it_failed_to_load(
         assert "failed to load" in result.degraded
         assert [h.row.content for _k, h in result.hits] == ["damson plums"]
         assert "failed to load" in health_report()[1]["embeddings"]["detail"]
+
+
+def _queries_of_search(agent: Any, **kwargs: Any) -> tuple[int, list[Any]]:
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        result = memory_search(actor=Actor.for_agent(agent), **kwargs)
+        shown = [
+            (
+                hit.row.agent.name,
+                getattr(hit.row, "conversation", None) and hit.row.conversation.title,
+            )
+            for _kind, hit in result.hits
+        ]
+    return len(captured), shown
+
+
+def test_search_costs_the_same_queries_for_two_hits_as_for_twenty(agent: Any):
+    conversation = conversation_start(agent=agent, title="garden talk")
+    for i in range(2):
+        archival_entry_create(agent=agent, content=f"fig tree note {i}")
+    messages_append(
+        conversation=conversation,
+        messages=[{"role": "user", "content": "the fig tree again"}],
+    )
+    _queries_of_search(agent, query="fig", domain="all")  # sizes get cached
+    few, shown_few = _queries_of_search(agent, query="fig", domain="all", limit=30)
+    for i in range(2, 20):
+        archival_entry_create(agent=agent, content=f"fig tree note {i}")
+    many, shown_many = _queries_of_search(agent, query="fig", domain="all", limit=30)
+    assert (len(shown_few), len(shown_many)) == (3, 21)
+    assert (agent.name, "garden talk") in shown_many
+    assert many == few
+
+
+def test_hybrid_takes_the_quantised_path_in_a_large_constellation_only(
+    agent: Any, embedding_model_loaded: Any, settings: Any
+):
+    for text in ("The partner grows tomatoes.", "Basil likes sun.", "Rain today."):
+        archival_entry_create(agent=agent, content=text)
+    embedding_backfill(batch=10)
+    actor = Actor.for_agent(agent)
+
+    def run(mode: str) -> Any:
+        return memory_search(actor=actor, query="vegetable garden", mode=mode)
+
+    settings.SEARCH_QUANTISED_ABOVE = 0
+    exact = run("hybrid")
+    settings.SEARCH_QUANTISED_ABOVE = 2
+    large = run("hybrid")
+    assert (exact.quantised, large.quantised, run("auto").quantised) == (
+        False,
+        True,
+        True,
+    )
+    assert not run("vector").quantised  # vector mode stays exact
+    assert large.hits[0][1].row.content == exact.hits[0][1].row.content
+    settings.SEARCH_QUANTISED_ABOVE = 3
+    assert not run("hybrid").quantised
