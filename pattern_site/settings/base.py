@@ -15,7 +15,8 @@ import environ
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 env = environ.Env()
-env.read_env(BASE_DIR / ".env")
+if (BASE_DIR / ".env").is_file():
+    env.read_env(BASE_DIR / ".env")
 
 DATA_DIR = Path(env.str("PATTERN_DATA_DIR", default=str(BASE_DIR / "var")))
 DATA_DIR.mkdir(parents=True, exist_ok=True)
