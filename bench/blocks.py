@@ -50,7 +50,11 @@ from coordination.services import (  # noqa: E402
 )
 from memory.selectors import block_document_load, block_history  # noqa: E402
 from memory.services import block_create, block_operate  # noqa: E402
-from tests.conftest import free_port, wait_for_port  # noqa: E402
+from pattern_site.processes import (  # noqa: E402
+    daphne_command,
+    free_port,
+    wait_for_port,
+)
 
 
 def line(name: str, value: str, target: str, ok: bool | None = None) -> None:
@@ -162,16 +166,7 @@ def bench_http(token: str, labels: list[str], requests: int) -> None:
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "daphne",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "pattern_site.asgi:application",
-        ],
+        daphne_command(port=port),
         cwd=REPO,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -23,37 +23,23 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 NODE_DIR = REPO / "bench" / "node"
-DAPHNE = [sys.executable, "-m", "daphne", "-b", "127.0.0.1"]
+sys.path.insert(0, str(REPO))
+
+from pattern_site.processes import (  # noqa: E402
+    daphne_command,
+    free_port,
+    wait_for_port,
+)
+
 TARGET_RATIO = {4: 1.2, 16: 1.5}
 TARGET_P99_MS = 50.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"server exited with {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit(f"nothing listened on port {port}")
 
 
 def setup_database(env: dict[str, str], rooms: list[int]) -> tuple[str, dict]:
@@ -121,12 +107,11 @@ def main() -> None:
         "PATTERN_REDIS_URL": args.redis,
         "DATABASE_URL": f"sqlite:///{data_dir / 'bench.sqlite3'}",
     }
-    sys.path.insert(0, str(REPO))
     token, blocks = setup_database(env, args.clients)
 
     ours_port, simple_port = free_port(), free_port()
     ours = subprocess.Popen(
-        [*DAPHNE, "-p", str(ours_port), "pattern_site.asgi:application"],
+        daphne_command(port=ours_port),
         cwd=REPO,
         env={**os.environ, **env},
         stdout=subprocess.DEVNULL,
@@ -138,8 +123,8 @@ def main() -> None:
     )
     rows = []
     try:
-        wait_for_port(ours_port, ours)
-        wait_for_port(simple_port, simple)
+        wait_for_port(ours_port, proc=ours)
+        wait_for_port(simple_port, proc=simple)
         for n in args.clients:
             reference = drive(
                 f"ws://127.0.0.1:{simple_port}", f"bench-{n}", None, args, n

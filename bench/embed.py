@@ -30,6 +30,11 @@ os.environ["DJANGO_SETTINGS_MODULE"] = "pattern_site.settings.dev"
 os.environ["PATTERN_DEBUG"] = "false"
 os.environ["PATTERN_CELERY_EAGER"] = "false"
 
+from pattern_site.processes import (  # noqa: E402
+    SOLO_WORKER_OPTIONS,
+    celery_worker_command,
+)
+
 _WORDS_TEXT = """
 partner meeting coffee train budget garden sister doctor invoice flight recipe
 server deploy ticket concert marathon rent tax plants dog walk morning evening
@@ -94,23 +99,7 @@ def main() -> None:
 
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "pattern_site",
-            "worker",
-            "--pool",
-            "solo",
-            "--concurrency",
-            "1",
-            "--loglevel",
-            "WARNING",
-            "--without-heartbeat",
-            "--without-gossip",
-            "--without-mingle",
-        ],
+        celery_worker_command(*SOLO_WORKER_OPTIONS, "--loglevel", "WARNING"),
         cwd=ROOT,
         env=env,
         stdout=open(Path(_tmp) / "worker.log", "w"),  # noqa: SIM115

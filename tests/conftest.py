@@ -7,9 +7,7 @@ missing one fails the run instead.
 
 import os
 import shutil
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +20,13 @@ from django.test import Client
 
 from coordination.services import IssuedToken
 from pattern_site.celery import app as celery_app
+from pattern_site.processes import (
+    SOLO_WORKER_OPTIONS,
+    celery_worker_command,
+    daphne_command,
+    free_port,
+    wait_for_port,
+)
 from tests.factories import AgentFactory, ConstellationFactory, UserFactory
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,27 +40,6 @@ def missing(reason: str) -> None:
     if IN_CI:
         pytest.fail(f"{reason} (CI=true: this test must run)")
     pytest.skip(reason)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for_port(port: int, timeout: float = 30.0, proc: Any = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(
-                f"process exited with {proc.returncode} before listening"
-            )
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise TimeoutError(f"nothing listened on port {port} within {timeout} s")
 
 
 # --- external parts ---------------------------------------------------------
@@ -141,23 +125,7 @@ def celery_worker_process(request: pytest.FixtureRequest) -> Iterator[Any]:
     celery_configure(eager=False, broker_url=broker)
     env = subprocess_env(PATTERN_CELERY_BROKER_URL=broker)
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "pattern_site",
-            "worker",
-            "--concurrency",
-            "1",
-            "--pool",
-            "solo",
-            "--loglevel",
-            "INFO",
-            "--without-heartbeat",
-            "--without-gossip",
-            "--without-mingle",
-        ],
+        celery_worker_command(*SOLO_WORKER_OPTIONS, "--loglevel", "INFO"),
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,
@@ -202,16 +170,7 @@ def daphne_server(transactional_db: None) -> Iterator[str]:
     """A real Daphne process serving this test database; yields its base URL."""
     port = free_port()
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "daphne",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "pattern_site.asgi:application",
-        ],
+        daphne_command(port=port),
         cwd=REPO,
         env=subprocess_env(),
     )

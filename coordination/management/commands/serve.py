@@ -7,12 +7,13 @@ stopped and the command exits non-zero; Ctrl-C stops all of them.
 import os
 import signal
 import subprocess
-import sys
 import time
 from argparse import ArgumentParser
 from typing import Any
 
 from django.core.management.base import BaseCommand
+
+from pattern_site.processes import celery_worker_command, daphne_command
 
 
 class Command(BaseCommand):
@@ -32,27 +33,15 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        bin_dir = os.path.dirname(sys.executable)
         commands = {
-            "web": [
-                os.path.join(bin_dir, "daphne"),
-                "-b",
-                options["host"],
-                "-p",
-                str(options["port"]),
-                "pattern_site.asgi:application",
-            ],
-            "worker": [
-                os.path.join(bin_dir, "celery"),
-                "-A",
-                "pattern_site",
-                "worker",
+            "web": daphne_command(host=options["host"], port=options["port"]),
+            "worker": celery_worker_command(
                 "--beat",
                 "--loglevel",
                 "INFO",
                 "--concurrency",
                 str(options["concurrency"]),
-            ],
+            ),
         }
         procs = {name: subprocess.Popen(cmd) for name, cmd in commands.items()}
         self.stdout.write(

@@ -1,0 +1,62 @@
+"""How the site's processes are started: one definition for ``manage.py
+serve``, the tests that run real servers and workers, and the benchmarks."""
+
+import socket
+import subprocess
+import sys
+import time
+
+ASGI_APPLICATION = "pattern_site.asgi:application"
+
+
+def daphne_command(*, host: str = "127.0.0.1", port: int) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "daphne",
+        "-b",
+        host,
+        "-p",
+        str(port),
+        ASGI_APPLICATION,
+    ]
+
+
+def celery_worker_command(*options: str) -> list[str]:
+    return [sys.executable, "-m", "celery", "-A", "pattern_site", "worker", *options]
+
+
+# A single worker process for tests and benchmarks: no pool, no cluster chatter.
+SOLO_WORKER_OPTIONS = (
+    "--pool",
+    "solo",
+    "--concurrency",
+    "1",
+    "--without-heartbeat",
+    "--without-gossip",
+    "--without-mingle",
+)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(
+    port: int, timeout: float = 30.0, proc: subprocess.Popen | None = None
+) -> None:
+    """Return once something listens on ``port``; fail if ``proc`` dies first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(
+                f"process exited with {proc.returncode} before listening"
+            )
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"nothing listened on port {port} within {timeout} s")
