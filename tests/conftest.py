@@ -63,6 +63,35 @@ def chromium_path() -> str:
     return CHROMIUM
 
 
+# Flags for Chromium on a machine with no network beyond loopback: without
+# them it keeps trying (and failing) to reach Google's hosts.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+def browser(chromium_path: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """Headless Debian Chromium through Playwright (never a downloaded build)."""
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; the ORM calls
+    # a browser test makes are still plain synchronous ones.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=chromium_path, headless=True, args=CHROMIUM_ARGS
+        )
+        yield browser
+        browser.close()
+
+
 @pytest.fixture
 def redis_channel_layer(settings: Any, redis_url: str) -> Iterator[None]:
     """Switch this test to the real Redis channel layer, and back."""

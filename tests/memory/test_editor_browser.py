@@ -16,24 +16,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 EDITOR = "[data-block-editor]"
 
 
-@pytest.fixture
-def browser(chromium_path, monkeypatch):
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API runs an event loop in this thread; the ORM calls
-    # of this test are still plain synchronous ones.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=chromium_path,
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--no-first-run"],
-        )
-        yield browser
-        browser.close()
-
-
 def _page(browser, base_url, user, path):
     client = Client()
     client.force_login(user)
