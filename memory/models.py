@@ -1,6 +1,6 @@
 """Memory blocks (Loro documents), their update log, sharing and approvals.
 
-A block's content is its Loro ``snapshot`` plus the ``BlockUpdate`` rows
+A block's content is its Loro snapshot (``BlockSnapshot``) plus the ``BlockUpdate`` rows
 after ``snapshot_upto``.  Update rows are never deleted: compaction folds
 their bytes into the snapshot and empties ``data``, and the rows stay as the
 block's history (who, when, what, size, version).
@@ -65,7 +65,6 @@ class MemoryBlock(models.Model):
         max_length=16, choices=Permission.choices, default=Permission.READ_WRITE
     )
     pinned = models.BooleanField(default=False)
-    snapshot = models.BinaryField(default=b"")
     snapshot_upto = models.BigIntegerField(
         default=0, help_text="Id of the last update folded into the snapshot."
     )
@@ -108,11 +107,34 @@ class MemoryBlock(models.Model):
         return self.owner_id is None
 
 
+class BlockSnapshot(models.Model):
+    """A block's Loro snapshot, in a row of its own.
+
+    SQLite rewrites a whole row on every UPDATE, and the block's row changes
+    with every edit: with a ~50 KB snapshot inline, each one-line append
+    wrote a dozen overflow pages (bench/blocks.py: 4x the commit cost).
+    This row changes only when the log is compacted.
+    """
+
+    block = models.OneToOneField(
+        MemoryBlock,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="snapshot_row",
+    )
+    data = models.BinaryField(default=b"")
+
+    def __str__(self) -> str:
+        return f"snapshot of {self.block_id}"
+
+
 class BlockUpdate(models.Model):
     """One change of a block: a Loro update, who made it and why."""
 
+    # No index of its own: ``block_update_seq`` (block, id) serves every
+    # lookup by block, and each index is one more page written per edit.
     block = models.ForeignKey(
-        MemoryBlock, on_delete=models.CASCADE, related_name="updates"
+        MemoryBlock, on_delete=models.CASCADE, related_name="updates", db_index=False
     )
     data = models.BinaryField(help_text="Loro update bytes; empty once compacted.")
     frontiers = models.BinaryField(help_text="Document version after this change.")

@@ -49,6 +49,7 @@ from memory.models import (
     ArchivalEntry,
     BlockApproval,
     BlockAttachment,
+    BlockSnapshot,
     BlockType,
     BlockUpdate,
     Conversation,
@@ -95,7 +96,7 @@ def block_list_for_actor(
     Agents get each block annotated with ``shared_access`` (their
     attachment's access, or None), so rights need no further query.
     """
-    qs = MemoryBlock.objects.select_related("owner", "constellation").defer("snapshot")
+    qs = MemoryBlock.objects.select_related("owner", "constellation")
     if actor.kind == "agent":
         assert actor.agent is not None
         agent = actor.agent
@@ -133,11 +134,7 @@ def block_get_by_label_for_agent(*, agent: Agent, label: str) -> MemoryBlock:
     # The common case, answered by the unique index; no joins (the agent
     # and its constellation are at hand) and no ordering.
     own = next(
-        iter(
-            MemoryBlock.objects.defer("snapshot")
-            .filter(owner=agent, label=label)
-            .order_by()[:1]
-        ),
+        iter(MemoryBlock.objects.filter(owner=agent, label=label).order_by()[:1]),
         None,
     )
     if own is not None:
@@ -293,6 +290,16 @@ def block_log_pending(*, block_id: Any, upto: int) -> list[bytes]:
     ]
 
 
+def block_snapshot_data(*, block_id: Any) -> bytes:
+    """A block's stored snapshot (empty before its first compaction)."""
+    data = (
+        BlockSnapshot.objects.filter(block_id=block_id)
+        .values_list("data", flat=True)
+        .first()
+    )
+    return bytes(data or b"")
+
+
 def block_document_load(*, block: MemoryBlock) -> LoroDoc:
     """The block's Loro document (a private copy the caller may change).
 
@@ -315,14 +322,14 @@ def block_document_load(*, block: MemoryBlock) -> LoroDoc:
         return cached
     for _ in range(5):
         row = MemoryBlock.objects.filter(pk=block.pk).values_list(
-            "snapshot", "snapshot_upto", "version"
+            "snapshot_row__data", "snapshot_upto", "version"
         )
         if not row:
             raise NotFound(f"block {block.label!r} no longer exists")
         snapshot, upto, version = row[0]
         data = block_log_pending(block_id=block.pk, upto=upto)
         if all(data):
-            doc = documents.document_load(bytes(snapshot), data)
+            doc = documents.document_load(bytes(snapshot or b""), data)
             # The document holds at least ``version`` (it may hold a later
             # commit read with the log: then the row has moved on and the
             # entry never matches).  Cached once committed: a rolled-back

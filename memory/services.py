@@ -52,6 +52,7 @@ from memory.models import (
     ArchivalSource,
     BlockApproval,
     BlockAttachment,
+    BlockSnapshot,
     BlockType,
     BlockUpdate,
     Conversation,
@@ -93,9 +94,8 @@ class BlockChange:
 
 def _lock(block: MemoryBlock) -> MemoryBlock:
     """The block's row, locked for this transaction (SQLite: the IMMEDIATE
-    transaction's write lock; PostgreSQL: ``FOR UPDATE``), without the
-    snapshot.  Plain SQL: on the write path the ORM's query building cost
-    more than the query."""
+    transaction's write lock; PostgreSQL: ``FOR UPDATE``).  Plain SQL: on
+    the write path the ORM's query building cost more than the query."""
     sql, fields = _lock_query()
     with connection.cursor() as cursor:
         cursor.execute(
@@ -117,7 +117,7 @@ def _lock(block: MemoryBlock) -> MemoryBlock:
 @functools.cache
 def _lock_query() -> tuple[str, list[tuple[Any, list[Any]]]]:
     quote = connection.ops.quote_name
-    fields = [f for f in MemoryBlock._meta.concrete_fields if f.name != "snapshot"]
+    fields = list(MemoryBlock._meta.concrete_fields)
     sql = (
         f"SELECT {', '.join(quote(f.column) for f in fields)} "
         f"FROM {quote(MemoryBlock._meta.db_table)} "
@@ -187,15 +187,12 @@ def _locked_document(locked: MemoryBlock) -> LoroDoc:
     doc = doc_cache.take(locked.pk, locked.version)
     if doc is None:
         # Under the lock no compaction can interleave: the row and log agree.
-        snapshot = (
-            MemoryBlock.objects.filter(pk=locked.pk)
-            .values_list("snapshot", flat=True)
-            .get()
-        )
         pending = selectors.block_log_pending(
             block_id=locked.pk, upto=locked.snapshot_upto
         )
-        doc = documents.document_load(bytes(snapshot), pending)
+        doc = documents.document_load(
+            selectors.block_snapshot_data(block_id=locked.pk), pending
+        )
     doc.peer_id = SERVER_PEER
     return doc
 
@@ -326,14 +323,14 @@ def _block_record(
     block.version += 1
     fields = ["rendered", "size", "updated_at", "version", "log_count", "log_bytes"]
     if compact:
-        block.snapshot = documents.snapshot(doc)
+        _snapshot_save(block_id=block.pk, data=documents.snapshot(doc))
         if block.log_count:
             BlockUpdate.objects.filter(
                 block=block, pk__gt=block.snapshot_upto, pk__lt=update.pk
             ).update(data=b"")
         block.snapshot_upto = update.pk
         block.log_count = block.log_bytes = 0
-        fields += ["snapshot", "snapshot_upto"]
+        fields.append("snapshot_upto")
     else:
         block.log_count += 1
         block.log_bytes += len(data)
@@ -384,6 +381,12 @@ def _sql_update(instance: Any, names: list[str]) -> None:
         )
 
 
+def _snapshot_save(*, block_id: Any, data: bytes) -> None:
+    """Store a block's snapshot (its row is made on first use)."""
+    if not BlockSnapshot.objects.filter(block_id=block_id).update(data=data):
+        BlockSnapshot.objects.create(block_id=block_id, data=data)
+
+
 def block_compact(*, block: MemoryBlock) -> bool:
     """Fold a block's whole log into its snapshot now; False if nothing to do."""
     with transaction.atomic():
@@ -400,11 +403,9 @@ def block_compact(*, block: MemoryBlock) -> bool:
         BlockUpdate.objects.filter(
             block=locked, pk__gt=locked.snapshot_upto, pk__lte=last
         ).update(data=b"")
+        _snapshot_save(block_id=locked.pk, data=documents.snapshot(doc))
         MemoryBlock.objects.filter(pk=locked.pk).update(
-            snapshot=documents.snapshot(doc),
-            snapshot_upto=last,
-            log_count=0,
-            log_bytes=0,
+            snapshot_upto=last, log_count=0, log_bytes=0
         )
         return True
 
@@ -777,8 +778,8 @@ def _block_adopt_snapshot(*, block: MemoryBlock, actor: Actor, snapshot: bytes) 
         data=b"",
         rendered=rendered,
     )
+    _snapshot_save(block_id=block.pk, data=documents.snapshot(doc))
     MemoryBlock.objects.filter(pk=block.pk).update(
-        snapshot=documents.snapshot(doc),
         snapshot_upto=update.pk,
         log_count=0,
         log_bytes=0,
