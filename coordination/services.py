@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from coordination.errors import AuthenticationFailed, Conflict
 from coordination.models import Agent, AgentToken, Constellation
+from pattern_site.db.compiled import CompiledQuery
 
 TOKEN_PREFIX = "pat_"
 # How stale ``last_active_at`` may get before a request refreshes it; keeps
@@ -104,16 +105,20 @@ def agent_token_revoke(*, agent: Agent) -> int:
     )
 
 
+# Every tool-API request runs this: compiled once (see pattern_site.db.compiled).
+_TOKEN_BY_HASH = CompiledQuery(
+    lambda key_hash: (
+        AgentToken.objects.select_related("agent__constellation")
+        .filter(key_hash=key_hash)
+        .order_by()[:1]
+    ),
+    key_hash="\x00key_hash",
+)
+
+
 def agent_token_authenticate(*, raw: str) -> Agent:
     """The active agent whose live token is ``raw``, or ``AuthenticationFailed``."""
-    token = next(
-        iter(
-            AgentToken.objects.select_related("agent__constellation")
-            .filter(key_hash=token_hash(raw))
-            .order_by()[:1]
-        ),
-        None,
-    )
+    token = _TOKEN_BY_HASH.first(key_hash=token_hash(raw))
     if token is None:
         raise AuthenticationFailed("invalid agent token")
     if token.revoked_at is not None:

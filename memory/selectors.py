@@ -60,6 +60,7 @@ from memory.models import (
     SharedAccess,
 )
 from memory.retrieval import SEARCH_MODES, Hit, Rerank, SearchOutcome, search
+from pattern_site.db.compiled import CompiledQuery
 
 Access = Literal["read", "append", "write"]
 _RANK: dict[str, int] = {"read": 0, "append": 1, "write": 2}
@@ -128,15 +129,21 @@ def block_get_for_actor(*, actor: Actor, block_id: object) -> MemoryBlock:
     return block
 
 
+_OWN_BLOCK_BY_LABEL = CompiledQuery(
+    lambda owner_id, label: MemoryBlock.objects.filter(
+        owner_id=owner_id, label=label
+    ).order_by()[:1],
+    owner_id=-7_406_193,
+    label="\x00label",
+)
+
+
 def block_get_by_label_for_agent(*, agent: Agent, label: str) -> MemoryBlock:
     """The block an agent means by ``label``: its own, else shared, else the
     constellation's."""
     # The common case, answered by the unique index; no joins (the agent
-    # and its constellation are at hand) and no ordering.
-    own = next(
-        iter(MemoryBlock.objects.filter(owner=agent, label=label).order_by()[:1]),
-        None,
-    )
+    # and its constellation are at hand), no ordering, compiled once.
+    own = _OWN_BLOCK_BY_LABEL.first(owner_id=agent.pk, label=label)
     if own is not None:
         own.owner = agent
         if Agent.constellation.is_cached(agent):
