@@ -7,28 +7,33 @@ from typing import Any
 import django
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.handlers.asgi import ASGIHandler
+from django.core import signals
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.base import BaseHandler
-from django.db import close_old_connections
-from django.http import HttpRequest, HttpResponseBase
+from django.http import FileResponse, HttpResponseBase
+from django.urls import set_script_prefix
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pattern_site.settings.dev")
 django.setup(set_prefix=False)
 
 
 class SyncChainASGIHandler(ASGIHandler):
-    """Django over ASGI with the middleware chain and view in one thread hop,
-    on a few long-lived threads.
+    """Django over ASGI with a whole request in one thread hop, on a few
+    long-lived threads.
 
     Stock Django runs the chain in async mode, and every sync-only piece
     (WhiteNoise, each ``MiddlewareMixin`` hook, sync views) then hops between
-    the event loop and a thread - about ten hops per tool-API request - and
-    each request gets a new thread (``ThreadSensitiveContext``), so a new
-    database connection (with sqlite-vec loaded) every time.  Our views and
-    middleware are all sync: the whole chain runs as under WSGI, entered once
-    from the loop, on ``PATTERN_HTTP_THREADS`` threads that keep their
-    connections (``CONN_MAX_AGE``; checked before each request as Django's
-    request signals would).  Async views still work (Django adapts them).
+    the event loop and a thread - about ten hops per tool-API request - plus
+    one hop each for the ``request_started`` and ``request_finished``
+    signals; and each request gets a new thread (``ThreadSensitiveContext``),
+    so a new database connection (with sqlite-vec loaded) every time.  Our
+    views and middleware are all sync: here the signals, the request and the
+    whole chain run as under WSGI, entered once from the loop, on
+    ``PATTERN_HTTP_THREADS`` threads that keep their connections
+    (``CONN_MAX_AGE``; the signals check them in the thread that uses them).
+    Async views still work (Django adapts them).  A streaming response (a
+    file) is closed after it is sent, in a second hop.
     """
 
     def __init__(self) -> None:
@@ -43,14 +48,39 @@ class SyncChainASGIHandler(ASGIHandler):
             raise ValueError(f"Django serves HTTP only, not {scope['type']}")
         await self.handle(scope, receive, send)
 
-    async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
-        return await sync_to_async(
-            self._get_response_in_thread, thread_sensitive=False, executor=self.executor
-        )(request)
+    async def handle(self, scope: dict, receive: Any, send: Any) -> None:
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        try:
+            response = await self._in_thread(self._respond, scope, body_file)
+            try:
+                await self.send_response(response, send)
+            finally:
+                if response.streaming:
+                    await self._in_thread(response.close)
+        finally:
+            body_file.close()
 
-    def _get_response_in_thread(self, request: HttpRequest) -> HttpResponseBase:
-        close_old_connections()
-        return self.get_response(request)
+    def _in_thread(self, func: Any, *args: Any) -> Any:
+        return sync_to_async(func, thread_sensitive=False, executor=self.executor)(
+            *args
+        )
+
+    def _respond(self, scope: dict, body_file: Any) -> HttpResponseBase:
+        set_script_prefix(get_script_prefix(scope))
+        signals.request_started.send(sender=self.__class__, scope=scope)
+        request, response = self.create_request(scope, body_file)
+        if request is not None:
+            response = self.get_response(request)
+            response._handler_class = self.__class__  # type: ignore[attr-defined]
+            if isinstance(response, FileResponse):
+                response.block_size = self.chunk_size
+        assert response is not None
+        if not response.streaming:
+            response.close()  # request_finished, in this thread
+        return response
 
 
 django_asgi_app = SyncChainASGIHandler()

@@ -1,10 +1,13 @@
 """HTTP over ASGI (what Daphne serves) through the project's handler."""
 
 import json
+import threading
 
 import pytest
 from asgiref.sync import sync_to_async
 from asgiref.testing import ApplicationCommunicator
+from django.conf import settings
+from django.core import signals
 
 from coordination.actors import Actor
 from memory.selectors import block_value
@@ -65,3 +68,37 @@ async def test_agent_appends_through_the_asgi_handler(agent, agent_token):
         ((b"authorization", b"Bearer wrong"), (b"content-type", b"application/json")),
     )
     assert status == 401
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_static_file_streams_through_the_asgi_handler():
+    status, content = await _request("GET", "/static/js/build.mjs")
+    assert status == 200
+    assert content == (settings.BASE_DIR / "static/js/build.mjs").read_bytes()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_request_signals_fire_once_in_the_thread_that_serves(agent_token):
+    seen: list[tuple[str, str]] = []
+
+    def started(**kwargs):
+        seen.append(("started", threading.current_thread().name))
+
+    def finished(**kwargs):
+        seen.append(("finished", threading.current_thread().name))
+
+    signals.request_started.connect(started)
+    signals.request_finished.connect(finished)
+    try:
+        status, _ = await _request(
+            "GET",
+            "/api/whoami",
+            headers=((b"authorization", f"Bearer {agent_token.raw}".encode()),),
+        )
+    finally:
+        signals.request_started.disconnect(started)
+        signals.request_finished.disconnect(finished)
+    assert status == 200
+    assert [kind for kind, _ in seen] == ["started", "finished"]
+    assert seen[0][1] == seen[1][1]
+    assert seen[0][1].startswith("http")
