@@ -29,8 +29,14 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, connection, transaction
-from django.db.models import F
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    IntegrityError,
+    connection,
+    connections,
+    transaction,
+)
+from django.db.models import F, Field, Model
 from django.utils import timezone
 from loro import LoroDoc
 
@@ -314,14 +320,21 @@ def _block_record(
         summary=_summary(summary),
         size=len(rendered),
     )
-    update.full_clean(exclude=["block", "data"], validate_unique=False)
+    # No full_clean: every field comes from server code, cut to its length.
     update.created_at = timezone.now()
     update.pk = _sql_insert(update)
     block.rendered = rendered
     block.size = len(rendered)
     block.updated_at = update.created_at
     block.version += 1
-    fields = ["rendered", "size", "updated_at", "version", "log_count", "log_bytes"]
+    fields: tuple[str, ...] = (
+        "rendered",
+        "size",
+        "updated_at",
+        "version",
+        "log_count",
+        "log_bytes",
+    )
     if compact:
         _snapshot_save(block_id=block.pk, data=documents.snapshot(doc))
         if block.log_count:
@@ -330,7 +343,7 @@ def _block_record(
             ).update(data=b"")
         block.snapshot_upto = update.pk
         block.log_count = block.log_bytes = 0
-        fields.append("snapshot_upto")
+        fields += ("snapshot_upto",)
     else:
         block.log_count += 1
         block.log_bytes += len(data)
@@ -338,13 +351,14 @@ def _block_record(
     return update
 
 
-# The write path's two statements in plain SQL, with each field's own
-# conversion (the ORM's statement building cost more than the statements).
+# The write path's statements in plain SQL, built once per model, fields and
+# database vendor, with each field's own conversion (the ORM's statement
+# building cost more than the statements).
 
 
-def _sql_insert(instance: Any) -> int:
-    """INSERT ``instance`` (every concrete field but the auto id); its id."""
-    meta = instance._meta
+@functools.cache
+def _insert_statement(model: type[Model], vendor: str) -> tuple[str, list[Field]]:
+    meta = model._meta
     fields = [f for f in meta.concrete_fields if not f.primary_key]
     quote = connection.ops.quote_name
     sql = (
@@ -352,33 +366,44 @@ def _sql_insert(instance: Any) -> int:
         f"({', '.join(quote(f.column) for f in fields)}) "
         f"VALUES ({', '.join(['%s'] * len(fields))})"
     )
-    values = [
-        f.get_db_prep_save(getattr(instance, f.attname), connection) for f in fields
-    ]
-    with connection.cursor() as cursor:
-        if connection.features.can_return_columns_from_insert:
-            cursor.execute(f"{sql} RETURNING {quote(meta.pk.column)}", values)
-            return cursor.fetchone()[0]
-        cursor.execute(sql, values)
-        return connection.ops.last_insert_id(cursor, meta.db_table, meta.pk.column)
+    if connection.features.can_return_columns_from_insert:
+        sql += f" RETURNING {quote(meta.pk.column)}"
+    return sql, fields
 
 
-def _sql_update(instance: Any, names: list[str]) -> None:
-    """UPDATE the named fields of ``instance``'s row to its values."""
-    meta = instance._meta
+@functools.cache
+def _update_statement(
+    model: type[Model], names: tuple[str, ...], vendor: str
+) -> tuple[str, list[Field]]:
+    meta = model._meta
     fields = [meta.get_field(name) for name in names]
     quote = connection.ops.quote_name
     sets = ", ".join(f"{quote(f.column)} = %s" for f in fields)
-    values = [
-        f.get_db_prep_save(getattr(instance, f.attname), connection) for f in fields
-    ]
-    values.append(meta.pk.get_db_prep_value(instance.pk, connection))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {quote(meta.db_table)} SET {sets} "
-            f"WHERE {quote(meta.pk.column)} = %s",
-            values,
-        )
+    sql = f"UPDATE {quote(meta.db_table)} SET {sets} WHERE {quote(meta.pk.column)} = %s"
+    return sql, fields
+
+
+def _sql_insert(instance: Any) -> int:
+    """INSERT ``instance`` (every concrete field but the auto id); its id."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    sql, fields = _insert_statement(type(instance), conn.vendor)
+    values = [f.get_db_prep_save(getattr(instance, f.attname), conn) for f in fields]
+    with conn.cursor() as cursor:
+        cursor.execute(sql, values)
+        if conn.features.can_return_columns_from_insert:
+            return cursor.fetchone()[0]
+        meta = instance._meta
+        return conn.ops.last_insert_id(cursor, meta.db_table, meta.pk.column)
+
+
+def _sql_update(instance: Any, names: tuple[str, ...]) -> None:
+    """UPDATE the named fields of ``instance``'s row to its values."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    sql, fields = _update_statement(type(instance), names, conn.vendor)
+    values = [f.get_db_prep_save(getattr(instance, f.attname), conn) for f in fields]
+    values.append(instance._meta.pk.get_db_prep_value(instance.pk, conn))
+    with conn.cursor() as cursor:
+        cursor.execute(sql, values)
 
 
 def _snapshot_save(*, block_id: Any, data: bytes) -> None:
