@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import loro
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
@@ -166,6 +167,19 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             self._reaper.cancel()
         for room in list(getattr(self, "rooms", {}).values()):
             await self._leave(room)
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels' dispatch without its per-message database clean-up.
+
+        That clean-up is a hop to the one shared sync thread for every frame
+        and every channel-layer message, queued behind the database work of
+        every socket.  This consumer reaches the database only through
+        ``database_sync_to_async``, which closes stale connections itself.
+        """
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"no handler for message type {message['type']}")
+        await handler(message)
 
     # --- frames ------------------------------------------------------------
 
