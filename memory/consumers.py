@@ -4,10 +4,11 @@ One websocket multiplexes rooms.  A ``%LOR`` room is a memory block (room id
 = block id): the join is authorised by the memory selectors, every update goes
 through ``memory.services.block_update_import`` (validated, stored with the
 actor in one transaction) and is acked only after that commit; the service's
-after-commit broadcast reaches every peer of the block in any process through
-the channel layer, and changes made through the API or the dashboard arrive the
-same way.  A ``%EPH`` room (same id) relays presence - cursors, selections,
-names, colours - between the peers of a block and stores nothing.
+after-commit broadcast (``memory.broadcast``) reaches every peer of the block in
+any process - this process's directly through the room hub, other processes'
+through the channel layer - and changes made through the API or the dashboard
+arrive the same way.  A ``%EPH`` room (same id) relays presence - cursors,
+selections, names, colours - between the peers of a block and stores nothing.
 
 Thin: framing is ``memory.sync_protocol``; decisions are the selectors' and
 services'.
@@ -39,7 +40,7 @@ from coordination.errors import (
 )
 from coordination.services import agent_token_authenticate
 from memory import sync_protocol as sp
-from memory.broadcast import block_group
+from memory.broadcast import RoomPeer, block_room_join, block_room_leave
 from memory.models import MemoryBlock
 from memory.selectors import (
     block_access_for_actor,
@@ -97,13 +98,16 @@ class _RateLimit:
 class _Room:
     crdt: sp.CrdtType
     room_id: str
-    group: str
     permission: sp.Permission
     actor: Actor
+    # %LOR only: the block, and this socket as a peer of its room hub.
     block: MemoryBlock | None = None
-    # %EPH only: the presence this connection's client published, kept in
-    # memory (never stored) so that a peer joining later, in any process, can
-    # be sent it.  Entries expire like the clients' own (EPHEMERAL_TIMEOUT_MS).
+    peer: RoomPeer | None = None
+    # %EPH only: the channel-layer group, and the presence this connection's
+    # client published, kept in memory (never stored) so that a peer joining
+    # later, in any process, can be sent it.  Entries expire like the
+    # clients' own (EPHEMERAL_TIMEOUT_MS).
+    group: str | None = None
     presence: loro.EphemeralStore | None = None
 
 
@@ -224,7 +228,10 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
                 )
 
     async def _send_message(self, message: sp.Message) -> None:
-        await self.send(bytes_data=sp.encode(message))
+        await self._send_frame(sp.encode(message))
+
+    async def _send_frame(self, frame: bytes) -> None:
+        await self.send(bytes_data=frame)
 
     async def _ack(
         self, message: Any, batch_id: bytes, status: sp.UpdateStatus
@@ -260,17 +267,12 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             await self._join_presence(message, actor)
             return
         permission = sp.Permission.READ if access == "read" else sp.Permission.WRITE
-        room = _Room(
-            message.crdt,
-            message.room_id,
-            block_group(block.id),
-            permission,
-            actor,
-            block,
-        )
-        # Join the group before computing the backfill, so that an update
-        # committed in between is relayed rather than lost.
-        await self.channel_layer.group_add(room.group, self.channel_name)
+        peer = RoomPeer(message.room_id, self.channel_name, self._send_frame)
+        room = _Room(message.crdt, message.room_id, permission, actor, block, peer)
+        # Join the room before computing the backfill, so that an update
+        # committed in between is relayed rather than lost (held until the
+        # backfill is out).
+        await block_room_join(block_id=block.id, peer=peer)
         self.rooms[key] = room
         backfill = await database_sync_to_async(_backfill)(
             block=block, client_version=message.version
@@ -286,14 +288,15 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             sp.JoinResponseOk(message.crdt, message.room_id, permission, version)
         )
         await self._send_updates(room, [missing], sp.new_batch_id())
+        await peer.open()
 
     async def _join_presence(self, message: sp.JoinRequest, actor: Actor) -> None:
         room = _Room(
             message.crdt,
             message.room_id,
-            ephemeral_group(message.room_id),
             sp.Permission.WRITE,
             actor,
+            group=ephemeral_group(message.room_id),
             presence=loro.EphemeralStore(EPHEMERAL_TIMEOUT_MS),
         )
         await self.channel_layer.group_add(room.group, self.channel_name)
@@ -325,7 +328,11 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
     async def _leave(self, room: _Room) -> None:
         self.rooms.pop((room.crdt, room.room_id), None)
         self.fragments.discard_room(room.crdt, room.room_id)
-        await self.channel_layer.group_discard(room.group, self.channel_name)
+        if room.peer is not None:
+            assert room.block is not None
+            await block_room_leave(block_id=room.block.id, peer=room.peer)
+        if room.group is not None:
+            await self.channel_layer.group_discard(room.group, self.channel_name)
 
     # --- updates ---------------------------------------------------------------
 
@@ -428,15 +435,6 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         self._schedule_reaper()
 
     # --- channel-layer events --------------------------------------------------
-
-    async def block_updates(self, event: dict[str, Any]) -> None:
-        """A committed change of a block (from any peer, API call or form)."""
-        if event.get("origin") == self.channel_name:
-            return  # our own client's update: it already has it
-        room_id = str(event["block_id"])
-        room = self.rooms.get((sp.CrdtType.LORO, room_id))
-        if room is not None:
-            await self._send_updates(room, list(event["updates"]), sp.new_batch_id())
 
     async def presence_updates(self, event: dict[str, Any]) -> None:
         if event.get("origin") == self.channel_name:
