@@ -338,9 +338,7 @@ def _block_record(
     if compact:
         _snapshot_save(block_id=block.pk, data=documents.snapshot(doc))
         if block.log_count:
-            BlockUpdate.objects.filter(
-                block=block, pk__gt=block.snapshot_upto, pk__lt=update.pk
-            ).update(data=b"")
+            _sql_log_fold(block=block, upto=update.pk)
         block.snapshot_upto = update.pk
         block.log_count = block.log_bytes = 0
         fields += ("snapshot_upto",)
@@ -396,19 +394,48 @@ def _sql_insert(instance: Any) -> int:
         return conn.ops.last_insert_id(cursor, meta.db_table, meta.pk.column)
 
 
-def _sql_update(instance: Any, names: tuple[str, ...]) -> None:
-    """UPDATE the named fields of ``instance``'s row to its values."""
+@functools.cache
+def _log_fold_statement(vendor: str) -> tuple[str, Field]:
+    meta = BlockUpdate._meta
+    quote = connection.ops.quote_name
+    pk, data = quote(meta.pk.column), meta.get_field("data")
+    sql = (
+        f"UPDATE {quote(meta.db_table)} SET {quote(data.column)} = %s "
+        f"WHERE {quote(meta.get_field('block').column)} = %s "
+        f"AND {pk} > %s AND {pk} <= %s"
+    )
+    return sql, data
+
+
+def _sql_update(instance: Any, names: tuple[str, ...]) -> int:
+    """UPDATE the named fields of ``instance``'s row to its values; the
+    number of rows changed (0 or 1)."""
     conn = connections[DEFAULT_DB_ALIAS]
     sql, fields = _update_statement(type(instance), names, conn.vendor)
     values = [f.get_db_prep_save(getattr(instance, f.attname), conn) for f in fields]
     values.append(instance._meta.pk.get_db_prep_value(instance.pk, conn))
     with conn.cursor() as cursor:
         cursor.execute(sql, values)
+        return cursor.rowcount
+
+
+def _sql_log_fold(*, block: MemoryBlock, upto: int) -> None:
+    """Drop the bytes of the block's log entries after its snapshot, up to
+    and including ``upto``: the snapshot holds them now (the rows stay as
+    history)."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    sql, data = _log_fold_statement(conn.vendor)
+    block_id = MemoryBlock._meta.pk.get_db_prep_value(block.pk, conn)
+    with conn.cursor() as cursor:
+        cursor.execute(
+            sql,
+            [data.get_db_prep_save(b"", conn), block_id, block.snapshot_upto, upto],
+        )
 
 
 def _snapshot_save(*, block_id: Any, data: bytes) -> None:
     """Store a block's snapshot (its row is made on first use)."""
-    if not BlockSnapshot.objects.filter(block_id=block_id).update(data=data):
+    if not _sql_update(BlockSnapshot(block_id=block_id, data=data), ("data",)):
         BlockSnapshot.objects.create(block_id=block_id, data=data)
 
 
@@ -425,9 +452,7 @@ def block_compact(*, block: MemoryBlock) -> bool:
         if last is None:
             return False
         doc = selectors.block_document_load(block=locked)
-        BlockUpdate.objects.filter(
-            block=locked, pk__gt=locked.snapshot_upto, pk__lte=last
-        ).update(data=b"")
+        _sql_log_fold(block=locked, upto=last)
         _snapshot_save(block_id=locked.pk, data=documents.snapshot(doc))
         MemoryBlock.objects.filter(pk=locked.pk).update(
             snapshot_upto=last, log_count=0, log_bytes=0

@@ -18,7 +18,12 @@ from memory.selectors import (
     block_get_for_actor,
     block_value,
 )
-from memory.services import block_operate, block_share, block_update_import
+from memory.services import (
+    block_compact,
+    block_operate,
+    block_share,
+    block_update_import,
+)
 
 
 def remote_edit(block: Any, edit: Any) -> bytes:
@@ -191,6 +196,22 @@ def test_compaction_folds_log_into_snapshot_without_losing_updates(
     )
     # Every change is still in the history.
     assert BlockUpdate.objects.filter(block=block).count() == 7
+
+
+def test_block_compact_folds_the_whole_log_now(make_block, agent):
+    block = make_block(content="a")
+    actor = Actor.for_agent(agent)
+    for letter in "bc":
+        block_update_import(
+            block=block, actor=actor, updates=[remote_edit(block, append_text(letter))]
+        )
+
+    assert block_compact(block=block) is True
+    assert block_compact(block=block) is False  # nothing left to fold
+
+    block.refresh_from_db()
+    assert not BlockUpdate.objects.filter(block=block).exclude(data=b"")
+    assert block_document_load(block=block).get_text("content").to_string() == "abc"
 
 
 def test_block_get_for_actor_hides_other_agents_blocks(make_block, other_agent):
