@@ -1,17 +1,20 @@
 """Co-editing benchmark: our /ws/sync/ (Daphne, SQLite, every update committed
 before its ack) against loro-websocket's in-memory reference SimpleServer.
 
-Both servers are started in this run and driven by the same Node script with
-the real npm loro-websocket clients (bench/node/coedit_driver.mjs):
+Both servers are started in this run and driven together by one Node process
+with the real npm loro-websocket clients (bench/node/coedit_driver.mjs):
 
 - fan-out latency: clients take turns committing a small insert; one sample
   per other client, from the writer's commit to that client's document
-  showing it; p50/p95/p99 with 4 and 16 clients in a room;
+  showing it; p50/p95/p99 with 4 and 16 clients in a room.  The two servers'
+  turns alternate, after --warmup untimed turns each, so that whatever else
+  loads the machine weighs on both alike;
 - sustained edits/s: every client edits in a loop, waiting for its own ack.
 
 Run (after `make assets`):
 
     .venv/bin/python bench/coedit.py [--clients 4 16] [--edits 200] [--seconds 5]
+        [--warmup 20]
 
 Targets: our p50 within 1.2x of SimpleServer's with 4 clients and 1.5x with
 16; our p99 < 50 ms.  The machine is shared: run it a few times.
@@ -73,17 +76,16 @@ def setup_database(env: dict[str, str], rooms: list[int]) -> tuple[str, dict]:
     return agent_token_issue(agent=agent).raw, blocks
 
 
-def drive(url: str, room: str, token: str | None, args, clients: int) -> dict:
-    command = ["node", str(NODE_DIR / "coedit_driver.mjs"), "--url", url]
-    command += ["--room", room, "--clients", str(clients)]
+def drive(servers: list[dict], args, clients: int) -> dict:
+    """Figures per server name, from one driver process for all servers."""
+    command = ["node", str(NODE_DIR / "coedit_driver.mjs"), "--clients", str(clients)]
     command += ["--edits", str(args.edits), "--seconds", str(args.seconds)]
-    if token:
-        command += ["--token", token]
+    command += ["--warmup", str(args.warmup), "--servers", json.dumps(servers)]
     result = subprocess.run(
         command, cwd=REPO, capture_output=True, text=True, timeout=600
     )
     if result.returncode != 0:
-        raise SystemExit(f"driver failed against {url}:\n{result.stderr}")
+        raise SystemExit(f"driver failed:\n{result.stderr}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -92,6 +94,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, nargs="+", default=[4, 16])
     parser.add_argument("--edits", type=int, default=200, help="latency turns")
     parser.add_argument("--seconds", type=float, default=5, help="sustained phase")
+    parser.add_argument(
+        "--warmup", type=int, default=20, help="untimed turns per server first"
+    )
     parser.add_argument("--redis", default="", help="PATTERN_REDIS_URL for ours")
     args = parser.parse_args()
     if not (REPO / "node_modules" / "loro-websocket").is_dir():
@@ -126,17 +131,24 @@ def main() -> None:
         wait_for_port(ours_port, proc=ours)
         wait_for_port(simple_port, proc=simple)
         for n in args.clients:
-            reference = drive(
-                f"ws://127.0.0.1:{simple_port}", f"bench-{n}", None, args, n
-            )
-            mine = drive(
-                f"ws://127.0.0.1:{ours_port}/ws/sync/",
-                str(blocks[n].pk),
-                token,
+            figures = drive(
+                [
+                    {
+                        "name": "SimpleServer",
+                        "url": f"ws://127.0.0.1:{simple_port}",
+                        "room": f"bench-{n}",
+                    },
+                    {
+                        "name": "ours",
+                        "url": f"ws://127.0.0.1:{ours_port}/ws/sync/",
+                        "room": str(blocks[n].pk),
+                        "token": token,
+                    },
+                ],
                 args,
                 n,
             )
-            rows.append((n, reference, mine))
+            rows.append((n, figures["SimpleServer"], figures["ours"]))
     finally:
         for proc in (ours, simple):
             proc.terminate()
@@ -145,7 +157,8 @@ def main() -> None:
     from memory.selectors import block_document_load
 
     print(
-        f"co-editing fan-out, {args.edits} turns + {args.seconds:g} s sustained "
+        f"co-editing fan-out, {args.edits} turns per server (alternating, after"
+        f" {args.warmup} untimed) + {args.seconds:g} s sustained "
         f"(ours: Daphne + SQLite{' + Redis' if args.redis else ''}, ack after commit)"
     )
     header = (
