@@ -218,6 +218,36 @@ async def test_update_is_broadcast_to_other_peers_and_not_echoed(
     assert await alice.nothing_more()
 
 
+async def test_every_peer_gets_every_update_when_all_edit_at_once(partner, block):
+    # Each peer sends a burst while the others do: more relays reach each
+    # socket at once than a channel-layer channel holds (100), and none may
+    # be dropped.
+    peers = [await Peer.open(user=partner, peer_id=40 + i) for i in range(6)]
+    room, burst = str(block.pk), 40
+    for peer in peers:
+        await peer.join(room)
+    for peer in peers:
+        text = peer.doc.get_text("content")
+        for k in range(burst):
+            before = peer.doc.oplog_vv
+            text.insert(0, f"{peer.doc.peer_id}.{k};")
+            peer.doc.commit()
+            update = peer.doc.export(loro.ExportMode.Updates(from_=before))
+            await peer.send(sp.DocUpdate(LOR, room, (update,), sp.new_batch_id()))
+    for peer in peers:
+        acks = relayed = 0
+        while acks < burst or relayed < burst * (len(peers) - 1):
+            message = await peer.receive()
+            if isinstance(message, sp.Ack):
+                assert message.status == sp.UpdateStatus.OK
+                acks += 1
+            else:
+                peer.doc.import_batch(list(message.updates))
+                relayed += 1
+    stored = await sync_to_async(_text)(block)
+    assert {peer.text() for peer in peers} == {stored}
+
+
 async def test_api_changes_reach_open_rooms(partner, agent, block):
     peer = await Peer.open(user=partner)
     await peer.join(str(block.pk))
