@@ -1,6 +1,7 @@
 """ASGI entry point: HTTP through Django, websockets through Channels."""
 
 import os
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -32,8 +33,9 @@ class SyncChainASGIHandler(ASGIHandler):
     whole chain run as under WSGI, entered once from the loop, on
     ``PATTERN_HTTP_THREADS`` threads that keep their connections
     (``CONN_MAX_AGE``; the signals check them in the thread that uses them).
-    Async views still work (Django adapts them).  A streaming response (a
-    file) is closed after it is sent, in a second hop.
+    Async views still work (Django adapts them).  A file response is read
+    in that hop too (as Django would, whole); only an async streaming
+    response is closed after it is sent, in a second hop.
     """
 
     def __init__(self) -> None:
@@ -58,7 +60,7 @@ class SyncChainASGIHandler(ASGIHandler):
             try:
                 await self.send_response(response, send)
             finally:
-                if response.streaming:
+                if response.streaming and response.is_async:
                     await self._in_thread(response.close)
         finally:
             body_file.close()
@@ -78,9 +80,19 @@ class SyncChainASGIHandler(ASGIHandler):
             if isinstance(response, FileResponse):
                 response.block_size = self.chunk_size
         assert response is not None
-        if not response.streaming:
+        if response.streaming and not response.is_async:
+            # A file (WhiteNoise): Django would list the iterator in another
+            # hop, with a warning; list it here and send it from the loop.
+            response.streaming_content = _replay(list(response.streaming_content))
             response.close()  # request_finished, in this thread
+        elif not response.streaming:
+            response.close()
         return response
+
+
+async def _replay(chunks: list[bytes]) -> AsyncIterator[bytes]:
+    for chunk in chunks:
+        yield chunk
 
 
 django_asgi_app = SyncChainASGIHandler()
