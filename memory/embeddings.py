@@ -75,6 +75,7 @@ def embedding_model() -> "TextEmbedding | None":
                 _model = TextEmbedding(
                     settings.EMBEDDING_MODEL,
                     specific_model_path=settings.EMBEDDING_MODEL_DIR,
+                    threads=settings.EMBEDDING_THREADS or None,
                 )
             except Exception as exc:  # a broken model must not break search
                 _load_error = f"embedding model failed to load: {exc}"

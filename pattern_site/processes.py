@@ -1,6 +1,7 @@
 """How the site's processes are started: one definition for ``manage.py
 serve``, the tests that run real servers and workers, and the benchmarks."""
 
+import os
 import socket
 import subprocess
 import sys
@@ -24,6 +25,16 @@ def daphne_command(*, host: str = "127.0.0.1", port: int) -> list[str]:
 
 def celery_worker_command(*options: str) -> list[str]:
     return [sys.executable, "-m", "celery", "-A", "pattern_site", "worker", *options]
+
+
+def worker_embedding_threads(*, concurrency: int, configured: int) -> int:
+    """ONNX Runtime threads for each of ``concurrency`` worker processes:
+    ``configured`` if set, else this machine's cores shared out (at least
+    one), so processes embedding at once do not oversubscribe the cores."""
+    if configured > 0:
+        return configured
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
+    return max(1, (cores or os.cpu_count() or 1) // max(1, concurrency))
 
 
 # A single worker process for tests and benchmarks: no pool, no cluster chatter.

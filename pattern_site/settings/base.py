@@ -154,6 +154,11 @@ EMBEDDING_MODEL_DIR = env.str(
     "PATTERN_EMBEDDING_MODEL_DIR",
     default=str(_default_model_dir) if _default_model_dir.is_dir() else "",
 )
+# ONNX Runtime threads per process embedding texts (0: one per core).  Two
+# worker processes with a thread per core each run slower together than one
+# (oversubscribed cores); ``manage.py serve`` gives each worker process its
+# share of the cores when this is 0.
+EMBEDDING_THREADS = env.int("PATTERN_EMBEDDING_THREADS", default=0)
 
 # --- Memory blocks ----------------------------------------------------------
 # A block's update log is folded into its Loro snapshot once it holds this

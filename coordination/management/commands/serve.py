@@ -11,9 +11,14 @@ import time
 from argparse import ArgumentParser
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from pattern_site.processes import celery_worker_command, daphne_command
+from pattern_site.processes import (
+    celery_worker_command,
+    daphne_command,
+    worker_embedding_threads,
+)
 
 
 class Command(BaseCommand):
@@ -43,7 +48,17 @@ class Command(BaseCommand):
                 str(options["concurrency"]),
             ),
         }
-        procs = {name: subprocess.Popen(cmd) for name, cmd in commands.items()}
+        threads = worker_embedding_threads(
+            concurrency=options["concurrency"], configured=settings.EMBEDDING_THREADS
+        )
+        envs = {
+            "web": None,
+            "worker": {**os.environ, "PATTERN_EMBEDDING_THREADS": str(threads)},
+        }
+        procs = {
+            name: subprocess.Popen(cmd, env=envs[name])
+            for name, cmd in commands.items()
+        }
         self.stdout.write(
             f"Serving on http://{options['host']}:{options['port']}/ (Ctrl-C to stop)"
         )
