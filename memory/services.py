@@ -1415,6 +1415,17 @@ def archival_access_record_later(*, entry_ids: Sequence[int]) -> None:
 # --- embeddings ---------------------------------------------------------------
 
 
+# The columns embedding a row reads (the rest would only be converted).
+_EMBED_FIELDS = (
+    "content",
+    "content_hash",
+    "embedded_hash",
+    "embedding_state",
+    "constellation_id",
+    "agent_id",
+)
+
+
 def embeddings_refresh(*, kind: str, row_ids: Sequence[int]) -> int:
     """Embed rows whose vector is missing or stale; returns how many got one.
 
@@ -1427,7 +1438,7 @@ def embeddings_refresh(*, kind: str, row_ids: Sequence[int]) -> int:
     model, index = INDEXED[kind]
     rows = [
         row
-        for row in model.objects.filter(pk__in=list(row_ids))
+        for row in model.objects.filter(pk__in=list(row_ids)).only(*_EMBED_FIELDS)
         if row.embedded_hash != row.content_hash
         or row.embedding_state != EmbeddingState.READY
     ]
