@@ -18,10 +18,12 @@ Side effects (embedding tasks) are scheduled after commit.
 
 from __future__ import annotations
 
+import atexit
 import base64
 import functools
 import hashlib
 import logging
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -36,7 +38,7 @@ from django.db import (
     connections,
     transaction,
 )
-from django.db.models import F, Field, Model
+from django.db.models import Case, DateTimeField, F, Field, Model, Value, When
 from django.utils import timezone
 from loro import LoroDoc
 
@@ -1394,22 +1396,106 @@ def archival_entry_delete(*, entry: ArchivalEntry) -> None:
     entry.delete()
 
 
-def archival_entries_record_access(*, entry_ids: Sequence[int], at: datetime) -> int:
-    """Count one retrieval of each entry (search hits); returns rows touched."""
-    return ArchivalEntry.objects.filter(pk__in=list(entry_ids)).update(
-        access_count=F("access_count") + 1, accessed_at=at
+def archival_entries_record_access(
+    *, accesses: Sequence[tuple[int, int, datetime]]
+) -> int:
+    """Count retrievals of entries (search hits, reads), given as
+    (entry id, times retrieved, last time) in one statement; returns rows
+    touched."""
+    if not accesses:
+        return 0
+    times = Case(
+        *[When(pk=entry_id, then=Value(n)) for entry_id, n, _at in accesses],
+        default=Value(0),
+    )
+    last = Case(
+        *[When(pk=entry_id, then=Value(at)) for entry_id, _n, at in accesses],
+        default=F("accessed_at"),
+        output_field=DateTimeField(),
+    )
+    return ArchivalEntry.objects.filter(pk__in=[a[0] for a in accesses]).update(
+        access_count=F("access_count") + times, accessed_at=last
     )
 
 
+# Retrievals counted in this process are recorded by one task per this many
+# seconds, or as soon as this many entries are waiting.
+ACCESS_FLUSH_SECONDS = 1.0
+ACCESS_FLUSH_ENTRIES = 500
+
+
+class _AccessCounter:
+    """Archival retrievals counted in this process, recorded in batches.
+
+    A search used to enqueue its own task (one broker write, ~0.5 ms, on
+    every search's path).  Now it adds its hits here and one task per
+    ``ACCESS_FLUSH_SECONDS`` records all of them (a timer thread sends it;
+    at exit the rest is sent).  A process killed outright loses at most
+    that window of counts.  When tasks run inline (eager Celery, i.e. the
+    tests) the hits are recorded at once, never on a timer thread.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[int, tuple[int, datetime]] = {}
+        self._timer: threading.Timer | None = None
+
+    def add(self, entry_ids: Sequence[int], at: datetime) -> None:
+        from memory.tasks import archival_record_accesses
+
+        with self._lock:
+            for entry_id in entry_ids:
+                times, _last = self._pending.get(entry_id, (0, at))
+                self._pending[entry_id] = (times + 1, at)
+            now = (
+                len(self._pending) >= ACCESS_FLUSH_ENTRIES
+                or archival_record_accesses.app.conf.task_always_eager
+            )
+            if not now and self._timer is None:
+                self._timer = threading.Timer(ACCESS_FLUSH_SECONDS, self._flush_later)
+                self._timer.daemon = True
+                self._timer.start()
+        if now:
+            self.flush()
+
+    def flush(self) -> int:
+        """Send the waiting counts as one task; returns how many entries."""
+        from memory.tasks import archival_record_accesses
+
+        with self._lock:
+            pending, self._pending = self._pending, {}
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+        if pending:
+            archival_record_accesses.delay(
+                [[pk, n, at.isoformat()] for pk, (n, at) in pending.items()]
+            )
+        return len(pending)
+
+    def _flush_later(self) -> None:
+        try:
+            self.flush()
+        except Exception:  # a thread of its own: nobody else would see it
+            logger.exception("could not send archival access counts")
+
+
+_ACCESSES = _AccessCounter()
+atexit.register(_ACCESSES.flush)
+
+
 def archival_access_record_later(*, entry_ids: Sequence[int]) -> None:
-    """Schedule ``archival_entries_record_access`` off the search's path."""
+    """Count a retrieval of each entry after commit, off the search's path
+    (``_AccessCounter``)."""
     if not entry_ids:
         return
-    from memory.tasks import archival_record_access
+    ids, at = list(entry_ids), timezone.now()
+    transaction.on_commit(lambda: _ACCESSES.add(ids, at))
 
-    at = timezone.now().isoformat()
-    ids = list(entry_ids)
-    transaction.on_commit(lambda: archival_record_access.delay(ids, at))
+
+def archival_access_flush() -> int:
+    """Send this process's waiting access counts now (tests, shutdown)."""
+    return _ACCESSES.flush()
 
 
 # --- embeddings ---------------------------------------------------------------

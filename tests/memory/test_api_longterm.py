@@ -1,6 +1,7 @@
 """The long-term memory tool API: archival, recall, search, conversations."""
 
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -8,7 +9,13 @@ from django.test import Client
 
 from coordination.services import agent_token_issue
 from memory.models import ArchivalEntry
-from memory.services import archival_entry_create, conversation_start, messages_append
+from memory.services import (
+    archival_access_flush,
+    archival_entry_create,
+    conversation_start,
+    messages_append,
+)
+from memory.tasks import archival_record_accesses
 from tests.factories import AgentFactory, ConstellationFactory
 
 HOSTILE_QUERIES = [
@@ -196,6 +203,46 @@ def test_search_hits_count_as_accesses(
         post(client_for(agent), "/api/tools/search", {"query": "orchid", "mode": "fts"})
     entry.refresh_from_db()
     assert entry.access_count == 1 and entry.accessed_at is not None
+
+
+def test_hits_of_many_searches_are_counted_by_one_task_off_their_path(
+    agent: Any, monkeypatch: Any, django_capture_on_commit_callbacks: Any
+):
+    entry = archival_entry_create(agent=agent, content="orchid watering schedule")
+    other = archival_entry_create(agent=agent, content="orchid repotting notes")
+    sent: list[list] = []
+    monkeypatch.setitem(archival_record_accesses.app.conf, "task_always_eager", False)
+    monkeypatch.setattr(archival_record_accesses, "delay", sent.append)
+    client = client_for(agent)
+    with django_capture_on_commit_callbacks(execute=True):
+        for query in ("orchid watering", "orchid", "orchid schedule"):
+            post(client, "/api/tools/search", {"query": query, "mode": "fts"})
+    assert sent == []  # no broker write on the searches' path
+    assert archival_access_flush() == 2
+    [accesses] = sent
+    assert sorted((pk, n) for pk, n, _at in accesses) == [(entry.pk, 3), (other.pk, 3)]
+    archival_record_accesses(accesses)
+    entry.refresh_from_db()
+    assert entry.access_count == 3 and entry.accessed_at is not None
+
+
+def test_counted_hits_are_sent_without_another_search(
+    agent: Any, monkeypatch: Any, django_capture_on_commit_callbacks: Any
+):
+    entry = archival_entry_create(agent=agent, content="orchid watering schedule")
+    sent: list[list] = []
+    arrived = threading.Event()
+    monkeypatch.setattr("memory.services.ACCESS_FLUSH_SECONDS", 0.05)
+    monkeypatch.setitem(archival_record_accesses.app.conf, "task_always_eager", False)
+    monkeypatch.setattr(
+        archival_record_accesses,
+        "delay",
+        lambda accesses: (sent.append(accesses), arrived.set()),
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        post(client_for(agent), "/api/tools/search", {"query": "orchid", "mode": "fts"})
+    assert arrived.wait(timeout=30)
+    assert [[pk for pk, _n, _at in accesses] for accesses in sent] == [[entry.pk]]
 
 
 def test_recall_tool_inserts_appends_reads_and_deletes_by_label(
