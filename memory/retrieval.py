@@ -22,6 +22,7 @@ index functions do nothing and search falls back to a plain
 ``icontains`` keyword scan (``SearchOutcome.degraded`` says so).
 """
 
+import functools
 import html
 import json
 import math
@@ -301,12 +302,8 @@ def fts_candidates(
         f" FROM {index.fts_table} WHERE {index.fts_table} MATCH %s"
         " AND scope_id = %s"
     )
-    params: list[Any] = [_MARK_OPEN, _MARK_CLOSE, query, scope_id]
-    if owner_ids is not None:
-        sql += f" AND owner_id IN ({','.join(['%s'] * len(owner_ids))})"
-        params.extend(owner_ids)
-    sql += " ORDER BY rank LIMIT %s"
-    params.append(k)
+    sql += _owner_sql(owner_ids, "owner_id") + " ORDER BY rank LIMIT %s"
+    params = [_MARK_OPEN, _MARK_CLOSE, query, scope_id, *(owner_ids or ()), k]
     with connection.cursor() as cur:
         cur.execute(sql, params)
         return list(cur.fetchall())
@@ -329,30 +326,35 @@ def vector_candidates(
     all, re-scored exactly against their float vectors; all re-scored ones
     are returned.
     """
-    blob = _as_blob(vector)
-    owner_sql, owner_params = "", []
-    if owner_ids is not None:
-        owner_sql = f" AND owner_id IN ({','.join(['%s'] * len(owner_ids))})"
-        owner_params = list(owner_ids)
+    owner_params = list(owner_ids) if owner_ids is not None else []
     if not quantised:
-        # Not selecting ``embedding`` here: vec0 then reads each result's
-        # vector the slow way (the dedup looks the few it needs up by rowid).
+        # The float vectors come from the binary table's auxiliary column,
+        # joined by rowid (selecting vec0's own ``embedding`` would load a
+        # whole chunk per result).  ``v`` must stay the outer loop: a LEFT
+        # JOIN keeps it there and keeps a row whose copy is missing.
         sql = (
-            f"SELECT rowid, distance FROM {index.vec_table}"
-            f" WHERE embedding MATCH %s AND k = %s AND scope_id = %s{owner_sql}"
-            " ORDER BY distance"
+            f"SELECT v.rowid, v.distance, a.value00 FROM {index.vec_table} v"
+            f" LEFT JOIN {index.bin_table}_auxiliary a ON a.rowid = v.rowid"
+            " WHERE v.embedding MATCH %s AND v.k = %s AND v.scope_id = %s"
+            f"{_owner_sql(owner_ids, 'v.owner_id')} ORDER BY v.distance"
         )
         with connection.cursor() as cur:
-            cur.execute(sql, [blob, k, scope_id, *owner_params])
+            cur.execute(sql, [_as_blob(vector), k, scope_id, *owner_params])
             return [
-                (row_id, float(distance), None) for row_id, distance in cur.fetchall()
+                (
+                    row_id,
+                    float(distance),
+                    None if blob is None else np.frombuffer(blob, dtype=np.float32),
+                )
+                for row_id, distance, blob in cur.fetchall()
             ]
+    blob = _as_blob(vector)
     coarse_k = min(k * settings.SEARCH_QUANTISED_OVERSAMPLE, MAX_CANDIDATES)
     per_shard = -(-coarse_k // index.shards)
     one = (
         f"SELECT rowid, vector FROM {index.bin_table}"
         " WHERE embedding MATCH vec_quantize_binary(%s) AND k = %s"
-        f" AND scope_id = %s AND shard = %s{owner_sql}"
+        f" AND scope_id = %s AND shard = %s{_owner_sql(owner_ids, 'owner_id')}"
     )
     params: list[Any] = []
     for shard in range(index.shards):
@@ -367,6 +369,13 @@ def vector_candidates(
     norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(vector) or 1.0)
     distances = 1.0 - (matrix @ vector) / np.where(norms == 0, 1.0, norms)
     return [(keys[i], float(distances[i]), matrix[i]) for i in np.argsort(distances)]
+
+
+def _owner_sql(owner_ids: Sequence[int] | None, column: str) -> str:
+    """`` AND column IN (%s, ...)`` for ``owner_ids`` (None: no condition)."""
+    if owner_ids is None:
+        return ""
+    return f" AND {column} IN ({','.join(['%s'] * len(owner_ids))})"
 
 
 @dataclass(frozen=True)
@@ -384,6 +393,9 @@ class _PermittedStatement:
     pk_at: int
     content_at: int
     populators: list
+    # Django's per-column converters of the selected columns (None: let
+    # ``results_iter`` work them out, e.g. for composite keys).
+    converters: dict | None
 
 
 # Compiled statements by the SQL of the allowed queryset (the same
@@ -410,6 +422,12 @@ def _permitted_statement(allowed: QuerySet) -> _PermittedStatement:
     fields = klass_info["select_fields"]
     start, end = fields[0], fields[-1] + 1
     init_list = [col[0].target.attname for col in compiler.select[start:end]]
+    columns = [col[0] for col in compiler.select[: compiler.col_count]]
+    converters = (
+        None
+        if compiler.has_composite_fields(columns)
+        else compiler.get_converters(columns)
+    )
     return _PermittedStatement(
         sql=sql,
         params=tuple(params),
@@ -422,6 +440,7 @@ def _permitted_statement(allowed: QuerySet) -> _PermittedStatement:
         pk_at=start + init_list.index(model._meta.pk.attname),
         content_at=start + init_list.index("content"),
         populators=get_related_populators(klass_info, compiler.select, outer.db),
+        converters=converters,
     )
 
 
@@ -447,7 +466,11 @@ class PermittedRows:
         if self.empty:
             return
         try:
-            inner_sql, inner_params = allowed.query.sql_with_params()
+            # The key is the SQL of the allowed rows' ids: their filters and
+            # joins, without the columns and ordering (a third of the cost
+            # of compiling the whole queryset on every search).
+            ids_query = allowed.order_by().values("pk").query
+            inner_sql, inner_params = ids_query.sql_with_params()
             key: tuple | None = (
                 allowed.model,
                 allowed.db,
@@ -495,7 +518,12 @@ class PermittedRows:
         if st is None or not raw:
             return {}
         found: dict[int, Any] = {}
-        for row in st.compiler.results_iter(results=[raw]):
+        rows = (
+            st.compiler.results_iter(results=[raw])
+            if st.converters is None
+            else st.compiler.apply_converters(raw, st.converters)
+        )
+        for row in rows:
             obj = st.model.from_db(st.db, st.init_list, row[st.start : st.end])
             for populator in st.populators:
                 populator.populate(row, obj)
@@ -703,39 +731,57 @@ def _dedup(
     window is looked up (None: no vectors, text only).
     """
     window = ordered[: limit * 3]
+    # Without duplicates the loop stops after limit + 1 hits: look those up
+    # first, the rest of the window only if duplicates need it.
+    head = len(window) if vectors is None else min(len(window), limit + 1)
     if vectors is not None:
-        # Without duplicates the loop stops after limit + 1 hits: look those
-        # up first, the rest of the window only if duplicates need it.
         vectors = dict(vectors)
-        vectors.update(_missing_vectors(index, window[: limit + 1], vectors))
+        vectors.update(_missing_vectors(index, window[:head], vectors))
+    close = _near_pairs(window[:head], vectors)
     kept: list[Hit] = []
-    kept_units: list[np.ndarray | None] = []
+    kept_at: list[int] = []
     kept_texts: list[str] = []
     for position, hit in enumerate(window):
-        if position == limit + 1 and vectors is not None:
-            vectors.update(_missing_vectors(index, window[position:], vectors))
+        if position == head:
+            if vectors is not None:
+                vectors.update(_missing_vectors(index, window[head:], vectors))
+            close = _near_pairs(window, vectors)
         text = normalised_text(texts[hit.row])
-        unit = vectors.get(hit.row) if vectors is not None else None
-        if unit is not None:
-            unit = unit / (np.linalg.norm(unit) or 1.0)
-        twin = None
-        for i, other in enumerate(kept):
-            if kept_texts[i] == text or (
-                unit is not None
-                and kept_units[i] is not None
-                and float(unit @ kept_units[i]) > DEDUP_COSINE
-            ):
-                twin = other
-                break
+        near = close[position] if close is not None else None
+        twin = next(
+            (
+                other
+                for other, at, other_text in zip(kept, kept_at, kept_texts, strict=True)
+                if other_text == text or (near is not None and near[at])
+            ),
+            None,
+        )
         if twin is not None:
             twin.duplicates.append(hit.row)
             continue
         if len(kept) >= limit:
             break
         kept.append(hit)
-        kept_units.append(unit)
+        kept_at.append(position)
         kept_texts.append(text)
     return kept
+
+
+def _near_pairs(
+    hits: list[Hit], vectors: dict[int, np.ndarray] | None
+) -> list[list[bool]] | None:
+    """Which pairs of ``hits`` have a cosine above ``DEDUP_COSINE`` (one
+    matrix product; a hit without a vector is near none), or None."""
+    found = [vectors.get(h.row) for h in hits] if vectors is not None else []
+    present = [i for i, vec in enumerate(found) if vec is not None]
+    if not present:
+        return None
+    units = np.stack([found[i] for i in present]).astype(np.float32, copy=False)
+    norms = np.linalg.norm(units, axis=1, keepdims=True)
+    units = units / np.where(norms == 0, 1.0, norms)
+    near = np.zeros((len(hits), len(hits)), dtype=bool)
+    near[np.ix_(present, present)] = (units @ units.T) > DEDUP_COSINE
+    return near.tolist()
 
 
 def _missing_vectors(
@@ -762,9 +808,7 @@ def highlight(content: str, terms: Sequence[str], width: int = 200) -> str:
     """An escaped excerpt of ``content`` around the first term, terms marked."""
     if not terms:
         return html.escape(content[:width])
-    pattern = re.compile(
-        r"\b(" + "|".join(re.escape(t) for t in terms) + r")\w*", re.IGNORECASE
-    )
+    pattern = _terms_pattern(tuple(terms))
     found = pattern.search(content)
     start = max(0, found.start() - width // 3) if found else 0
     excerpt = content[start : start + width]
@@ -772,6 +816,14 @@ def highlight(content: str, terms: Sequence[str], width: int = 200) -> str:
     prefix = "…" if start else ""
     suffix = "…" if start + width < len(content) else ""
     return _render_snippet(prefix + marked + suffix)
+
+
+@functools.lru_cache(maxsize=256)
+def _terms_pattern(terms: tuple[str, ...]) -> re.Pattern[str]:
+    """Words starting with any of ``terms`` (compiled once per query)."""
+    return re.compile(
+        r"\b(" + "|".join(re.escape(t) for t in terms) + r")\w*", re.IGNORECASE
+    )
 
 
 def _render_snippet(marked: str) -> str:

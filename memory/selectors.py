@@ -533,7 +533,7 @@ def _agent_owned(qs: QuerySet, *, actor: Actor, agent_id: int | None) -> QuerySe
         assert actor.agent is not None
         if agent_id is not None and agent_id != actor.agent.pk:
             return qs.none()
-        return qs.filter(agent=actor.agent)
+        return qs.filter(agent_id=actor.agent.pk)
     visible = constellation_list_for_actor(actor=actor).values("pk")
     qs = qs.filter(constellation__in=visible)
     if agent_id is not None:
@@ -716,7 +716,7 @@ def memory_search(
     targets: list[tuple[str, Any, QuerySet, list[int] | None]] = []
     if domain in ("archival_memory", "all", RECALL_DOMAIN):
         qs = archival_entry_list_for_actor(actor=actor).filter(
-            constellation=constellation
+            constellation_id=constellation.pk
         )
         owners = [agent_pk] if own_only else _owner(filters)
         targets.append(
@@ -724,7 +724,7 @@ def memory_search(
         )
     if domain in ("conversations", "constellation_messages", "all", RECALL_DOMAIN):
         qs = Message.objects.select_related("agent", "conversation").filter(
-            constellation=constellation
+            constellation_id=constellation.pk
         )
         owners = _owner(filters)
         if domain in ("conversations", RECALL_DOMAIN) and own_only:
