@@ -555,6 +555,11 @@ _LARGE_SCOPES: dict[tuple[str, int, int], tuple[float, bool]] = {}
 LARGE_SCOPE_TTL = 60.0
 
 
+def scope_sizes_forget() -> None:
+    """Count every scope again on its next search (tests, benchmarks)."""
+    _LARGE_SCOPES.clear()
+
+
 def scope_is_large(index: TextIndex, *, scope_id: int) -> bool:
     """Whether the scope has more than ``SEARCH_QUANTISED_ABOVE`` rows.
 
