@@ -1452,7 +1452,7 @@ class _AccessCounter:
                 or archival_record_accesses.app.conf.task_always_eager
             )
             if not now and self._timer is None:
-                self._timer = threading.Timer(ACCESS_FLUSH_SECONDS, self._flush_later)
+                self._timer = threading.Timer(ACCESS_FLUSH_SECONDS, self._flush_logged)
                 self._timer.daemon = True
                 self._timer.start()
         if now:
@@ -1473,15 +1473,15 @@ class _AccessCounter:
             )
         return len(pending)
 
-    def _flush_later(self) -> None:
+    def _flush_logged(self) -> None:
         try:
             self.flush()
-        except Exception:  # a thread of its own: nobody else would see it
+        except Exception:  # timer thread or exit: nobody else would see it
             logger.exception("could not send archival access counts")
 
 
 _ACCESSES = _AccessCounter()
-atexit.register(_ACCESSES.flush)
+atexit.register(_ACCESSES._flush_logged)
 
 
 def archival_access_record_later(*, entry_ids: Sequence[int]) -> None:
