@@ -126,6 +126,73 @@ def bench_appends(agent: object, block: object, appends: int) -> None:
     )
 
 
+def bench_floor(block: object, appends: int) -> None:
+    """Where the 2x target's floor is: the service's statements (lock read,
+    update-log INSERT, block UPDATE) and Loro work (edit, commit, export the
+    update) with the stdlib ``sqlite3`` driver and no Django, against the
+    plain UPDATE through the same driver, on a copy of the block's document
+    and a file with the same pragmas.  Not a target; a reference."""
+    import sqlite3
+
+    from loro import ExportMode
+
+    path = Path(DATA_DIR) / "floor.sqlite3"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.executescript(
+        """
+        CREATE TABLE plain (id INTEGER PRIMARY KEY, body TEXT);
+        CREATE TABLE block (id TEXT PRIMARY KEY, rendered TEXT, size INT,
+            version INT, log_count INT, log_bytes INT, updated_at TEXT);
+        CREATE TABLE log (id INTEGER PRIMARY KEY, block_id TEXT, data BLOB,
+            frontiers BLOB, actor_kind TEXT, actor_id TEXT, actor_name TEXT,
+            summary TEXT, size INT, created_at TEXT);
+        CREATE INDEX log_seq ON log (block_id, id);
+        """
+    )
+    rendered = block.rendered
+    db.execute("INSERT INTO plain VALUES (1, ?)", [rendered])
+    db.execute("INSERT INTO block VALUES ('b', ?, 0, 0, 0, 0, '')", [rendered])
+    start = time.perf_counter()
+    for n in range(appends):
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("UPDATE plain SET body = body || ? WHERE id = 1", [f"a{n} "])
+        db.execute("COMMIT")
+    plain = appends / (time.perf_counter() - start)
+    doc = block_document_load(block=block)
+    text = doc.get_text("content")
+    start = time.perf_counter()
+    for n in range(appends):
+        before = doc.oplog_vv
+        doc.set_next_commit_message("agent:1 append_text")
+        text.insert(text.len_unicode, f"a{n} ")
+        doc.commit()
+        data = doc.export(ExportMode.Updates(before))
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("SELECT version, log_count, size FROM block WHERE id = 'b'")
+        db.execute(
+            "INSERT INTO log (block_id, data, frontiers, actor_kind, actor_id,"
+            " actor_name, summary, size, created_at)"
+            " VALUES ('b', ?, ?, 'agent', '1', 'Bench', 'append_text', ?, ?)",
+            [data, doc.oplog_frontiers.encode(), len(rendered), "2026-01-01"],
+        )
+        db.execute(
+            "UPDATE block SET rendered = rendered || ?, size = size + 3,"
+            " version = version + 1, log_count = log_count + 1,"
+            " log_bytes = log_bytes + ?, updated_at = ? WHERE id = 'b'",
+            [f"a{n} ", len(data), "2026-01-01"],
+        )
+        db.execute("COMMIT")
+    versioned = appends / (time.perf_counter() - start)
+    db.close()
+    line(
+        "floor, no Django: plain UPDATE / versioned append",
+        f"{plain / versioned:.2f}x",
+        f"reference ({plain:,.0f} vs {versioned:,.0f}/s)",
+    )
+
+
 def bench_load(block: object, loads: int) -> None:
     times = []
     for _ in range(loads):
@@ -239,6 +306,7 @@ def main() -> None:
     bench_load(block, args.loads)
     bench_history(block)
     bench_appends(agent, block, args.appends)
+    bench_floor(block, args.appends)
     labels = [f"http{n}" for n in range(8)]
     for label in labels:
         block_create(actor=Actor.system(), owner=agent, label=label, char_limit=50_000)
