@@ -39,7 +39,8 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import Exists, Model, OuterRef, Q, QuerySet
 from django.db.models.expressions import RawSQL
-from django.db.models.query import get_related_populators
+
+from pattern_site.db.compiled import RowReader
 
 SEARCH_MODES: tuple[str, ...] = ("fts", "vector", "hybrid", "auto")
 RRF_K = 60
@@ -404,18 +405,9 @@ class _PermittedStatement:
 
     sql: str
     params: tuple
-    compiler: Any
-    model: type[Model]
-    db: str
-    start: int
-    end: int
-    init_list: list[str]
+    reader: RowReader
     pk_at: int
     content_at: int
-    populators: list
-    # Django's per-column converters of the selected columns (None: let
-    # ``results_iter`` work them out, e.g. for composite keys).
-    converters: dict | None
 
 
 # Compiled statements by the SQL of the allowed queryset (the same
@@ -438,29 +430,13 @@ def _permitted_statement(allowed: QuerySet) -> _PermittedStatement:
     outer.query.select_related = allowed.query.select_related
     compiler = outer.query.get_compiler(using=outer.db)
     sql, params = compiler.as_sql()  # EmptyResultSet: nothing is allowed
-    klass_info = compiler.klass_info
-    fields = klass_info["select_fields"]
-    start, end = fields[0], fields[-1] + 1
-    init_list = [col[0].target.attname for col in compiler.select[start:end]]
-    columns = [col[0] for col in compiler.select[: compiler.col_count]]
-    converters = (
-        None
-        if compiler.has_composite_fields(columns)
-        else compiler.get_converters(columns)
-    )
+    reader = RowReader.of(compiler, outer.db)
     return _PermittedStatement(
         sql=sql,
         params=tuple(params),
-        compiler=compiler,
-        model=klass_info["model"],
-        db=outer.db,
-        start=start,
-        end=end,
-        init_list=init_list,
-        pk_at=start + init_list.index(model._meta.pk.attname),
-        content_at=start + init_list.index("content"),
-        populators=get_related_populators(klass_info, compiler.select, outer.db),
-        converters=converters,
+        reader=reader,
+        pk_at=reader.column(model._meta.pk.attname),
+        content_at=reader.column("content"),
     )
 
 
@@ -537,18 +513,7 @@ class PermittedRows:
         raw = [self._raw[i] for i in ids if i in self._raw]
         if st is None or not raw:
             return {}
-        found: dict[int, Any] = {}
-        rows = (
-            st.compiler.results_iter(results=[raw])
-            if st.converters is None
-            else st.compiler.apply_converters(raw, st.converters)
-        )
-        for row in rows:
-            obj = st.model.from_db(st.db, st.init_list, row[st.start : st.end])
-            for populator in st.populators:
-                populator.populate(row, obj)
-            found[obj.pk] = obj
-        return found
+        return {obj.pk: obj for obj in st.reader.instances(raw)}
 
 
 _LARGE_SCOPES: dict[tuple[str, int, int], tuple[float, bool]] = {}

@@ -6,8 +6,9 @@ query building and compiling cost several times the query itself.  A
 parameters go, keeps the SQL and where each marker landed among its
 parameters, and from then on runs the statement with the real values,
 building model instances (with their ``select_related`` rows and each
-field's converters) the way Django's ``ModelIterable`` does (Django 5.2:
-``compiler.klass_info``, ``results_iter`` and ``get_related_populators``).
+field's converters) the way Django's ``ModelIterable`` does (``RowReader``,
+also used by ``memory.retrieval.PermittedRows``; Django 5.2 internals:
+``compiler.klass_info``, ``apply_converters`` and ``get_related_populators``).
 
 Markers are ints and strings, which reach the parameters unchanged on
 SQLite and PostgreSQL; the values passed to ``first`` must be of the same
@@ -17,7 +18,7 @@ kinds (an id, not a model; a string, not a UUID).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,10 +28,10 @@ from django.db.models.query import get_related_populators
 
 
 @dataclass(frozen=True)
-class _Statement:
-    sql: str
-    params: tuple
-    slots: dict[str, int]
+class RowReader:
+    """How to turn the raw rows of a compiled statement into model instances
+    with their ``select_related`` rows, as Django's ``ModelIterable`` does."""
+
     compiler: Any
     model: type[Model]
     db: str
@@ -38,6 +39,55 @@ class _Statement:
     end: int
     init_list: list[str]
     populators: list
+    # Django's per-column converters (None: ``results_iter`` works them out,
+    # e.g. for composite keys).
+    converters: dict | None
+
+    @classmethod
+    def of(cls, compiler: Any, db: str) -> RowReader:
+        """For a compiler whose ``as_sql`` has run."""
+        klass_info = compiler.klass_info
+        fields = klass_info["select_fields"]
+        start, end = fields[0], fields[-1] + 1
+        columns = [col[0] for col in compiler.select[: compiler.col_count]]
+        return cls(
+            compiler=compiler,
+            model=klass_info["model"],
+            db=db,
+            start=start,
+            end=end,
+            init_list=[col[0].target.attname for col in compiler.select[start:end]],
+            populators=get_related_populators(klass_info, compiler.select, db),
+            converters=None
+            if compiler.has_composite_fields(columns)
+            else compiler.get_converters(columns),
+        )
+
+    def column(self, attname: str) -> int:
+        """Where the model's field ``attname`` is in a raw row."""
+        return self.start + self.init_list.index(attname)
+
+    def instances(self, rows: list[tuple]) -> Iterator[Model]:
+        converted = (
+            self.compiler.results_iter(results=[rows])
+            if self.converters is None
+            else self.compiler.apply_converters(rows, self.converters)
+        )
+        for row in converted:
+            obj = self.model.from_db(
+                self.db, self.init_list, row[self.start : self.end]
+            )
+            for populator in self.populators:
+                populator.populate(row, obj)
+            yield obj
+
+
+@dataclass(frozen=True)
+class _Statement:
+    sql: str
+    params: tuple
+    slots: dict[str, int]
+    reader: RowReader
 
 
 class CompiledQuery:
@@ -63,20 +113,11 @@ class CompiledQuery:
             if len(found) != 1 or type(params[found[0]]) is not type(marker):
                 raise ValueError(f"marker {name}={marker!r} is not one parameter")
             slots[name] = found[0]
-        klass_info = compiler.klass_info
-        fields = klass_info["select_fields"]
-        start, end = fields[0], fields[-1] + 1
         return _Statement(
             sql=sql,
             params=tuple(params),
             slots=slots,
-            compiler=compiler,
-            model=klass_info["model"],
-            db=db,
-            start=start,
-            end=end,
-            init_list=[col[0].target.attname for col in compiler.select[start:end]],
-            populators=get_related_populators(klass_info, compiler.select, db),
+            reader=RowReader.of(compiler, db),
         )
 
     def _statement(self, db: str) -> _Statement:
@@ -98,9 +139,4 @@ class CompiledQuery:
             row = cursor.fetchone()
         if row is None:
             return None
-        for converted in st.compiler.results_iter(results=[[row]]):
-            obj = st.model.from_db(st.db, st.init_list, converted[st.start : st.end])
-            for populator in st.populators:
-                populator.populate(converted, obj)
-            return obj
-        return None
+        return next(st.reader.instances([row]))
