@@ -117,7 +117,14 @@ if REDIS_URL:
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # The same capacity as Redis's above: Channels drops what overflows a
+    # channel silently (presence relays go through one channel per socket).
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            "CONFIG": {"capacity": 1500},
+        }
+    }
 
 CELERY_BROKER_DIR = DATA_DIR / "celery-broker"
 CELERY_BROKER_URL = env.str(

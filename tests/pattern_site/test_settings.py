@@ -76,6 +76,7 @@ def test_default_settings_need_no_server(tmp_path):
     cfg = _settings_in_subprocess(PATTERN_DATA_DIR=str(tmp_path), PATTERN_REDIS_URL="")
     assert cfg["engine"] == "pattern_site.db.sqlite_vec"
     assert cfg["layer"]["BACKEND"] == "channels.layers.InMemoryChannelLayer"
+    assert cfg["layer"]["CONFIG"]["capacity"] >= 1500  # overflow drops silently
     assert cfg["broker"] == "filesystem://"
 
 
@@ -86,6 +87,7 @@ def test_redis_url_moves_channel_layer_and_broker_to_redis(tmp_path):
     assert cfg["layer"]["BACKEND"] == "channels_redis.core.RedisChannelLayer"
     host = cfg["layer"]["CONFIG"]["hosts"][0]
     assert host["socket_timeout"] is None
+    assert cfg["layer"]["CONFIG"]["capacity"] >= 1500
     assert cfg["broker"] == "redis://127.0.0.1:6379/3"
 
 
