@@ -39,6 +39,7 @@ from django.db import (
     transaction,
 )
 from django.db.models import Case, DateTimeField, F, Field, Model, Value, When
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from loro import LoroDoc
 
@@ -74,6 +75,7 @@ from memory.models import (
     SharedAccess,
 )
 from memory.retrieval import index_delete, index_put_texts, index_put_vectors
+from pattern_site.db.compiled import CompiledQuery
 
 SUMMARY_MAX = 300
 EXPORT_FORMAT = "pattern-site.memory"
@@ -100,48 +102,29 @@ class BlockChange:
 # --- the one write path ----------
 
 
+# The block's row by primary key, compiled once (pattern_site.db.compiled):
+# on the write path the ORM's query building cost more than the query.  The
+# key goes in as a raw parameter, already prepared for the database.
+_LOCKED_BLOCK = CompiledQuery(
+    lambda pk: (
+        MemoryBlock.objects.select_for_update()
+        .filter(pk=RawSQL("%s", (pk,)))
+        .order_by()
+    ),
+    pk="\x00pk",
+)
+
+
 def _lock(block: MemoryBlock) -> MemoryBlock:
     """The block's row, locked for this transaction (SQLite: the IMMEDIATE
-    transaction's write lock; PostgreSQL: ``FOR UPDATE``).  Plain SQL: on
-    the write path the ORM's query building cost more than the query."""
-    sql, fields = _lock_query()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            sql, [MemoryBlock._meta.pk.get_db_prep_value(block.pk, connection)]
-        )
-        row = cursor.fetchone()
-    if row is None:
+    transaction's write lock; PostgreSQL: ``FOR UPDATE``)."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    locked = _LOCKED_BLOCK.first(
+        pk=MemoryBlock._meta.pk.get_db_prep_value(block.pk, conn)
+    )
+    if locked is None:
         raise NotFound(f"block {block.label!r} no longer exists")
-    values = []
-    for (model_field, converters), value in zip(fields, row, strict=True):
-        for convert in converters:
-            value = convert(value, model_field.cached_col, connection)
-        values.append(value)
-    return MemoryBlock.from_db(
-        connection.alias, [field.attname for field, _ in fields], values
-    )
-
-
-@functools.cache
-def _lock_query() -> tuple[str, list[tuple[Any, list[Any]]]]:
-    quote = connection.ops.quote_name
-    fields = list(MemoryBlock._meta.concrete_fields)
-    sql = (
-        f"SELECT {', '.join(quote(f.column) for f in fields)} "
-        f"FROM {quote(MemoryBlock._meta.db_table)} "
-        f"WHERE {quote(MemoryBlock._meta.pk.column)} = %s"
-    )
-    if connection.features.has_select_for_update:
-        sql += " FOR UPDATE"
-    converters = [
-        (
-            f,
-            connection.ops.get_db_converters(f.cached_col)
-            + f.get_db_converters(connection),
-        )
-        for f in fields
-    ]
-    return sql, converters
+    return locked
 
 
 def _check_limit(*, block: MemoryBlock, old_size: int, new_size: int) -> None:

@@ -11,8 +11,10 @@ also used by ``memory.retrieval.PermittedRows``; Django 5.2 internals:
 ``compiler.klass_info``, ``apply_converters`` and ``get_related_populators``).
 
 Markers are ints and strings, which reach the parameters unchanged on
-SQLite and PostgreSQL; the values passed to ``first`` must be of the same
-kinds (an id, not a model; a string, not a UUID).
+SQLite and PostgreSQL; the values passed to ``first`` go into the statement
+as they are (an id, not a model).  A field whose preparation changes the
+value (a UUID key) takes its marker through ``RawSQL("%s", (marker,))`` and
+its value already prepared (``field.get_db_prep_value``).
 """
 
 from __future__ import annotations
@@ -128,7 +130,7 @@ class CompiledQuery:
                 self._statements[db] = statement
         return statement
 
-    def first(self, db: str = "default", **values: int | str) -> Any:
+    def first(self, db: str = "default", **values: Any) -> Any:
         """The first row as a model instance (related rows attached), or None."""
         st = self._statement(db)
         params = list(st.params)
