@@ -40,6 +40,8 @@ def test_migrations_seed_and_api_run_on_postgresql(postgres_database_url, tmp_pa
         "DATABASE_URL": postgres_database_url,
         "PATTERN_DATA_DIR": str(tmp_path),
         "PATTERN_CELERY_EAGER": "true",
+        # Fold the log into the snapshot every other edit.
+        "PATTERN_MEMORY_COMPACT_UPDATES": "2",
     }
 
     def manage(*args: str) -> str:
@@ -61,7 +63,17 @@ def test_migrations_seed_and_api_run_on_postgresql(postgres_database_url, tmp_pa
         "r = c.get('/api/whoami', HTTP_HOST='127.0.0.1');"
         "print(r.status_code, r.json()['name']);"
         "h = c.get('/api/health', HTTP_HOST='127.0.0.1');"
-        "print(h.json()['database']['vendor'])"
+        "print(h.json()['database']['vendor']);"
+        "from coordination.actors import Actor;"
+        "from coordination.models import Agent;"
+        "from memory.services import block_create;"
+        "from memory.selectors import block_value;"
+        "b = block_create(actor=Actor.system(), owner=Agent.objects.get(),"
+        " label='notes');"
+        "codes = [c.post('/api/tools/context', {'operation': 'append',"
+        " 'label': 'notes', 'content': w}, content_type='application/json',"
+        " HTTP_HOST='127.0.0.1').status_code for w in ('one', 'two', 'three')];"
+        "print(*codes, block_value(block=b).replace(chr(10), '|'))"
     )
     out = manage("shell", "--verbosity", "0", "-c", script).split()
-    assert out == ["200", "Flux", "postgresql"]
+    assert out == ["200", "Flux", "postgresql", "200", "200", "200", "one|two|three"]
