@@ -51,6 +51,8 @@ SNIPPET_TOKENS = 24
 _MARK_OPEN, _MARK_CLOSE = "\x02", "\x03"
 # Stands for the candidate ids in a compiled statement (PermittedRows).
 _IDS_PARAM = object()
+# A match, between the marks (a template: no Python call per match).
+_MARKED = _MARK_OPEN + r"\g<0>" + _MARK_CLOSE
 _TERM = re.compile(r"\w+", re.UNICODE)
 _PHRASE = re.compile(r'"([^"]+)"')
 _SPACES = re.compile(r"\s+")
@@ -348,6 +350,14 @@ def vector_candidates(
     are returned.
     """
     owner_params = list(owner_ids) if owner_ids is not None else []
+    if (
+        not quantised
+        and settings.SEARCH_EXACT_KNN == "numpy"
+        and chunks_readable(index)
+    ):
+        return _exact_from_chunks(
+            index, unit=_unit(vector), scope_id=scope_id, owner_ids=owner_ids, k=k
+        )
     if not quantised:
         # The float vectors come from the binary table's auxiliary column,
         # joined by rowid (selecting vec0's own ``embedding`` would load a
@@ -390,6 +400,102 @@ def vector_candidates(
     norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(vector) or 1.0)
     distances = 1.0 - (matrix @ vector) / np.where(norms == 0, 1.0, norms)
     return [(keys[i], float(distances[i]), matrix[i]) for i in np.argsort(distances)]
+
+
+# sqlite-vec versions whose vec0 storage ``_exact_from_chunks`` reads, and
+# the shadow-table columns it relies on (checked once per table and
+# process; anything else falls back to vec0's own KNN).
+CHUNK_LAYOUT_VERSIONS = frozenset({"v0.1.9"})
+_CHUNK_COLUMNS = {
+    "chunks": {"chunk_id", "partition00", "validity", "rowids"},
+    "vector_chunks00": {"rowid", "vectors"},
+    "metadatachunks00": {"rowid", "data"},
+}
+
+
+@functools.cache
+def chunks_readable(index: TextIndex) -> bool:
+    """Whether this sqlite-vec stores ``index.vec_table`` the way
+    ``_exact_from_chunks`` reads it."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT vec_version()")
+        if cur.fetchone()[0] not in CHUNK_LAYOUT_VERSIONS:
+            return False
+        for suffix, needed in _CHUNK_COLUMNS.items():
+            cur.execute(f"PRAGMA table_info({index.vec_table}_{suffix})")
+            if not needed <= {row[1] for row in cur.fetchall()}:
+                return False
+    return True
+
+
+def _exact_from_chunks(
+    index: TextIndex,
+    *,
+    unit: np.ndarray,
+    scope_id: int,
+    owner_ids: Sequence[int] | None,
+    k: int,
+) -> list[tuple[int, float, np.ndarray]]:
+    """Exact KNN over the unit vectors vec0 stores, ranked here.
+
+    vec0 (sqlite-vec 0.1.9) keeps a partition's vectors in chunks of
+    ``chunk_size`` slots: ``<table>_chunks`` holds each chunk's partition
+    value (``partition00``: scope_id), a validity bitmap (bit i of byte
+    i // 8, low bit first) and the rowid of every slot (int64);
+    ``<table>_vector_chunks00`` the slots' float32 vectors;
+    ``<table>_metadatachunks00`` the slots' first metadata column
+    (owner_id, int64).  For unit vectors the L2 order is the cosine order,
+    so one matrix product per chunk ranks it (vec0's own KNN computes each
+    distance in a scalar loop).  Chunks are read one at a time: memory stays
+    at one chunk (1.5 MB) whatever the table's size.
+    """
+    table = index.vec_table
+    by_owner = owner_ids is not None
+    sql = (
+        f"SELECT c.validity, c.rowids, x.vectors{', m.data' if by_owner else ''}"
+        f" FROM {table}_chunks c JOIN {table}_vector_chunks00 x"
+        " ON x.rowid = c.chunk_id"
+    )
+    if by_owner:
+        sql += f" JOIN {table}_metadatachunks00 m ON m.rowid = c.chunk_id"
+    sql += " WHERE c.partition00 = %s"
+    owners = np.asarray(list(owner_ids or ()), dtype=np.int64)
+    ids: list[np.ndarray] = []
+    scores: list[np.ndarray] = []
+    vectors: list[np.ndarray] = []
+    with connection.cursor() as cur:
+        cur.execute(sql, [scope_id])
+        for validity, rowids, blob, *meta in cur:
+            slots = np.frombuffer(rowids, dtype=np.int64)
+            n = len(slots)
+            valid = np.unpackbits(
+                np.frombuffer(validity, dtype=np.uint8), count=n, bitorder="little"
+            ).view(bool)
+            if by_owner:
+                column = np.frombuffer(meta[0], dtype=np.int64)[:n]
+                # One owner (the usual case): a comparison, 20x np.isin's cost.
+                valid &= (
+                    column == owners[0] if len(owners) == 1 else np.isin(column, owners)
+                )
+            live = np.flatnonzero(valid)
+            if not len(live):
+                continue
+            matrix = np.frombuffer(blob, dtype=np.float32).reshape(n, index.dim)
+            score = matrix @ unit
+            if len(live) < n:
+                score[~valid] = -np.inf
+            top = live if len(live) <= k else np.argpartition(-score, k - 1)[:k]
+            ids.append(slots[top])
+            scores.append(score[top])
+            vectors.append(matrix[top])
+    if not ids:
+        return []
+    all_ids, all_scores = np.concatenate(ids), np.concatenate(scores)
+    all_vectors = np.concatenate(vectors)
+    order = np.argsort(-all_scores, kind="stable")[:k]
+    return [
+        (int(all_ids[i]), 1.0 - float(all_scores[i]), all_vectors[i]) for i in order
+    ]
 
 
 def _owner_sql(owner_ids: Sequence[int] | None, column: str) -> str:
@@ -766,11 +872,15 @@ def _near_pairs(
     present = [i for i, vec in enumerate(found) if vec is not None]
     if not present:
         return None
-    units = np.stack([found[i] for i in present]).astype(np.float32, copy=False)
-    norms = np.linalg.norm(units, axis=1, keepdims=True)
-    units = units / np.where(norms == 0, 1.0, norms)
+    stacked = np.stack([found[i] for i in present]).astype(np.float32, copy=False)
+    gram = stacked @ stacked.T
+    norms = np.sqrt(np.maximum(gram.diagonal(), 0.0))
+    norms[norms == 0] = 1.0
+    close = gram / np.outer(norms, norms) > DEDUP_COSINE
+    if len(present) == len(hits):
+        return close.tolist()
     near = np.zeros((len(hits), len(hits)), dtype=bool)
-    near[np.ix_(present, present)] = (units @ units.T) > DEDUP_COSINE
+    near[np.ix_(present, present)] = close
     return near.tolist()
 
 
@@ -802,7 +912,7 @@ def highlight(content: str, terms: Sequence[str], width: int = 200) -> str:
     found = pattern.search(content)
     start = max(0, found.start() - width // 3) if found else 0
     excerpt = content[start : start + width]
-    marked = pattern.sub(lambda m: f"{_MARK_OPEN}{m.group(0)}{_MARK_CLOSE}", excerpt)
+    marked = pattern.sub(_MARKED, excerpt)
     prefix = "…" if start else ""
     suffix = "…" if start + width < len(content) else ""
     return _render_snippet(prefix + marked + suffix)

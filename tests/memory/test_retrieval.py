@@ -8,8 +8,14 @@ import numpy as np
 import pytest
 
 from coordination.actors import Actor
+from memory import retrieval
 from memory.indexes import ARCHIVAL_INDEX
-from memory.retrieval import index_put_vectors, vector_candidates
+from memory.retrieval import (
+    chunks_readable,
+    index_delete,
+    index_put_vectors,
+    vector_candidates,
+)
 from memory.selectors import memory_search
 from memory.services import archival_entry_create, embedding_backfill
 
@@ -55,9 +61,11 @@ def test_meaning_queries_need_vectors_and_code_queries_need_keywords(
     assert _recall_at_5(corpus_agent, "fts", "exact") == 1.0
 
 
+@pytest.mark.parametrize("engine", ["numpy", "vec0"])
 def test_exact_vector_search_ranks_and_scores_by_cosine_whatever_the_lengths(
-    agent: Any,
+    engine: str, settings: Any, agent: Any
 ):
+    settings.SEARCH_EXACT_KNN = engine
     rng = np.random.default_rng(4)
     scales = [0.1, 1.0, 7.5, 0.5, 3.0, 42.0]
     vectors = [rng.standard_normal(384).astype(np.float32) * s for s in scales]
@@ -88,6 +96,70 @@ def test_exact_vector_search_ranks_and_scores_by_cosine_whatever_the_lengths(
     assert [d for _pk, d, _v in found] == pytest.approx(
         [d for d, _pk in expected], abs=1e-5
     )
-    # The vectors handed on (dedup) are the stored ones, not their units.
+    # The vectors handed on (dedup) point the way the stored ones do.
     by_pk = {pk: v for pk, _d, v in found}
-    assert np.allclose(by_pk[entries[5].pk], vectors[5])
+    for entry, vector in zip(entries, vectors, strict=True):
+        handed = by_pk[entry.pk]
+        cosine = handed @ vector / np.linalg.norm(handed) / np.linalg.norm(vector)
+        assert cosine == pytest.approx(1.0, abs=1e-5)
+
+
+def test_numpy_and_vec0_exact_knn_agree_across_chunks_owners_and_deletes(
+    db: None, settings: Any
+):
+    """The numpy KNN reads vec0's own storage: over several chunks (1,024
+    slots each), two scopes and three owners, with deleted rows, it finds
+    what vec0's KNN finds."""
+    assert chunks_readable(ARCHIVAL_INDEX)
+    rng = np.random.default_rng(11)
+    rows = [
+        (row_id, 1 + row_id % 2, 10 + row_id % 3, rng.standard_normal(384))
+        for row_id in range(1, 2601)
+    ]
+    index_put_vectors(ARCHIVAL_INDEX, rows=rows)
+    index_delete(ARCHIVAL_INDEX, row_ids=list(range(1, 2601, 7)))
+    for query in rng.standard_normal((5, 384)).astype(np.float32):
+        for scope_id, owner_ids in ((1, None), (2, [10]), (1, [11, 12]), (2, [99])):
+            found = {}
+            for engine in ("numpy", "vec0"):
+                settings.SEARCH_EXACT_KNN = engine
+                found[engine] = vector_candidates(
+                    ARCHIVAL_INDEX,
+                    vector=query,
+                    scope_id=scope_id,
+                    owner_ids=owner_ids,
+                    k=25,
+                )
+            numpy_ids = [row_id for row_id, _d, _v in found["numpy"]]
+            assert numpy_ids == [row_id for row_id, _d, _v in found["vec0"]]
+            assert [d for _r, d, _v in found["numpy"]] == pytest.approx(
+                [d for _r, d, _v in found["vec0"]], abs=1e-5
+            )
+            assert all(row_id % 7 != 1 for row_id in numpy_ids)
+            assert all(row_id % 2 + 1 == scope_id for row_id in numpy_ids)
+            if owner_ids is not None:
+                assert all(10 + row_id % 3 in owner_ids for row_id in numpy_ids)
+            assert len(numpy_ids) == (0 if owner_ids == [99] else 25)
+
+
+def test_exact_knn_falls_back_to_vec0_on_a_storage_it_does_not_know(
+    monkeypatch: Any, agent: Any
+):
+    monkeypatch.setattr(retrieval, "CHUNK_LAYOUT_VERSIONS", frozenset({"v9.9"}))
+    chunks_readable.cache_clear()
+    try:
+        assert not chunks_readable(ARCHIVAL_INDEX)
+        vector = np.ones(384, dtype=np.float32)
+        index_put_vectors(
+            ARCHIVAL_INDEX, rows=[(5, agent.constellation_id, agent.pk, vector)]
+        )
+        found = vector_candidates(
+            ARCHIVAL_INDEX,
+            vector=vector,
+            scope_id=agent.constellation_id,
+            owner_ids=[agent.pk],
+            k=3,
+        )
+        assert [(row_id, round(d, 5)) for row_id, d, _v in found] == [(5, 0.0)]
+    finally:
+        chunks_readable.cache_clear()
