@@ -193,6 +193,76 @@ def bench_floor(block: object, appends: int) -> None:
     )
 
 
+def bench_floor_django(block: object, appends: int) -> None:
+    """The least a versioned append can do through Django's connection on
+    the real tables: read the row (version, counters), edit and export the
+    document, INSERT the update row, UPDATE the block row, in one
+    transaction; against the plain UPDATE, alternating rounds.  No rights,
+    schema, compaction, model instances or hooks: a reference, not a
+    target."""
+    from loro import ExportMode
+
+    from memory.models import BlockUpdate, MemoryBlock
+
+    blocks, updates = MemoryBlock._meta.db_table, BlockUpdate._meta.db_table
+    block_id = MemoryBlock._meta.pk.get_db_prep_value(block.pk, connection)
+    doc = block_document_load(block=block)
+    text = doc.get_text("content")
+    now = "2026-01-01 00:00:00"
+
+    def versioned(n: int) -> None:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT version, log_count, log_bytes FROM {blocks} WHERE id = %s",
+                [block_id],
+            )
+            version, log_count, log_bytes = cursor.fetchone()
+            before = doc.oplog_vv
+            doc.set_next_commit_message("agent:1 append_text")
+            text.insert(text.len_unicode, f"f{n} ")
+            doc.commit()
+            data = doc.export(ExportMode.Updates(before))
+            rendered = text.to_string()
+            cursor.execute(
+                f"INSERT INTO {updates} (data, frontiers, actor_kind, actor_id,"
+                " actor_name, summary, size, created_at, block_id)"
+                " VALUES (%s, %s, 'agent', '1', 'Bench', 'append_text', %s, %s, %s)",
+                [data, doc.oplog_frontiers.encode(), len(rendered), now, block_id],
+            )
+            cursor.execute(
+                f"UPDATE {blocks} SET rendered = %s, size = %s, updated_at = %s,"
+                " version = %s, log_count = %s, log_bytes = %s WHERE id = %s",
+                [
+                    rendered,
+                    len(rendered),
+                    now,
+                    version + 1,
+                    log_count + 1,
+                    log_bytes + len(data),
+                    block_id,
+                ],
+            )
+
+    def plain(n: int) -> None:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE bench_plain SET body = body || ? WHERE id = 1", [f"f{n} "]
+            )
+
+    spent = {versioned: 0.0, plain: 0.0}
+    for start in range(0, appends, 100):
+        for fn in (plain, versioned):
+            t0 = time.perf_counter()
+            for n in range(start, start + 100):
+                fn(n)
+            spent[fn] += time.perf_counter() - t0
+    line(
+        "floor through Django: plain UPDATE / bare versioned append",
+        f"{spent[versioned] / spent[plain]:.2f}x",
+        "reference",
+    )
+
+
 def bench_load(block: object, loads: int) -> None:
     times = []
     for _ in range(loads):
@@ -307,6 +377,7 @@ def main() -> None:
     bench_history(block)
     bench_appends(agent, block, args.appends)
     bench_floor(block, args.appends)
+    bench_floor_django(block, args.appends)
     labels = [f"http{n}" for n in range(8)]
     for label in labels:
         block_create(actor=Actor.system(), owner=agent, label=label, char_limit=50_000)
