@@ -507,13 +507,14 @@ def _owner_sql(owner_ids: Sequence[int] | None, column: str) -> str:
 
 @dataclass(frozen=True)
 class _PermittedStatement:
-    """A compiled ``PermittedRows`` statement and how to read its rows."""
+    """The compiled ``PermittedRows`` statements and how to read their rows:
+    ``texts_sql`` selects (pk, content), ``rows_sql`` whole rows with their
+    ``select_related`` rows; both take the same parameters."""
 
-    sql: str
+    texts_sql: str
+    rows_sql: str
     params: tuple
     reader: RowReader
-    pk_at: int
-    content_at: int
 
 
 # Compiled statements by the SQL of the allowed queryset (the same
@@ -533,36 +534,38 @@ def _permitted_statement(allowed: QuerySet) -> _PermittedStatement:
         .filter(Exists(inner))
         .order_by()
     )
+    texts_sql, texts_params = outer.values_list("pk", "content").query.sql_with_params()
     outer.query.select_related = allowed.query.select_related
     compiler = outer.query.get_compiler(using=outer.db)
-    sql, params = compiler.as_sql()  # EmptyResultSet: nothing is allowed
-    reader = RowReader.of(compiler, outer.db)
+    rows_sql, params = compiler.as_sql()  # EmptyResultSet: nothing is allowed
+    if tuple(texts_params) != tuple(params):
+        raise ValueError("the permitted texts and rows statements differ")
     return _PermittedStatement(
-        sql=sql,
+        texts_sql=texts_sql,
+        rows_sql=rows_sql,
         params=tuple(params),
-        reader=reader,
-        pk_at=reader.column(model._meta.pk.attname),
-        content_at=reader.column("content"),
+        reader=RowReader.of(compiler, outer.db),
     )
 
 
 class PermittedRows:
-    """The rows of ``allowed`` among candidate ids, in one statement.
+    """The rows of ``allowed`` among candidate ids.
 
-    ``pk IN (json_each(ids)) AND EXISTS (allowed row with that pk)``,
-    selecting the row and its ``select_related`` rows.  The ``EXISTS`` form
-    keeps SQLite on the primary key (``allowed.filter(pk__in=ids)`` may
-    make it walk an index of all the owner's rows when it has no stats),
-    and ``json_each`` keeps the SQL text the same whatever the number of
-    ids, so the statement is compiled once per permission and filters and
-    SQLite's statement cache reuses the prepared statement.  ``fetch``
-    keeps the raw tuples; only the rows that reach the results become model
-    instances (``instances``), the way Django's ``ModelIterable`` builds
-    them (Django 5.2).
+    ``pk IN (json_each(ids)) AND EXISTS (allowed row with that pk)``.  The
+    ``EXISTS`` form keeps SQLite on the primary key
+    (``allowed.filter(pk__in=ids)`` may make it walk an index of all the
+    owner's rows when it has no stats), and ``json_each`` keeps the SQL
+    text the same whatever the number of ids, so the statements are
+    compiled once per permission and filters and SQLite's statement cache
+    reuses them.  ``fetch`` reads the candidates' text only; ``instances``
+    reads the whole rows (and their ``select_related`` rows) of those that
+    reach the results and builds them the way Django's ``ModelIterable``
+    does (Django 5.2): whole rows of all candidates cost four times their
+    text.
     """
 
     def __init__(self, allowed: QuerySet):
-        self._raw: dict[int, tuple] = {}
+        self._texts: dict[int, str] = {}
         self._statement: _PermittedStatement | None = None
         self.empty = allowed.query.is_empty()
         if self.empty:
@@ -599,27 +602,31 @@ class PermittedRows:
                 _STATEMENTS[key] = statement
         self._statement = statement
 
-    def fetch(self, ids: Sequence[int]) -> dict[int, str]:
-        """The content of each permitted row among ``ids``, by id."""
+    def _run(self, sql: str, ids: Sequence[int]) -> list[tuple]:
         st = self._statement
-        if st is None or not ids:
-            return {}
+        assert st is not None
         ids_json = json.dumps(list(ids))
         params = [ids_json if p is _IDS_PARAM else p for p in st.params]
         with connection.cursor() as cur:
-            cur.execute(st.sql, params)
-            rows = cur.fetchall()
-        for row in rows:
-            self._raw[row[st.pk_at]] = row
-        return {row[st.pk_at]: row[st.content_at] for row in rows}
+            cur.execute(sql, params)
+            return cur.fetchall()
+
+    def fetch(self, ids: Sequence[int]) -> dict[int, str]:
+        """The content of each permitted row among ``ids``, by id."""
+        if self._statement is None or not ids:
+            return {}
+        texts = dict(self._run(self._statement.texts_sql, ids))
+        self._texts.update(texts)
+        return texts
 
     def instances(self, ids: Sequence[int]) -> dict[int, Any]:
         """Model instances (with their related rows) of fetched ids."""
         st = self._statement
-        raw = [self._raw[i] for i in ids if i in self._raw]
-        if st is None or not raw:
+        wanted = [i for i in ids if i in self._texts]
+        if st is None or not wanted:
             return {}
-        return {obj.pk: obj for obj in st.reader.instances(raw)}
+        rows = self._run(st.rows_sql, wanted)
+        return {obj.pk: obj for obj in st.reader.instances(rows)}
 
 
 _LARGE_SCOPES: dict[tuple[str, int, int], tuple[float, bool]] = {}
@@ -778,6 +785,7 @@ def search(
         t0 = time.perf_counter()
         rows = permitted_rows.instances([h.row for h in ordered])
         timings["rows"] = _ms(t0)
+        ordered = [h for h in ordered if h.row in rows]  # deleted meanwhile
         for hit in ordered:
             hit.relevance = rerank.relevance(rows[hit.row])
             hit.score = hit.fused_score * hit.relevance
@@ -796,6 +804,7 @@ def search(
         t0 = time.perf_counter()
         rows = permitted_rows.instances([h.row for h in final])
         timings["rows"] = _ms(t0)
+        final = [h for h in final if h.row in rows]  # deleted meanwhile
     terms = _TERM.findall(text)[:MAX_QUERY_TERMS]
     for hit in final:
         snippet = snippets.get(hit.row)

@@ -10,6 +10,7 @@ import pytest
 from coordination.actors import Actor
 from memory import retrieval
 from memory.indexes import ARCHIVAL_INDEX
+from memory.models import ArchivalEntry
 from memory.retrieval import (
     chunks_readable,
     index_delete,
@@ -163,3 +164,22 @@ def test_exact_knn_falls_back_to_vec0_on_a_storage_it_does_not_know(
         assert [(row_id, round(d, 5)) for row_id, d, _v in found] == [(5, 0.0)]
     finally:
         chunks_readable.cache_clear()
+
+
+def test_a_row_deleted_between_the_candidates_and_the_rows_is_left_out(
+    agent: Any, monkeypatch: Any
+):
+    """Candidates' texts and the results' whole rows are two statements: a
+    row deleted in between drops out of the results (no KeyError)."""
+    kept = archival_entry_create(agent=agent, content="harbour lights at dusk")
+    gone = archival_entry_create(agent=agent, content="harbour cranes at dawn")
+    fetch = retrieval.PermittedRows.fetch
+
+    def fetch_then_delete(self: Any, ids: Any) -> dict[int, str]:
+        texts = fetch(self, ids)
+        ArchivalEntry.objects.filter(pk=gone.pk).delete()
+        return texts
+
+    monkeypatch.setattr(retrieval.PermittedRows, "fetch", fetch_then_delete)
+    result = memory_search(actor=Actor.for_agent(agent), query="harbour", mode="fts")
+    assert [hit.row.pk for _kind, hit in result.hits] == [kept.pk]
