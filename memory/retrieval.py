@@ -28,7 +28,8 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -421,6 +422,9 @@ def chunks_readable(index: TextIndex) -> bool:
         cur.execute("SELECT vec_version()")
         if cur.fetchone()[0] not in CHUNK_LAYOUT_VERSIONS:
             return False
+        # Incremental blob reads (sqlean's name for it; stdlib: blobopen).
+        if not hasattr(connection.connection, "open_blob"):
+            return False
         for suffix, needed in _CHUNK_COLUMNS.items():
             cur.execute(f"PRAGMA table_info({index.vec_table}_{suffix})")
             if not needed <= {row[1] for row in cur.fetchall()}:
@@ -442,17 +446,22 @@ def _exact_from_chunks(
     ``chunk_size`` slots: ``<table>_chunks`` holds each chunk's partition
     value (``partition00``: scope_id), a validity bitmap (bit i of byte
     i // 8, low bit first) and the rowid of every slot (int64);
-    ``<table>_vector_chunks00`` the slots' float32 vectors;
-    ``<table>_metadatachunks00`` the slots' first metadata column
+    ``<table>_vector_chunks00`` the slots' float32 vectors in one blob per
+    chunk; ``<table>_metadatachunks00`` the slots' first metadata column
     (owner_id, int64).  For unit vectors the L2 order is the cosine order,
     so one matrix product per chunk ranks it (vec0's own KNN computes each
-    distance in a scalar loop).  Chunks are read one at a time: memory stays
-    at one chunk (1.5 MB) whatever the table's size.
+    distance in a scalar loop).
+
+    A chunk's vectors are read through SQLite's incremental blob I/O, up to
+    its last live slot: one copy straight from the pages (a SELECT of the
+    blob copies it twice, and reads a mostly empty chunk whole).  The reads
+    share one read transaction with the chunk list, so they see the same
+    snapshot; memory stays at one chunk (1.5 MB) whatever the table's size.
     """
     table = index.vec_table
     by_owner = owner_ids is not None
     sql = (
-        f"SELECT c.validity, c.rowids, x.vectors{', m.data' if by_owner else ''}"
+        f"SELECT c.validity, c.rowids, x._rowid_{', m.data' if by_owner else ''}"
         f" FROM {table}_chunks c JOIN {table}_vector_chunks00 x"
         " ON x.rowid = c.chunk_id"
     )
@@ -460,19 +469,22 @@ def _exact_from_chunks(
         sql += f" JOIN {table}_metadatachunks00 m ON m.rowid = c.chunk_id"
     sql += " WHERE c.partition00 = %s"
     owners = np.asarray(list(owner_ids or ()), dtype=np.int64)
+    row_bytes = index.dim * 4
     ids: list[np.ndarray] = []
     scores: list[np.ndarray] = []
     vectors: list[np.ndarray] = []
-    with connection.cursor() as cur:
+    with connection.cursor() as cur, _read_snapshot() as raw:
         cur.execute(sql, [scope_id])
-        for validity, rowids, blob, *meta in cur:
+        chunks = cur.fetchall()
+        for validity, rowids, blob_rowid, *meta in chunks:
             slots = np.frombuffer(rowids, dtype=np.int64)
-            n = len(slots)
             valid = np.unpackbits(
-                np.frombuffer(validity, dtype=np.uint8), count=n, bitorder="little"
+                np.frombuffer(validity, dtype=np.uint8),
+                count=len(slots),
+                bitorder="little",
             ).view(bool)
             if by_owner:
-                column = np.frombuffer(meta[0], dtype=np.int64)[:n]
+                column = np.frombuffer(meta[0], dtype=np.int64)[: len(slots)]
                 # One owner (the usual case): a comparison, 20x np.isin's cost.
                 valid &= (
                     column == owners[0] if len(owners) == 1 else np.isin(column, owners)
@@ -480,10 +492,18 @@ def _exact_from_chunks(
             live = np.flatnonzero(valid)
             if not len(live):
                 continue
-            matrix = np.frombuffer(blob, dtype=np.float32).reshape(n, index.dim)
+            used = int(live[-1]) + 1
+            blob = raw.open_blob(
+                f"{table}_vector_chunks00", "vectors", blob_rowid, readonly=True
+            )
+            try:
+                data = blob.read(used * row_bytes)
+            finally:
+                blob.close()
+            matrix = np.frombuffer(data, dtype=np.float32).reshape(used, index.dim)
             score = matrix @ unit
-            if len(live) < n:
-                score[~valid] = -np.inf
+            if len(live) < used:
+                score[~valid[:used]] = -np.inf
             top = live if len(live) <= k else np.argpartition(-score, k - 1)[:k]
             ids.append(slots[top])
             scores.append(score[top])
@@ -496,6 +516,23 @@ def _exact_from_chunks(
     return [
         (int(all_ids[i]), 1.0 - float(all_scores[i]), all_vectors[i]) for i in order
     ]
+
+
+@contextmanager
+def _read_snapshot() -> Iterator[Any]:
+    """The raw SQLite connection inside a read transaction: the caller's
+    transaction if there is one, else a DEFERRED one of its own (Django's
+    ``atomic`` begins IMMEDIATE, which would wait for the write lock)."""
+    connection.ensure_connection()
+    raw = connection.connection
+    if raw.in_transaction:
+        yield raw
+        return
+    raw.execute("BEGIN DEFERRED")
+    try:
+        yield raw
+    finally:
+        raw.execute("COMMIT")
 
 
 def _owner_sql(owner_ids: Sequence[int] | None, column: str) -> str:

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from django.db import connection
 
 from coordination.actors import Actor
 from memory import retrieval
@@ -13,6 +14,7 @@ from memory.indexes import ARCHIVAL_INDEX
 from memory.models import ArchivalEntry
 from memory.retrieval import (
     chunks_readable,
+    index_clear,
     index_delete,
     index_put_vectors,
     vector_candidates,
@@ -141,6 +143,33 @@ def test_numpy_and_vec0_exact_knn_agree_across_chunks_owners_and_deletes(
             if owner_ids is not None:
                 assert all(10 + row_id % 3 in owner_ids for row_id in numpy_ids)
             assert len(numpy_ids) == (0 if owner_ids == [99] else 25)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_exact_knn_outside_a_transaction_reads_in_its_own_and_ends_it(agent: Any):
+    """Outside ``atomic`` the chunk list and the vector reads share a read
+    transaction of their own, ended afterwards (no lock left behind)."""
+    vectors = np.eye(3, 384, dtype=np.float32)
+    index_put_vectors(
+        ARCHIVAL_INDEX,
+        rows=[
+            (n + 1, agent.constellation_id, agent.pk, vector)
+            for n, vector in enumerate(vectors)
+        ],
+    )
+    try:
+        assert not connection.connection.in_transaction
+        found = vector_candidates(
+            ARCHIVAL_INDEX,
+            vector=vectors[1],
+            scope_id=agent.constellation_id,
+            owner_ids=[agent.pk],
+            k=2,
+        )
+        assert [row_id for row_id, _d, _v in found] == [2, 1]
+        assert not connection.connection.in_transaction
+    finally:
+        index_clear(ARCHIVAL_INDEX)  # the flush after this test leaves vec0 be
 
 
 def test_exact_knn_falls_back_to_vec0_on_a_storage_it_does_not_know(
