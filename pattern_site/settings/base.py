@@ -246,8 +246,9 @@ SEARCH_VECTOR_QUANTISED = env.bool("PATTERN_SEARCH_QUANTISED", default=False)
 SEARCH_QUANTISED_OVERSAMPLE = env.int("PATTERN_SEARCH_QUANTISED_OVERSAMPLE", default=8)
 # Hybrid (and auto) searches take the quantised path anyway once the
 # constellation holds more than this many rows of the searched table (exact
-# KNN costs ~1 ms per 1,000 rows); 0 never switches.
-SEARCH_QUANTISED_ABOVE = env.int("PATTERN_SEARCH_QUANTISED_ABOVE", default=20_000)
+# KNN costs ~0.2 ms per 1,000 rows, quantised about a third of that at
+# 100,000); 0 never switches.
+SEARCH_QUANTISED_ABOVE = env.int("PATTERN_SEARCH_QUANTISED_ABOVE", default=100_000)
 # Who computes exact KNN: "numpy" (memory.retrieval reads the vectors vec0
 # stores, chunk by chunk, and ranks them with one matrix product each) or
 # "vec0" (sqlite-vec's own KNN, whose scalar distance loop is ~3x slower).
