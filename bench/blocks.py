@@ -16,14 +16,20 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-DATA_DIR = tempfile.mkdtemp(prefix="pattern-bench-")
+from pattern_site.processes import (  # noqa: E402
+    daphne_command,
+    free_port,
+    throwaway_dir,
+    wait_for_port,
+)
+
+DATA_DIR = throwaway_dir("pattern-bench-")
 os.environ.update(
     {
         "DJANGO_SETTINGS_MODULE": "pattern_site.settings.dev",
@@ -50,11 +56,6 @@ from coordination.services import (  # noqa: E402
 )
 from memory.selectors import block_document_load, block_history  # noqa: E402
 from memory.services import block_create, block_operate  # noqa: E402
-from pattern_site.processes import (  # noqa: E402
-    daphne_command,
-    free_port,
-    wait_for_port,
-)
 
 
 def line(name: str, value: str, target: str, ok: bool | None = None) -> None:

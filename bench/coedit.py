@@ -28,7 +28,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,6 +37,7 @@ sys.path.insert(0, str(REPO))
 from pattern_site.processes import (  # noqa: E402
     daphne_command,
     free_port,
+    throwaway_dir,
     wait_for_port,
 )
 
@@ -102,7 +102,7 @@ def main() -> None:
     if not (REPO / "node_modules" / "loro-websocket").is_dir():
         raise SystemExit("run `make assets` first (npm ci)")
 
-    data_dir = Path(tempfile.mkdtemp(prefix="pattern-bench-coedit-"))
+    data_dir = Path(throwaway_dir("pattern-bench-coedit-"))
     env = {
         "DJANGO_SETTINGS_MODULE": "pattern_site.settings.dev",
         "PATTERN_DATA_DIR": str(data_dir),

@@ -22,23 +22,24 @@ import random
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-_tmp = tempfile.mkdtemp(prefix="pattern-bench-embed-")
+from pattern_site.processes import (  # noqa: E402
+    SOLO_WORKER_OPTIONS,
+    celery_worker_command,
+    throwaway_dir,
+)
+
+_tmp = throwaway_dir("pattern-bench-embed-")
 os.environ["PATTERN_DATA_DIR"] = _tmp
 os.environ["DATABASE_URL"] = f"sqlite:///{_tmp}/bench.sqlite3"
 os.environ["DJANGO_SETTINGS_MODULE"] = "pattern_site.settings.dev"
 os.environ["PATTERN_DEBUG"] = "false"
 os.environ["PATTERN_CELERY_EAGER"] = "false"
 
-from pattern_site.processes import (  # noqa: E402
-    SOLO_WORKER_OPTIONS,
-    celery_worker_command,
-)
 
 _WORDS_TEXT = """
 partner meeting coffee train budget garden sister doctor invoice flight recipe

@@ -28,13 +28,14 @@ import os
 import random
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-_tmp = tempfile.mkdtemp(prefix="pattern-bench-search-")
+from pattern_site.processes import throwaway_dir  # noqa: E402
+
+_tmp = throwaway_dir("pattern-bench-search-")
 os.environ["PATTERN_DATA_DIR"] = _tmp  # never the developer's var/ database
 os.environ.pop("DATABASE_URL", None)
 os.environ["DJANGO_SETTINGS_MODULE"] = "pattern_site.settings.dev"

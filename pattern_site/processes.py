@@ -1,13 +1,24 @@
 """How the site's processes are started: one definition for ``manage.py
 serve``, the tests that run real servers and workers, and the benchmarks."""
 
+import atexit
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 ASGI_APPLICATION = "pattern_site.asgi:application"
+
+
+def throwaway_dir(prefix: str) -> str:
+    """A new temporary directory, removed when this process exits (the
+    benchmarks' databases: bench/search.py leaves ~0.7 GB otherwise)."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def daphne_command(*, host: str = "127.0.0.1", port: int) -> list[str]:
