@@ -88,12 +88,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {
         "timeout": env.int("PATTERN_SQLITE_BUSY_TIMEOUT", default=20),
         "transaction_mode": "IMMEDIATE",
-        # mmap: reads come straight from the mapped file instead of through
-        # SQLite's 2 MB page cache (a vector search reads ~1.5 KB per row:
-        # 40% less time at 10,000 rows; bench/search.py).  0 turns it off.
+        # mmap (off by default): reads come straight from the mapped file,
+        # not a pread per 4 KB page: exact vector search ~40% faster at
+        # 10,000 rows, but HTTP appends ~9% slower at concurrency 8 on the
+        # 2-core test machine (bench/search.py, bench/blocks.py).
         "init_command": (
             "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA foreign_keys=ON;"
-            f"PRAGMA mmap_size={env.int('PATTERN_SQLITE_MMAP_SIZE', default=2**30)};"
+            f"PRAGMA mmap_size={env.int('PATTERN_SQLITE_MMAP_SIZE', default=0)};"
         ),
     }
 # Threads serving HTTP requests under Daphne (pattern_site/asgi.py); each
@@ -246,9 +247,9 @@ SEARCH_VECTOR_QUANTISED = env.bool("PATTERN_SEARCH_QUANTISED", default=False)
 SEARCH_QUANTISED_OVERSAMPLE = env.int("PATTERN_SEARCH_QUANTISED_OVERSAMPLE", default=8)
 # Hybrid (and auto) searches take the quantised path anyway once the
 # constellation holds more than this many rows of the searched table (exact
-# KNN costs ~0.2 ms per 1,000 rows, quantised about a third of that at
-# 100,000); 0 never switches.
-SEARCH_QUANTISED_ABOVE = env.int("PATTERN_SEARCH_QUANTISED_ABOVE", default=100_000)
+# KNN costs ~0.4 ms per 1,000 rows, ~0.2 with mmap; quantised a fifth of
+# that at 100,000); 0 never switches.
+SEARCH_QUANTISED_ABOVE = env.int("PATTERN_SEARCH_QUANTISED_ABOVE", default=20_000)
 # Who computes exact KNN: "numpy" (memory.retrieval reads the vectors vec0
 # stores, chunk by chunk, and ranks them with one matrix product each) or
 # "vec0" (sqlite-vec's own KNN, whose scalar distance loop is ~3x slower).
