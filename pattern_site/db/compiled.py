@@ -70,18 +70,49 @@ class RowReader:
         return self.start + self.init_list.index(attname)
 
     def instances(self, rows: list[tuple]) -> Iterator[Model]:
+        """Model instances of ``rows``.  Rows that reference the same related
+        row share its instance (ten search hits of one agent build one
+        agent, not ten): treat the related instances as read-only."""
         converted = (
             self.compiler.results_iter(results=[rows])
             if self.converters is None
             else self.compiler.apply_converters(rows, self.converters)
         )
+        shared: dict[tuple[int, Any], Model] = {}
         for row in converted:
             obj = self.model.from_db(
                 self.db, self.init_list, row[self.start : self.end]
             )
             for populator in self.populators:
-                populator.populate(row, obj)
+                _populate_shared(populator, row, obj, shared)
             yield obj
+
+
+def _populate_shared(
+    populator: Any, row: tuple, obj: Model, shared: dict[tuple[int, Any], Model]
+) -> None:
+    """Django's ``RelatedPopulator.populate`` (5.2), building each related
+    row once per call.  Safe for one-to-one links too: a unique key cannot
+    repeat across rows."""
+    if populator.reorder_for_init:
+        data = populator.reorder_for_init(row)
+    else:
+        data = row[populator.cols_start : populator.cols_end]
+    pk = data[populator.pk_idx]
+    related = None
+    if pk is not None:
+        key = (id(populator), pk)
+        related = shared.get(key)
+        if related is None:
+            related = populator.model_cls.from_db(
+                populator.db, populator.init_list, data
+            )
+            for nested in populator.related_populators:
+                _populate_shared(nested, row, related, shared)
+            shared[key] = related
+    populator.local_setter(obj, related)
+    if related is not None:
+        populator.remote_setter(related, obj)
 
 
 @dataclass(frozen=True)

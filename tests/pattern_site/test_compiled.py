@@ -1,10 +1,11 @@
 """Querysets compiled once and run with new parameters."""
 
 import pytest
+from django.db import connection
 
 from coordination.models import Agent, AgentToken
 from coordination.services import agent_create
-from pattern_site.db.compiled import CompiledQuery
+from pattern_site.db.compiled import CompiledQuery, RowReader
 
 pytestmark = pytest.mark.django_db
 
@@ -44,3 +45,28 @@ def test_a_marker_that_is_not_one_parameter_is_refused(constellation):
     )
     with pytest.raises(ValueError, match="not one parameter"):
         twice.first(key="x")
+
+
+def test_rows_of_one_related_row_share_its_instance_with_nested_rows(
+    constellation, partner
+):
+    """``RowReader`` builds a related row once per call (search hits of one
+    agent), nested ``select_related`` rows included, nulls kept."""
+    flux, _ = agent_create(constellation=constellation, name="Flux")
+    anchor, _ = agent_create(constellation=constellation, name="Anchor")
+    AgentToken.objects.all().delete()
+    for n, agent in enumerate((flux, flux, anchor)):
+        AgentToken.objects.create(agent=agent, prefix=f"p{n}", key_hash=f"h{n}")
+    qs = AgentToken.objects.select_related("agent__constellation").order_by("pk")
+    compiler = qs.query.get_compiler(using="default")
+    sql, params = compiler.as_sql()
+    reader = RowReader.of(compiler, "default")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        tokens = list(reader.instances(cursor.fetchall()))
+    assert [t.agent.name for t in tokens] == ["Flux", "Flux", "Anchor"]
+    assert tokens[0].agent is tokens[1].agent
+    assert tokens[0].agent is not tokens[2].agent
+    assert tokens[0].agent.constellation is tokens[2].agent.constellation
+    assert tokens[2].agent.constellation.partner_id == partner.pk
+    assert tokens[0].agent.created_at == flux.created_at  # converters applied
