@@ -343,8 +343,10 @@ def vector_candidates(
 ) -> list[tuple[int, float, np.ndarray | None]]:
     """(row_id, cosine distance, vector or None) of the nearest rows.
 
-    Exact: the ``k`` nearest by a vec0 KNN over the unit float vectors
-    (L2, turned into cosine distance).
+    Exact: the ``k`` nearest unit float vectors, ranked by numpy over the
+    chunks vec0 stores (``_exact_from_chunks``), or by vec0's own KNN (L2,
+    turned into cosine distance) when ``SEARCH_EXACT_KNN`` is "vec0" or
+    the storage is not one ``chunks_readable`` knows.
     Quantised: vec0 KNNs over the binary vectors (Hamming distance), one per
     shard, give ``k * SEARCH_QUANTISED_OVERSAMPLE`` coarse candidates in
     all, re-scored exactly against their float vectors; all re-scored ones
