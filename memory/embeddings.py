@@ -37,6 +37,8 @@ def embedding_status() -> EmbeddingStatus:
     model_name, dim = settings.EMBEDDING_MODEL, settings.EMBEDDING_DIM
     if _load_error is not None:
         return EmbeddingStatus(False, model_name, dim, _load_error)
+    if _model is not None:  # loaded: no need to look at the directory again
+        return EmbeddingStatus(True, model_name, dim, "loaded")
     model_dir = settings.EMBEDDING_MODEL_DIR
     if not model_dir:
         return EmbeddingStatus(
@@ -55,8 +57,7 @@ def embedding_status() -> EmbeddingStatus:
             f"embedding model directory {model_dir} has no ONNX model;"
             " search uses keywords only",
         )
-    state = "loaded" if _model is not None else "ready (loads on first use)"
-    return EmbeddingStatus(True, model_name, dim, state)
+    return EmbeddingStatus(True, model_name, dim, "ready (loads on first use)")
 
 
 def embedding_model() -> "TextEmbedding | None":
