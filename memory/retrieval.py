@@ -352,15 +352,12 @@ def vector_candidates(
     all, re-scored exactly against their float vectors; all re-scored ones
     are returned.
     """
-    owner_params = list(owner_ids) if owner_ids is not None else []
-    if (
-        not quantised
-        and settings.SEARCH_EXACT_KNN == "numpy"
-        and chunks_readable(index)
-    ):
+    numpy_knn = settings.SEARCH_EXACT_KNN == "numpy" and chunks_readable(index)
+    if not quantised and numpy_knn:
         return _exact_from_chunks(
             index, unit=_unit(vector), scope_id=scope_id, owner_ids=owner_ids, k=k
         )
+    owner_params = list(owner_ids) if owner_ids is not None else []
     if not quantised:
         # The float vectors come from the binary table's auxiliary column,
         # joined by rowid (selecting vec0's own ``embedding`` would load a
@@ -604,7 +601,6 @@ class PermittedRows:
     """
 
     def __init__(self, allowed: QuerySet):
-        self._texts: dict[int, str] = {}
         self._statement: _PermittedStatement | None = None
         self.empty = allowed.query.is_empty()
         if self.empty:
@@ -654,18 +650,15 @@ class PermittedRows:
         """The content of each permitted row among ``ids``, by id."""
         if self._statement is None or not ids:
             return {}
-        texts = dict(self._run(self._statement.texts_sql, ids))
-        self._texts.update(texts)
-        return texts
+        return dict(self._run(self._statement.texts_sql, ids))
 
     def instances(self, ids: Sequence[int]) -> dict[int, Any]:
-        """Model instances (with their related rows) of fetched ids."""
+        """Model instances (with their related rows) of the permitted rows
+        among ``ids``, by id: the same permission, checked again."""
         st = self._statement
-        wanted = [i for i in ids if i in self._texts]
-        if st is None or not wanted:
+        if st is None or not ids:
             return {}
-        rows = self._run(st.rows_sql, wanted)
-        return {obj.pk: obj for obj in st.reader.instances(rows)}
+        return {obj.pk: obj for obj in st.reader.instances(self._run(st.rows_sql, ids))}
 
 
 _LARGE_SCOPES: dict[tuple[str, int, int], tuple[float, bool]] = {}

@@ -65,10 +65,6 @@ class RowReader:
             else compiler.get_converters(columns),
         )
 
-    def column(self, attname: str) -> int:
-        """Where the model's field ``attname`` is in a raw row."""
-        return self.start + self.init_list.index(attname)
-
     def instances(self, rows: list[tuple]) -> Iterator[Model]:
         """Model instances of ``rows``.  Rows that reference the same related
         row share its instance (ten search hits of one agent build one
