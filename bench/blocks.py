@@ -49,13 +49,13 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 
 from coordination.actors import Actor  # noqa: E402
-from coordination.services import (  # noqa: E402
+from coordination.agents.services import (
     agent_create,
     constellation_create,
     user_get_or_create,
 )
-from memory.selectors import block_document_load, block_history  # noqa: E402
-from memory.services import block_create, block_operate  # noqa: E402
+from memory.blocks.selectors import block_document_load, block_history  # noqa: E402
+from memory.blocks.services import block_create, block_operate  # noqa: E402
 
 
 def line(name: str, value: str, target: str, ok: bool | None = None) -> None:

@@ -54,9 +54,9 @@ def setup_database(env: dict[str, str], rooms: list[int]) -> tuple[str, dict]:
     from django.core.management import call_command
 
     from coordination.actors import Actor
+    from coordination.agents.services import agent_token_issue
     from coordination.models import Constellation
-    from coordination.services import agent_token_issue
-    from memory.services import block_create
+    from memory.blocks.services import block_create
     from tests.factories import AgentFactory, UserFactory
 
     call_command("migrate", verbosity=0)
@@ -154,7 +154,7 @@ def main() -> None:
             proc.terminate()
             proc.wait(timeout=10)
 
-    from memory.selectors import block_document_load
+    from memory.blocks.selectors import block_document_load
 
     print(
         f"co-editing fan-out, {args.edits} turns per server (alternating, after"

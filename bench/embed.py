@@ -76,9 +76,9 @@ def main() -> None:
     from django.db import transaction
 
     from coordination.models import Agent, Constellation
-    from memory.embeddings import embed_texts, embedding_model, embedding_status
+    from memory.longterm.services import archival_entry_create
     from memory.models import ArchivalEntry, EmbeddingState
-    from memory.services import archival_entry_create
+    from memory.search.embedder import embed_texts, embedding_model, embedding_status
 
     status = embedding_status()
     if not status.available:

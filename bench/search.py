@@ -52,16 +52,11 @@ from django.db import connection, transaction  # noqa: E402
 
 from coordination.actors import Actor  # noqa: E402
 from coordination.models import Agent, Constellation  # noqa: E402
-from memory.indexes import ARCHIVAL_INDEX  # noqa: E402
+from memory.longterm.indexes import ARCHIVAL_INDEX  # noqa: E402
+from memory.longterm.search import memory_search  # noqa: E402
 from memory.models import ArchivalEntry, EmbeddingState  # noqa: E402
-from memory.retrieval import (  # noqa: E402
-    index_clear,
-    index_put_texts,
-    index_put_vectors,
-    scope_sizes_forget,
-    vector_candidates,
-)
-from memory.selectors import memory_search  # noqa: E402
+from memory.search.engine import scope_sizes_forget, vector_candidates
+from memory.search.index import index_clear, index_put_texts, index_put_vectors
 
 DIM = 384
 VOCAB = [f"w{i:04d}" for i in range(5000)]
@@ -81,7 +76,7 @@ def real_vectors(n: int) -> tuple[list[str], np.ndarray | None]:
 
     import django as dj
 
-    from memory.embeddings import embed_texts
+    from memory.search.embedder import embed_texts
 
     sentences: set[str] = set()
     for path in sorted(Path(dj.__file__).parent.rglob("*.py")):
@@ -314,7 +309,7 @@ def run(size: int, n_queries: int, seed: int) -> None:
 
 def _fake_query_embedding() -> dict[str, np.ndarray]:
     """Queries embed to ``current["v"]`` (set per query), with no model."""
-    import memory.selectors as sel
+    import memory.longterm.search as sel
 
     current: dict[str, np.ndarray] = {}
     sel.embed_query = lambda text: current["v"]

@@ -11,7 +11,7 @@ from django.http import HttpRequest
 from ninja.security import HttpBearer, SessionAuth
 
 from coordination.actors import Actor
-from coordination.services import agent_token_authenticate
+from coordination.agents.services import agent_token_authenticate
 
 
 class AgentTokenAuth(HttpBearer):

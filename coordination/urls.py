@@ -1,6 +1,6 @@
 from django.urls import path
 
-from coordination import views
+from coordination.agents import views
 
 app_name = "dashboard"
 

@@ -33,8 +33,9 @@ from django.utils.module_loading import import_string
 from coordination.actors import Actor
 from coordination.errors import InvalidInput
 from coordination.models import Agent
-from memory import selectors
-from memory.models import BlockType, MemoryBlock
+from memory.blocks.models import BlockType, MemoryBlock
+from memory.blocks.permissions import block_permission_label
+from memory.blocks.selectors import block_list_for_actor, block_shared_from
 
 
 @dataclass(frozen=True)
@@ -135,9 +136,9 @@ class BuiltContext:
 
 
 def render_block(*, actor: Actor, block: MemoryBlock, include_description: bool) -> str:
-    permission = selectors.block_permission_label(actor=actor, block=block)
+    permission = block_permission_label(actor=actor, block=block)
     attrs = f'permission="{permission}"'
-    shared_from = selectors.block_shared_from(actor=actor, block=block)
+    shared_from = block_shared_from(actor=actor, block=block)
     if shared_from:
         attrs += f' shared_from="{shared_from}"'
     lines = [f"<block:{block.label} {attrs}>"]
@@ -185,9 +186,7 @@ def context_build(
     model = model_name if model_name is not None else agent.model_name
     limits = model_limits(model)
     batch = {str(b) for b in batch_block_ids}
-    blocks = list(
-        selectors.block_list_for_actor(actor=actor).order_by("block_type", "label")
-    )
+    blocks = list(block_list_for_actor(actor=actor).order_by("block_type", "label"))
     core = [b for b in blocks if b.block_type in (BlockType.CORE, BlockType.LOG)]
     working = [
         b

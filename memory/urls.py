@@ -2,48 +2,77 @@
 
 from django.urls import path
 
-from memory import views
+from memory import views as context_views
+from memory.blocks import views as block_views
+from memory.longterm import views as longterm_views
 
 app_name = "memory"
 
 urlpatterns = [
-    path("blocks/<uuid:block_id>/", views.block_detail, name="block"),
-    path("blocks/<uuid:block_id>/edit", views.block_edit, name="block_edit"),
+    path("blocks/<uuid:block_id>/", block_views.block_detail_page, name="block"),
+    path(
+        "blocks/<uuid:block_id>/edit", block_views.edit_block_action, name="block_edit"
+    ),
     path(
         "blocks/<uuid:block_id>/configure",
-        views.block_configure,
+        block_views.configure_block_action,
         name="block_configure",
     ),
     path(
-        "blocks/<uuid:block_id>/rollback", views.block_rollback, name="block_rollback"
+        "blocks/<uuid:block_id>/rollback",
+        block_views.rollback_block_action,
+        name="block_rollback",
     ),
-    path("blocks/<uuid:block_id>/share", views.block_share, name="block_share"),
-    path("blocks/<uuid:block_id>/delete", views.block_delete, name="block_delete"),
-    path("agents/<int:agent_id>/blocks/new", views.block_create, name="block_create"),
-    path("agents/<int:agent_id>/context/", views.agent_context, name="agent_context"),
-    path("approvals/", views.approvals_inbox, name="approvals"),
+    path(
+        "blocks/<uuid:block_id>/share",
+        block_views.share_block_action,
+        name="block_share",
+    ),
+    path(
+        "blocks/<uuid:block_id>/delete",
+        block_views.delete_block_action,
+        name="block_delete",
+    ),
+    path(
+        "agents/<int:agent_id>/blocks/new",
+        block_views.create_block_action,
+        name="block_create",
+    ),
+    path(
+        "agents/<int:agent_id>/context/",
+        context_views.agent_context_page,
+        name="agent_context",
+    ),
+    path("approvals/", block_views.approvals_inbox_page, name="approvals"),
     path(
         "approvals/<int:approval_id>/decide",
-        views.approval_decide,
+        block_views.decide_approval_action,
         name="approval_decide",
     ),
-    # --- long-term memory ---
-    path("search/", views.search_page, name="search"),
-    path("agents/<int:agent_id>/archival/", views.archival_browser, name="archival"),
-    path("archival/<int:entry_id>/edit/", views.archival_edit, name="archival-edit"),
+    path("search/", longterm_views.search_page, name="search"),
+    path(
+        "agents/<int:agent_id>/archival/",
+        longterm_views.archival_browser_page,
+        name="archival",
+    ),
+    path(
+        "archival/<int:entry_id>/edit/",
+        longterm_views.edit_archival_entry_page,
+        name="archival-edit",
+    ),
     path(
         "archival/<int:entry_id>/delete/",
-        views.archival_delete,
+        longterm_views.delete_archival_entry_action,
         name="archival-delete",
     ),
     path(
         "agents/<int:agent_id>/conversations/",
-        views.conversation_list,
+        longterm_views.conversation_list_page,
         name="conversations",
     ),
     path(
         "conversations/<int:conversation_id>/",
-        views.conversation_detail,
+        longterm_views.conversation_detail_page,
         name="conversation",
     ),
 ]

@@ -48,5 +48,7 @@ def health(request: HttpRequest) -> HttpResponse:
     return api.create_response(request, report, status=200 if healthy else 503)
 
 
-api.add_router("/", "coordination.api.router")
+api.add_router("/", "coordination.agents.api.router")
+api.add_router("/", "memory.blocks.api.router")
+api.add_router("/", "memory.longterm.api.router")
 api.add_router("/", "memory.api.router")

@@ -1,6 +1,13 @@
-"""The Celery application; configuration comes from Django settings."""
+"""The Celery application; configuration comes from Django settings.
+
+Tasks live in ``tasks`` modules anywhere inside the project's apps (one per
+capability package), so discovery looks into every package of each app.
+"""
 
 import os
+import pkgutil
+from collections.abc import Iterator
+from pathlib import Path
 
 from celery import Celery
 
@@ -8,4 +15,21 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pattern_site.settings.dev")
 
 app = Celery("pattern_site")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
+
+_PROJECT = Path(__file__).resolve().parent.parent
+
+
+def _task_packages() -> Iterator[str]:
+    """The project's apps and each package inside them."""
+    from django.apps import apps
+
+    for config in apps.get_app_configs():
+        if not Path(config.path).is_relative_to(_PROJECT):
+            continue
+        yield config.name
+        for sub in pkgutil.walk_packages([config.path], config.name + "."):
+            if sub.ispkg and ".migrations" not in sub.name:
+                yield sub.name
+
+
+app.autodiscover_tasks(lambda: list(_task_packages()))

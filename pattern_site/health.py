@@ -9,7 +9,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection
 
-from memory.embeddings import embedding_status
+from memory.search.embedder import embedding_status
 from pattern_site.celery import app as celery_app
 
 

@@ -2,8 +2,8 @@
 
 from django.urls import path
 
-from coordination.consumers import PresenceConsumer
-from memory.consumers import BlockSyncConsumer
+from coordination.agents.consumers import PresenceConsumer
+from memory.blocks.sync.consumer import BlockSyncConsumer
 
 websocket_urlpatterns = [
     path("ws/constellations/<int:constellation_id>/", PresenceConsumer.as_asgi()),

@@ -2,7 +2,7 @@
 
 import pytest
 
-from coordination.services import demo_constellation_seed
+from coordination.agents.services import demo_constellation_seed
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -3,15 +3,20 @@
 from django.http import HttpRequest
 from ninja import Router
 
-from coordination.auth import request_actor
-from coordination.schemas import AgentOut, AgentUpdateIn, ConstellationOut, WhoAmIOut
-from coordination.selectors import (
+from coordination.agents.schemas import (
+    AgentOut,
+    AgentUpdateIn,
+    ConstellationOut,
+    WhoAmIOut,
+)
+from coordination.agents.selectors import (
     agent_get_for_actor,
     agent_get_for_change,
     agent_list_for_actor,
     constellation_list_for_actor,
 )
-from coordination.services import agent_update
+from coordination.agents.services import agent_update
+from coordination.auth import request_actor
 
 router = Router(tags=["coordination"])
 

@@ -12,8 +12,8 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from coordination.actors import Actor
+from coordination.agents.selectors import constellation_get_for_actor
 from coordination.errors import NotFound
-from coordination.selectors import constellation_get_for_actor
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404

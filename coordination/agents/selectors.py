@@ -1,26 +1,26 @@
-"""Reads of constellations and agents, and who may see them.
+"""Reads of constellations and agents (rights: ``coordination.agents.permissions``).
 
 A human sees the constellations they are partner or member of; an agent
 sees only its own constellation.  Anything else does not exist for the
 caller (``NotFound``), so ids of other constellations leak nothing.
 """
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
 from coordination.actors import Actor
-from coordination.errors import NotFound, PermissionDenied
+from coordination.agents.permissions import (
+    agent_can_change,
+    agent_private_allowed,
+    constellation_filter,
+)
+from coordination.errors import InvalidInput, NotFound, PermissionDenied
 from coordination.models import Agent, Constellation
 
 
 def constellation_list_for_actor(*, actor: Actor) -> QuerySet[Constellation]:
     qs = Constellation.objects.select_related("partner")
-    if actor.kind == "system":
-        return qs.all()
-    if actor.kind == "agent":
-        assert actor.agent is not None
-        return qs.filter(pk=actor.agent.constellation_id)
-    assert actor.user is not None
-    return qs.filter(Q(partner=actor.user) | Q(members=actor.user)).distinct()
+    condition = constellation_filter(actor)
+    return qs.all() if condition is None else qs.filter(condition).distinct()
 
 
 def constellation_get_for_actor(
@@ -68,8 +68,24 @@ def agent_get_by_name(*, constellation_name: str, agent_name: str) -> Agent:
 def agent_get_for_change(*, actor: Actor, agent_id: int) -> Agent:
     """An agent the actor may reconfigure: humans of its constellation only."""
     agent = agent_get_for_actor(actor=actor, agent_id=agent_id)
-    if actor.kind == "agent":
+    if not agent_can_change(actor):
         raise PermissionDenied(
             "agents cannot reconfigure agents; the partner or a member can"
         )
+    return agent
+
+
+def agent_get_private(*, actor: Actor, agent_id: int | None) -> Agent:
+    """The agent whose private memory ``actor`` means: an agent itself
+    (``agent_id`` may be left out), or for humans any agent of their
+    constellations (``agent_id`` required).  Other agents: ``NotFound``."""
+    if agent_id is None:
+        if actor.agent is None:
+            raise InvalidInput("say which agent this is about (agent_id)")
+        return actor.agent
+    if actor.agent is not None and agent_id == actor.agent.pk:
+        return actor.agent
+    agent = agent_get_for_actor(actor=actor, agent_id=agent_id)
+    if not agent_private_allowed(actor, agent):
+        raise NotFound(f"agent {agent_id} does not exist")
     return agent

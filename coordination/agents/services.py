@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from coordination.agents.tasks import agent_touch_task
 from coordination.errors import AuthenticationFailed, Conflict
 from coordination.models import Agent, AgentToken, Constellation
 from pattern_site.db.compiled import CompiledQuery
@@ -152,8 +153,6 @@ def _agent_touch_enqueue(*, agent: Agent, now: datetime) -> None:
         _touch_enqueued.clear()
     _touch_enqueued[key] = at
     # Recorded by the worker, so authenticating never writes to the database.
-    from coordination.tasks import agent_touch_task
-
     agent_touch_task.delay_on_commit(agent.pk, now.isoformat())
 
 

@@ -4,9 +4,9 @@ from datetime import datetime
 
 from celery import shared_task
 
-from coordination.services import agent_touch
-
 
 @shared_task(name="coordination.agent_touch", ignore_result=True)
 def agent_touch_task(agent_id: int, at: str) -> None:
+    from coordination.agents.services import agent_touch
+
     agent_touch(agent_id=agent_id, at=datetime.fromisoformat(at))

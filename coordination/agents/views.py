@@ -5,7 +5,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from coordination.actors import Actor
-from coordination.selectors import (
+from coordination.agents.selectors import (
     agent_get_for_actor,
     agent_list_for_actor,
     constellation_get_for_actor,

@@ -1,18 +1,9 @@
-"""Which text tables of the memory app are searchable, and their indexes."""
+"""The long-term memory tables the search engine indexes."""
 
-from typing import Literal
+from memory.longterm.models import ArchivalEntry, Message
+from memory.search.registry import search_table_register
 
-from django.db.models import Model
-
-from memory.models import ArchivalEntry, Message
-from memory.retrieval import TextIndex
-
-IndexedKind = Literal["archival", "message"]
-
-ARCHIVAL_INDEX = TextIndex(ArchivalEntry._meta.db_table)
-MESSAGE_INDEX = TextIndex(Message._meta.db_table)
-
-INDEXED: dict[str, tuple[type[Model], TextIndex]] = {
-    "archival": (ArchivalEntry, ARCHIVAL_INDEX),
-    "message": (Message, MESSAGE_INDEX),
-}
+ARCHIVAL_TABLE = search_table_register(kind="archival", model=ArchivalEntry)
+MESSAGE_TABLE = search_table_register(kind="message", model=Message)
+ARCHIVAL_INDEX = ARCHIVAL_TABLE.index
+MESSAGE_INDEX = MESSAGE_TABLE.index

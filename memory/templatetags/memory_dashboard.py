@@ -10,8 +10,13 @@ from django import template
 
 from coordination.actors import Actor
 from coordination.models import Agent, Constellation
-from memory import documents, selectors
-from memory.models import BlockType, Permission
+from memory.blocks import documents
+from memory.blocks.models import BlockType, Permission
+from memory.blocks.selectors import (
+    approval_list_for_actor,
+    block_counts_by_owner,
+    block_list_for_actor,
+)
 
 register = template.Library()
 
@@ -25,10 +30,8 @@ def agent_memory(context: template.Context, agent: Agent) -> dict[str, Any]:
     """The agent's blocks (type, permission, size against limit) and the
     create-from-template form."""
     actor = _actor(context)
-    blocks = selectors.block_list_for_actor(actor=actor, agent_id=agent.pk)
-    pending = selectors.approval_list_for_actor(actor=actor, status="pending").filter(
-        agent=agent
-    )
+    blocks = block_list_for_actor(actor=actor, agent_id=agent.pk)
+    pending = approval_list_for_actor(actor=actor, status="pending").filter(agent=agent)
     return {
         "agent": agent,
         "blocks": blocks,
@@ -43,7 +46,7 @@ def agent_memory(context: template.Context, agent: Agent) -> dict[str, Any]:
 @register.simple_tag(takes_context=True)
 def block_counts(context: template.Context, constellation: Constellation) -> Any:
     """``{% block_counts constellation as counts %}``: blocks per owner id."""
-    return selectors.block_counts_by_owner(
+    return block_counts_by_owner(
         actor=_actor(context), constellation_id=constellation.pk
     )
 
@@ -59,10 +62,10 @@ def constellation_memory(
 ) -> dict[str, Any]:
     """Constellation-level blocks and pending approvals."""
     actor = _actor(context)
-    pending = selectors.approval_list_for_actor(actor=actor, status="pending").filter(
+    pending = approval_list_for_actor(actor=actor, status="pending").filter(
         block__constellation=constellation
     )
-    shared = selectors.block_list_for_actor(actor=actor).filter(
+    shared = block_list_for_actor(actor=actor).filter(
         constellation=constellation, owner__isnull=True
     )
     return {

@@ -1,7 +1,7 @@
 import pytest
 from django.test import Client
 
-from coordination.services import agent_token_issue, agent_token_revoke
+from coordination.agents.services import agent_token_issue, agent_token_revoke
 from tests.factories import AgentFactory, ConstellationFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

@@ -2,8 +2,8 @@
 
 import pytest
 
-from coordination.services import agent_token_authenticate
-from coordination.tasks import agent_touch_task
+from coordination.agents.services import agent_token_authenticate
+from coordination.agents.tasks import agent_touch_task
 
 
 @pytest.mark.django_db

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from coordination.actors import Actor
-from memory import embeddings
-from memory.indexes import INDEXED
-from memory.retrieval import index_clear
-from memory.services import block_create
+from memory.blocks.services import block_create
+from memory.search import embedder
+from memory.search.index import index_clear
+from memory.search.registry import search_tables
 from tests.conftest import REPO, missing, subprocess_env
 from tests.factories import AgentFactory
 
@@ -77,7 +77,8 @@ def _empty_search_indexes(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
         return
     request.getfixturevalue("transactional_db" if _transactional(request) else "db")
-    for _model, index in INDEXED.values():
+    for table in search_tables():
+        index = table.index
         index_clear(index)
     yield
 
@@ -93,14 +94,14 @@ def _transactional(request: pytest.FixtureRequest) -> bool:
 def model_dir(settings: Any, path: Any) -> Iterator[None]:
     """Use another model directory, with the process's model cache emptied;
     afterwards the old directory and the loaded model come back."""
-    saved = (settings.EMBEDDING_MODEL_DIR, embeddings._model)
+    saved = (settings.EMBEDDING_MODEL_DIR, embedder._model)
     settings.EMBEDDING_MODEL_DIR = str(path)
-    embeddings.embedding_reset()
+    embedder.embedding_reset()
     try:
         yield
     finally:
-        embeddings.embedding_reset()
-        settings.EMBEDDING_MODEL_DIR, embeddings._model = saved
+        embedder.embedding_reset()
+        settings.EMBEDDING_MODEL_DIR, embedder._model = saved
 
 
 @pytest.fixture
@@ -113,9 +114,9 @@ def no_embedding_model(settings: Any, tmp_path: Any) -> Iterator[None]:
 @pytest.fixture(scope="session")
 def embedding_model_loaded() -> Any:
     """The one model of this test process (skips when none is installed)."""
-    model = embeddings.embedding_model()
+    model = embedder.embedding_model()
     if model is None:
-        pytest.skip(embeddings.embedding_status().reason)
+        pytest.skip(embedder.embedding_status().reason)
     return model
 
 

@@ -5,10 +5,10 @@ import pytest
 from django.test import Client
 
 from coordination.actors import Actor
-from coordination.services import agent_token_issue
+from coordination.agents.services import agent_token_issue
+from memory.blocks.selectors import block_value
+from memory.blocks.services import block_create, block_share
 from memory.models import BlockUpdate, MemoryBlock
-from memory.selectors import block_value
-from memory.services import block_create, block_share
 
 
 @pytest.fixture

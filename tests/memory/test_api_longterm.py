@@ -7,15 +7,16 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from coordination.services import agent_token_issue
-from memory.models import ArchivalEntry
-from memory.services import (
-    archival_access_flush,
+from coordination.agents.services import agent_token_issue
+from memory.longterm import access
+from memory.longterm.access import archival_access_flush
+from memory.longterm.services import (
     archival_entry_create,
     conversation_start,
     messages_append,
 )
-from memory.tasks import archival_record_accesses
+from memory.longterm.tasks import archival_entries_record_access_task
+from memory.models import ArchivalEntry
 from tests.factories import AgentFactory, ConstellationFactory
 
 HOSTILE_QUERIES = [
@@ -211,8 +212,10 @@ def test_hits_of_many_searches_are_counted_by_one_task_off_their_path(
     entry = archival_entry_create(agent=agent, content="orchid watering schedule")
     other = archival_entry_create(agent=agent, content="orchid repotting notes")
     sent: list[list] = []
-    monkeypatch.setitem(archival_record_accesses.app.conf, "task_always_eager", False)
-    monkeypatch.setattr(archival_record_accesses, "delay", sent.append)
+    monkeypatch.setitem(
+        archival_entries_record_access_task.app.conf, "task_always_eager", False
+    )
+    monkeypatch.setattr(archival_entries_record_access_task, "delay", sent.append)
     client = client_for(agent)
     with django_capture_on_commit_callbacks(execute=True):
         for query in ("orchid watering", "orchid", "orchid schedule"):
@@ -221,7 +224,7 @@ def test_hits_of_many_searches_are_counted_by_one_task_off_their_path(
     assert archival_access_flush() == 2
     [accesses] = sent
     assert sorted((pk, n) for pk, n, _at in accesses) == [(entry.pk, 3), (other.pk, 3)]
-    archival_record_accesses(accesses)
+    archival_entries_record_access_task(accesses)
     entry.refresh_from_db()
     assert entry.access_count == 3 and entry.accessed_at is not None
 
@@ -232,10 +235,12 @@ def test_counted_hits_are_sent_without_another_search(
     entry = archival_entry_create(agent=agent, content="orchid watering schedule")
     sent: list[list] = []
     arrived = threading.Event()
-    monkeypatch.setattr("memory.services.ACCESS_FLUSH_SECONDS", 0.05)
-    monkeypatch.setitem(archival_record_accesses.app.conf, "task_always_eager", False)
+    monkeypatch.setattr(access._ACCESSES, "_delay", 0.05)
+    monkeypatch.setitem(
+        archival_entries_record_access_task.app.conf, "task_always_eager", False
+    )
     monkeypatch.setattr(
-        archival_record_accesses,
+        archival_entries_record_access_task,
         "delay",
         lambda accesses: (sent.append(accesses), arrived.set()),
     )

@@ -8,8 +8,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
-from memory import sync_protocol as sp
-from memory.broadcast import (
+from memory.blocks.sync import protocol as sp
+from memory.blocks.sync.broadcast import (
     MESSAGE_TYPE,
     RoomPeer,
     block_broadcast,

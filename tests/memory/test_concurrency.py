@@ -8,9 +8,9 @@ import pytest
 from django.db import connection
 
 from coordination.actors import Actor
+from memory.blocks.selectors import block_document_load, block_value
+from memory.blocks.services import block_operate
 from memory.models import BlockUpdate
-from memory.selectors import block_document_load, block_value
-from memory.services import block_operate
 from tests.memory.conftest import run_in_another_process
 
 THREADS = 8
@@ -65,7 +65,7 @@ def test_concurrent_appends_all_survive_compaction(make_block, agent, settings):
     out = run_in_another_process(
         "import json\n"
         "from memory.models import MemoryBlock\n"
-        "from memory.selectors import block_document_load\n"
+        "from memory.blocks.selectors import block_document_load\n"
         f"b = MemoryBlock.objects.get(pk='{block.pk}')\n"
         "print(json.dumps(block_document_load(block=b).get_list('items')"
         ".get_deep_value()))"

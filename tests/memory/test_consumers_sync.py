@@ -9,12 +9,12 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from coordination.actors import Actor
-from coordination.services import agent_token_issue
-from memory import sync_protocol as sp
-from memory.consumers import BlockSyncConsumer
+from coordination.agents.services import agent_token_issue
+from memory.blocks.selectors import block_document_load
+from memory.blocks.services import block_create, block_operate
+from memory.blocks.sync import protocol as sp
+from memory.blocks.sync.consumer import BlockSyncConsumer
 from memory.models import BlockUpdate
-from memory.selectors import block_document_load
-from memory.services import block_create, block_operate
 from pattern_site.asgi import application
 from tests.factories import AgentFactory, ConstellationFactory
 

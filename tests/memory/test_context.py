@@ -3,6 +3,7 @@
 import pytest
 
 from coordination.actors import Actor
+from memory.blocks.services import block_create, block_share
 from memory.context import (
     ToolRule,
     context_build,
@@ -10,7 +11,6 @@ from memory.context import (
     model_limits,
     render_tool_rules,
 )
-from memory.services import block_create, block_share
 
 
 def activity_for_tests(agent):

@@ -4,8 +4,8 @@ import pytest
 from loro import LoroDoc
 
 from coordination.errors import InvalidInput, PermissionDenied
-from memory import documents
-from memory.documents import operation_apply, render, schema_validate
+from memory.blocks import documents
+from memory.blocks.documents import operation_apply, render, schema_validate
 
 
 def apply(schema, *ops, agent=True):

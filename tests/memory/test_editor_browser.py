@@ -7,9 +7,9 @@ import pytest
 from django.test import Client
 
 from coordination.actors import Actor
-from coordination.services import agent_token_issue
-from memory.selectors import block_document_load
-from memory.services import block_create
+from coordination.agents.services import agent_token_issue
+from memory.blocks.selectors import block_document_load
+from memory.blocks.services import block_create
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

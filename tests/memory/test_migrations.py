@@ -4,7 +4,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from memory import documents
+from memory.blocks import documents
 
 
 def _migrate(target: tuple[str, str] | None = None):

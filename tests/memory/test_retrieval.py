@@ -9,18 +9,15 @@ import pytest
 from django.db import connection
 
 from coordination.actors import Actor
-from memory import retrieval
-from memory.indexes import ARCHIVAL_INDEX
+from memory.longterm.indexes import ARCHIVAL_INDEX
+from memory.longterm.search import memory_search
+from memory.longterm.services import archival_entry_create
 from memory.models import ArchivalEntry
-from memory.retrieval import (
-    chunks_readable,
-    index_clear,
-    index_delete,
-    index_put_vectors,
-    vector_candidates,
-)
-from memory.selectors import memory_search
-from memory.services import archival_entry_create, embedding_backfill
+from memory.search import chunks, permitted
+from memory.search.chunks import chunks_readable
+from memory.search.engine import vector_candidates
+from memory.search.index import index_clear, index_delete, index_put_vectors
+from memory.search.pipeline import embedding_backfill
 
 CORPUS = json.loads((Path(__file__).parent / "corpus.json").read_text())
 
@@ -175,7 +172,7 @@ def test_exact_knn_outside_a_transaction_reads_in_its_own_and_ends_it(agent: Any
 def test_exact_knn_falls_back_to_vec0_on_a_storage_it_does_not_know(
     monkeypatch: Any, agent: Any
 ):
-    monkeypatch.setattr(retrieval, "CHUNK_LAYOUT_VERSIONS", frozenset({"v9.9"}))
+    monkeypatch.setattr(chunks, "CHUNK_LAYOUT_VERSIONS", frozenset({"v9.9"}))
     chunks_readable.cache_clear()
     try:
         assert not chunks_readable(ARCHIVAL_INDEX)
@@ -202,13 +199,13 @@ def test_a_row_deleted_between_the_candidates_and_the_rows_is_left_out(
     row deleted in between drops out of the results (no KeyError)."""
     kept = archival_entry_create(agent=agent, content="harbour lights at dusk")
     gone = archival_entry_create(agent=agent, content="harbour cranes at dawn")
-    fetch = retrieval.PermittedRows.fetch
+    fetch = permitted.PermittedRows.fetch
 
     def fetch_then_delete(self: Any, ids: Any) -> dict[int, str]:
         texts = fetch(self, ids)
         ArchivalEntry.objects.filter(pk=gone.pk).delete()
         return texts
 
-    monkeypatch.setattr(retrieval.PermittedRows, "fetch", fetch_then_delete)
+    monkeypatch.setattr(permitted.PermittedRows, "fetch", fetch_then_delete)
     result = memory_search(actor=Actor.for_agent(agent), query="harbour", mode="fts")
     assert [hit.row.pk for _kind, hit in result.hits] == [kept.pk]

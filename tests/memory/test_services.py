@@ -13,19 +13,10 @@ from coordination.errors import (
     NotFound,
     PermissionDenied,
 )
-from memory import documents
-from memory.models import (
-    ApprovalStatus,
-    BlockApproval,
-    BlockType,
-    BlockUpdate,
-    MemoryBlock,
-    Permission,
-    SharedAccess,
-)
-from memory.selectors import (
+from memory.blocks import documents
+from memory.blocks.permissions import block_access_for_actor
+from memory.blocks.selectors import (
     approval_get_for_decision,
-    block_access_for_actor,
     block_diff,
     block_document_load,
     block_get_for_actor,
@@ -34,7 +25,7 @@ from memory.selectors import (
     block_value,
     block_version_view,
 )
-from memory.services import (
+from memory.blocks.services import (
     approval_decide,
     block_configure,
     block_create,
@@ -46,8 +37,16 @@ from memory.services import (
     block_share,
     block_swap,
     block_unshare,
-    blocks_export,
-    blocks_import,
+)
+from memory.blocks.transfer import blocks_export, blocks_import
+from memory.models import (
+    ApprovalStatus,
+    BlockApproval,
+    BlockType,
+    BlockUpdate,
+    MemoryBlock,
+    Permission,
+    SharedAccess,
 )
 from tests.factories import AgentFactory, ConstellationFactory, UserFactory
 

@@ -6,10 +6,10 @@ from django.db import transaction
 
 from coordination.actors import Actor
 from coordination.errors import LimitExceeded
-from memory import doc_cache
+from memory.blocks import doc_cache
+from memory.blocks.selectors import block_value
+from memory.blocks.services import block_append, block_operate
 from memory.models import MemoryBlock
-from memory.selectors import block_value
-from memory.services import block_operate, tool_append
 from tests.memory.conftest import run_in_another_process
 
 
@@ -30,7 +30,7 @@ def test_write_from_another_process_is_seen_by_the_next_cached_write(make_block)
     run_in_another_process(
         "from coordination.actors import Actor\n"
         "from memory.models import MemoryBlock\n"
-        "from memory.services import block_operate\n"
+        "from memory.blocks.services import block_operate\n"
         f"b = MemoryBlock.objects.get(pk='{block.pk}')\n"
         "block_operate(actor=Actor.system(), block=b,"
         " operations=[{'op': 'push_item', 'item': 'there'}])"
@@ -46,10 +46,10 @@ def test_write_from_another_process_is_seen_by_the_next_cached_write(make_block)
 def test_rejected_append_leaves_no_trace_in_the_cached_document(make_block, agent):
     block = make_block(label="notes", char_limit=20)
     actor = Actor.for_agent(agent)
-    tool_append(actor=actor, block=block, content="short")
+    block_append(actor=actor, block=block, content="short")
     with pytest.raises(LimitExceeded):
-        tool_append(actor=actor, block=block, content="far too long for this block")
-    tool_append(actor=actor, block=block, content="ok")
+        block_append(actor=actor, block=block, content="far too long for this block")
+    block_append(actor=actor, block=block, content="ok")
 
     assert block_value(block=block) == "short\nok"
     block.refresh_from_db()
@@ -78,7 +78,7 @@ def test_rolled_back_write_is_not_cached(make_block, monkeypatch):
 def test_reads_get_a_private_copy_of_the_cached_document(make_block):
     block = make_block(label="tasks", schema={"kind": "list"})
     _push(block, "one")
-    from memory.selectors import block_document_load
+    from memory.blocks.selectors import block_document_load
 
     doc = block_document_load(block=block)
     doc.get_list("items").push("scribbled by a reader")
@@ -103,8 +103,8 @@ def test_log_counters_track_the_updates_after_the_snapshot(make_block, settings)
 
 @pytest.mark.django_db
 def test_history_rows_carry_each_versions_aware_timestamp(make_block):
+    from memory.blocks.selectors import block_history
     from memory.models import BlockUpdate
-    from memory.selectors import block_history
 
     block = make_block(label="tasks", schema={"kind": "list"})
     for n in range(3):

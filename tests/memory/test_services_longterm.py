@@ -10,21 +10,25 @@ from django.utils import timezone
 
 from coordination.actors import Actor
 from coordination.errors import Conflict, InvalidInput
-from memory.embeddings import embedding_status
-from memory.indexes import ARCHIVAL_INDEX
-from memory.models import ArchivalEntry, EmbeddingState
-from memory.retrieval import index_vectors
-from memory.selectors import SearchFilters, memory_search
-from memory.services import (
+from memory.longterm.indexes import ARCHIVAL_INDEX
+from memory.longterm.search import SearchFilters, memory_search
+from memory.longterm.services import (
     archival_entry_create,
     archival_entry_delete,
     archival_entry_update,
     conversation_start,
-    embedding_backfill,
-    embeddings_refresh,
     messages_append,
     retrieval_config_update,
 )
+from memory.models import ArchivalEntry, EmbeddingState
+from memory.search.embedder import embedding_status
+from memory.search.index import index_vectors
+from memory.search.pipeline import (
+    embedding_backfill,
+    embedding_flush,
+    embeddings_refresh,
+)
+from memory.search.tasks import embeddings_refresh_task
 from pattern_site.health import health_report
 from tests.memory.conftest import model_dir
 
@@ -200,25 +204,44 @@ def test_without_a_model_search_degrades_to_keywords_and_health_says_why(
     assert ArchivalEntry.objects.get().embedding_state == EmbeddingState.PENDING
 
 
-def test_one_transaction_enqueues_one_batched_embedding_task(
+def test_rows_committed_together_are_embedded_by_one_batched_task(
     agent: Any, django_capture_on_commit_callbacks: Any, monkeypatch: Any
 ):
-    from memory import tasks
-
     sent: list[tuple[str, list[int]]] = []
-    monkeypatch.setattr(tasks.embed_rows, "delay", lambda k, ids: sent.append((k, ids)))
-    with (
-        django_capture_on_commit_callbacks(execute=True) as callbacks,
-        transaction.atomic(),
-    ):
+    monkeypatch.setitem(embeddings_refresh_task.app.conf, "task_always_eager", False)
+    monkeypatch.setattr(
+        embeddings_refresh_task, "delay", lambda k, ids: sent.append((k, ids))
+    )
+    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
         a = archival_entry_create(agent=agent, content="one")
         b = archival_entry_create(agent=agent, content="two")
         (message,) = messages_append(
             conversation=conversation_start(agent=agent),
             messages=[{"role": "user", "content": "three"}],
         )
-    assert len(callbacks) == 1
+    assert sent == []  # sent by the batcher, not on the writer's path
+    assert embedding_flush() == 3
     assert sorted(sent) == [("archival", [a.pk, b.pk]), ("message", [message.pk])]
+
+
+def test_rows_of_a_rolled_back_savepoint_are_never_sent_to_embed(
+    agent: Any, django_capture_on_commit_callbacks: Any, monkeypatch: Any
+):
+    sent: list[tuple[str, list[int]]] = []
+    monkeypatch.setitem(embeddings_refresh_task.app.conf, "task_always_eager", False)
+    monkeypatch.setattr(
+        embeddings_refresh_task, "delay", lambda k, ids: sent.append((k, ids))
+    )
+    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+        kept = archival_entry_create(agent=agent, content="kept")
+        try:
+            with transaction.atomic():
+                archival_entry_create(agent=agent, content="rolled back")
+                raise RuntimeError
+        except RuntimeError:
+            pass
+    embedding_flush()
+    assert sent == [("archival", [kept.pk])]
 
 
 def test_backfill_embeds_rows_written_while_no_model_was_available(
@@ -237,10 +260,10 @@ def test_backfill_embeds_rows_written_while_no_model_was_available(
 def test_without_the_sqlite_index_search_falls_back_to_a_keyword_scan(
     agent: Any, monkeypatch: Any
 ):
-    from memory import retrieval
+    from memory.search import engine
 
     archival_entry_create(agent=agent, content="quince paste in the pantry")
-    monkeypatch.setattr(retrieval, "backend_available", lambda: False)
+    monkeypatch.setattr(engine, "backend_available", lambda: False)
     result = memory_search(actor=Actor.for_agent(agent), query="quince", mode="auto")
     assert result.mode_used == "fts" and "unavailable" in result.degraded
     assert [h.row.content for _k, h in result.hits] == ["quince paste in the pantry"]
@@ -248,10 +271,10 @@ def test_without_the_sqlite_index_search_falls_back_to_a_keyword_scan(
 
 
 def test_vectors_of_the_wrong_size_are_not_stored(agent: Any, monkeypatch: Any):
-    from memory import embeddings
+    from memory.search import pipeline
 
     monkeypatch.setattr(
-        embeddings, "embed_texts", lambda texts: [np.ones(16, np.float32)] * len(texts)
+        pipeline, "embed_texts", lambda texts: [np.ones(16, np.float32)] * len(texts)
     )
     entry = archival_entry_create(agent=agent, content="sixteen dims")
     assert embeddings_refresh(kind="archival", row_ids=[entry.pk]) == 0

@@ -10,20 +10,20 @@ from loro import ExportMode, LoroDoc
 
 from coordination.actors import Actor
 from coordination.errors import InvalidInput, LimitExceeded, NotFound, PermissionDenied
-from memory.broadcast import block_group
-from memory.models import BlockUpdate, Permission, SharedAccess
-from memory.selectors import (
-    block_access_for_actor,
+from memory.blocks.permissions import block_access_for_actor
+from memory.blocks.selectors import (
     block_document_load,
     block_get_for_actor,
     block_value,
 )
-from memory.services import (
+from memory.blocks.services import (
     block_compact,
     block_operate,
     block_share,
     block_update_import,
 )
+from memory.blocks.sync.broadcast import block_group
+from memory.models import BlockUpdate, Permission, SharedAccess
 
 
 def remote_edit(block: Any, edit: Any) -> bytes:
@@ -296,7 +296,7 @@ def test_failed_broadcast_is_logged_and_the_change_stays(
     def broken(**kwargs):
         raise ConnectionError("channel layer down")
 
-    monkeypatch.setattr("memory.services.block_broadcast", broken)
+    monkeypatch.setattr("memory.blocks.services.block_broadcast", broken)
     block_operate(
         actor=Actor.for_agent(agent),
         block=block,

@@ -11,9 +11,9 @@ from contextlib import contextmanager
 import pytest
 
 from coordination.actors import Actor
-from coordination.services import agent_token_issue
-from memory.selectors import block_document_load
-from memory.services import block_create
+from coordination.agents.services import agent_token_issue
+from memory.blocks.selectors import block_document_load
+from memory.blocks.services import block_create
 from tests.conftest import REPO, free_port, subprocess_env, wait_for_port
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -6,7 +6,7 @@ from pathlib import Path
 import loro
 import pytest
 
-from memory import sync_protocol as sp
+from memory.blocks.sync import protocol as sp
 
 VECTORS = json.loads(
     (Path(__file__).parent / "sync_vectors" / "vectors.json").read_text()

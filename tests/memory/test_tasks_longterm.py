@@ -4,11 +4,15 @@ from typing import Any
 
 import pytest
 
-from memory import tasks
-from memory.indexes import ARCHIVAL_INDEX, MESSAGE_INDEX
+from memory.longterm.indexes import ARCHIVAL_INDEX, MESSAGE_INDEX
+from memory.longterm.services import (
+    archival_entry_create,
+    conversation_start,
+    messages_append,
+)
 from memory.models import ArchivalEntry, EmbeddingState
-from memory.retrieval import index_vectors
-from memory.services import archival_entry_create, conversation_start, messages_append
+from memory.search import tasks
+from memory.search.index import index_vectors
 from tests.conftest import REDIS_URL, wait_until
 
 
@@ -45,7 +49,7 @@ def test_backfill_fills_missing_vectors_on_a_worker(
 ):
     # The rows' own embedding tasks are lost (e.g. written while no worker
     # had a model); only the periodic backfill can fill them in.
-    monkeypatch.setattr(tasks.embed_rows, "delay", lambda *args: None)
+    monkeypatch.setattr(tasks.embeddings_refresh_task, "delay", lambda *args: None)
     for i in range(5):
         archival_entry_create(agent=agent, content=f"orphan fact {i}")
     assert not _all_ready(ArchivalEntry, ARCHIVAL_INDEX)

@@ -4,9 +4,9 @@ import pytest
 from django.test import Client
 
 from coordination.actors import Actor
+from memory.blocks.selectors import block_history, block_value
+from memory.blocks.services import block_operate, block_share
 from memory.models import BlockApproval, MemoryBlock
-from memory.selectors import block_history, block_value
-from memory.services import block_operate, block_share
 from tests.factories import AgentFactory, ConstellationFactory
 
 
@@ -148,7 +148,7 @@ def test_what_this_agent_sees(web, make_block, agent, other_agent):
 
 def test_other_constellations_blocks_are_404_on_the_dashboard(web):
     stranger = AgentFactory(constellation=ConstellationFactory())
-    from memory.services import block_create
+    from memory.blocks.services import block_create
 
     block = block_create(actor=Actor.system(), owner=stranger, label="x")
     assert web.get(f"/memory/blocks/{block.pk}/").status_code == 404

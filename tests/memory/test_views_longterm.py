@@ -4,8 +4,12 @@ from typing import Any
 
 from django.test import Client
 
+from memory.longterm.services import (
+    archival_entry_create,
+    conversation_start,
+    messages_append,
+)
 from memory.models import ArchivalEntry
-from memory.services import archival_entry_create, conversation_start, messages_append
 from tests.factories import AgentFactory, ConstellationFactory
 
 

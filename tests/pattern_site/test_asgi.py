@@ -10,8 +10,8 @@ from django.conf import settings
 from django.core import signals
 
 from coordination.actors import Actor
-from memory.selectors import block_value
-from memory.services import block_create
+from memory.blocks.selectors import block_value
+from memory.blocks.services import block_create
 from pattern_site.asgi import django_asgi_app
 
 

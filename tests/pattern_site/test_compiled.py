@@ -3,8 +3,8 @@
 import pytest
 from django.db import connection
 
+from coordination.agents.services import agent_create
 from coordination.models import Agent, AgentToken
-from coordination.services import agent_create
 from pattern_site.db.compiled import CompiledQuery, RowReader
 
 pytestmark = pytest.mark.django_db

@@ -10,9 +10,13 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from coordination.agents.services import (
+    agent_create,
+    constellation_create,
+    user_get_or_create,
+)
 from coordination.errors import ApplicationError
 from coordination.models import Constellation
-from coordination.services import agent_create, constellation_create, user_get_or_create
 
 
 class Command(BaseCommand):

@@ -31,7 +31,7 @@ from typing import Any
 from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
 
-from memory import sync_protocol as sp
+from memory.blocks.sync import protocol as sp
 
 logger = logging.getLogger(__name__)
 

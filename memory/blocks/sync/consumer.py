@@ -2,7 +2,7 @@
 
 One websocket multiplexes rooms.  A ``%LOR`` room is a memory block (room id
 = block id): the join is authorised by the memory selectors, every update goes
-through ``memory.services.block_update_import`` (validated, stored with the
+through ``memory.block_update_import`` (validated, stored with the
 actor in one transaction) and is acked only after that commit; the service's
 after-commit broadcast (``memory.broadcast``) reaches every peer of the block in
 any process - this process's directly through the room hub, other processes'
@@ -30,6 +30,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from coordination.actors import Actor
+from coordination.agents.services import agent_token_authenticate
 from coordination.errors import (
     ApplicationError,
     AuthenticationFailed,
@@ -38,16 +39,12 @@ from coordination.errors import (
     NotFound,
     PermissionDenied,
 )
-from coordination.services import agent_token_authenticate
-from memory import sync_protocol as sp
-from memory.broadcast import RoomPeer, block_room_join, block_room_leave
-from memory.models import MemoryBlock
-from memory.selectors import (
-    block_access_for_actor,
-    block_document_load,
-    block_get_for_actor,
-)
-from memory.services import block_update_import
+from memory.blocks.models import MemoryBlock
+from memory.blocks.permissions import block_access_for_actor
+from memory.blocks.selectors import block_document_load, block_get_for_actor
+from memory.blocks.services import block_update_import
+from memory.blocks.sync import protocol as sp
+from memory.blocks.sync.broadcast import RoomPeer, block_room_join, block_room_leave
 
 logger = logging.getLogger(__name__)
 

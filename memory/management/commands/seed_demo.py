@@ -9,8 +9,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from coordination.services import demo_constellation_seed
-from memory.services import memory_demo_seed
+from coordination.agents.services import demo_constellation_seed
+from memory.demo import memory_demo_seed
 
 
 class Command(BaseCommand):

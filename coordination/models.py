@@ -1,0 +1,6 @@
+"""The coordination app's models, defined in its packages (Django and the
+migrations find them here)."""
+
+from coordination.agents.models import Agent, AgentToken, Constellation
+
+__all__ = ["Agent", "AgentToken", "Constellation"]

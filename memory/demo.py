@@ -1,0 +1,66 @@
+"""The demo constellation's memory: blocks from templates and a few archival facts."""
+
+from __future__ import annotations
+
+from django.db import (
+    transaction,
+)
+
+from coordination.actors import Actor
+from coordination.models import Constellation
+from memory.blocks.models import BlockType, Permission
+from memory.blocks.services import block_create
+
+DEMO_ORGANIZATION_POLICIES = (
+    "Be kind and direct. Small steps beat big plans. Ask before committing "
+    "the partner's time. Never shame missed tasks; adjust the plan instead."
+)
+
+
+@transaction.atomic
+def memory_demo_seed(*, constellation: Constellation) -> int:
+    """Give a freshly seeded demo constellation's agents their first blocks.
+
+    Each agent gets a persona, a human block and a pinned scratchpad; the
+    constellation gets a read-only organization block and a shared task
+    board.  Returns how many blocks were made.
+    """
+    system = Actor.system()
+    made = 0
+    block_create(
+        actor=system,
+        constellation=constellation,
+        label="organization",
+        template="organization",
+        permission=Permission.READ_ONLY,
+        content={"name": constellation.name, "policies": DEMO_ORGANIZATION_POLICIES},
+    )
+    block_create(
+        actor=system,
+        constellation=constellation,
+        label="task_board",
+        description="Shared task tracking for the whole constellation",
+        schema={"kind": "list", "max_items": 50},
+        block_type=BlockType.WORKING,
+        pinned=True,
+        content=["[ ] Morning check-in with the partner"],
+    )
+    made += 2
+    for agent in constellation.agents.all():
+        block_create(
+            actor=system,
+            owner=agent,
+            label="persona",
+            template="persona",
+            content={"name": agent.name, "style": agent.role, "traits": []},
+        )
+        block_create(actor=system, owner=agent, label="human", template="human")
+        block_create(
+            actor=system,
+            owner=agent,
+            label="scratchpad",
+            template="scratchpad",
+            pinned=True,
+        )
+        made += 3
+    return made

@@ -1,0 +1,351 @@
+"""Long-term memory tools: archival entries, search and recall, conversations."""
+
+from typing import Any
+
+from django.http import HttpRequest
+from ninja import Router, Status
+
+from coordination.agents.selectors import (
+    agent_get_private,
+    constellation_get_for_actor,
+)
+from coordination.auth import request_actor
+from coordination.errors import InvalidInput, PermissionDenied
+from memory.longterm.access import archival_access_record_later
+from memory.longterm.models import ArchivalSource
+from memory.longterm.schemas import (
+    ArchivalEntryIn,
+    ArchivalEntryOut,
+    ArchivalEntryPatchIn,
+    ArchivalPageOut,
+    ConversationIn,
+    ConversationOut,
+    ConversationStatusIn,
+    LettaInsertIn,
+    LettaSearchHitOut,
+    LettaSearchIn,
+    MessageOut,
+    MessagePageOut,
+    MessagesAppendIn,
+    RecallIn,
+    RecallOut,
+    RetrievalConfigIn,
+    RetrievalConfigOut,
+    SearchIn,
+    SearchOut,
+)
+from memory.longterm.search import (
+    SearchFilters,
+    SearchResult,
+    memory_search,
+    search_hit_payload,
+)
+from memory.longterm.selectors import (
+    RECALL_DOMAIN,
+    archival_entry_get_by_label,
+    archival_entry_get_for_actor,
+    archival_entry_list_for_actor,
+    conversation_get_for_actor,
+    conversation_list_for_actor,
+    message_page_for_actor,
+    retrieval_config_for,
+)
+from memory.longterm.services import (
+    archival_entry_append,
+    archival_entry_create,
+    archival_entry_delete,
+    archival_entry_update,
+    conversation_set_status,
+    conversation_start,
+    messages_append,
+    retrieval_config_update,
+)
+
+router = Router(tags=["long-term memory"])
+
+
+def _source(request: HttpRequest) -> str:
+    kind = request_actor(request).kind
+    return ArchivalSource.AGENT if kind == "agent" else ArchivalSource.USER
+
+
+def _searched(request: HttpRequest, **kwargs: Any) -> SearchResult:
+    """Run a search and count its archival hits as retrievals, off its path."""
+    result = memory_search(actor=request_actor(request), **kwargs)
+    archival_access_record_later(entry_ids=result.archival_ids)
+    return result
+
+
+def _search_out(result: SearchResult) -> dict[str, Any]:
+    return {
+        "query": result.query,
+        "domain": result.domain,
+        "mode_requested": result.mode_requested,
+        "mode_used": result.mode_used,
+        "degraded": result.degraded,
+        "quantised": result.quantised,
+        "results": [search_hit_payload(kind, hit) for kind, hit in result.hits],
+        "timings_ms": result.timings_ms,
+    }
+
+
+@router.post("/archival", response={201: ArchivalEntryOut}, summary="Store a fact")
+def create_archival_entry(request: HttpRequest, payload: ArchivalEntryIn) -> Any:
+    actor = request_actor(request)
+    agent = agent_get_private(actor=actor, agent_id=payload.agent_id)
+    entry = archival_entry_create(
+        agent=agent,
+        content=payload.content,
+        tags=payload.tags,
+        metadata=payload.metadata,
+        importance=payload.importance,
+        source=_source(request),
+        label=payload.label,
+    )
+    return Status(201, entry)
+
+
+@router.get("/archival", response=ArchivalPageOut, summary="List archival entries")
+def list_archival_entries(
+    request: HttpRequest, agent_id: int | None = None, limit: int = 50, offset: int = 0
+) -> Any:
+    qs = archival_entry_list_for_actor(actor=request_actor(request), agent_id=agent_id)
+    limit, offset = max(1, min(limit, 200)), max(0, offset)
+    return {"count": qs.count(), "results": list(qs[offset : offset + limit])}
+
+
+@router.get("/archival/{entry_id}", response=ArchivalEntryOut)
+def get_archival_entry(request: HttpRequest, entry_id: int) -> Any:
+    return archival_entry_get_for_actor(actor=request_actor(request), entry_id=entry_id)
+
+
+@router.patch("/archival/{entry_id}", response=ArchivalEntryOut)
+def update_archival_entry(
+    request: HttpRequest, entry_id: int, payload: ArchivalEntryPatchIn
+) -> Any:
+    entry = archival_entry_get_for_actor(
+        actor=request_actor(request), entry_id=entry_id
+    )
+    return archival_entry_update(entry=entry, **payload.dict(exclude_unset=True))
+
+
+@router.delete("/archival/{entry_id}", response={204: None})
+def delete_archival_entry(request: HttpRequest, entry_id: int) -> Any:
+    entry = archival_entry_get_for_actor(
+        actor=request_actor(request), entry_id=entry_id
+    )
+    archival_entry_delete(entry=entry)
+    return Status(204, None)
+
+
+@router.post("/tools/search", response=SearchOut, summary="v1 search tool")
+def search_tool(request: HttpRequest, payload: SearchIn) -> Any:
+    result = _searched(
+        request,
+        query=payload.query,
+        domain=payload.domain,
+        mode=payload.mode,
+        limit=payload.limit,
+        filters=SearchFilters(
+            agent_id=payload.filters.agent_id,
+            tags=tuple(payload.filters.tags),
+            metadata_keys=tuple(payload.filters.metadata_keys),
+            since=payload.filters.since,
+            until=payload.filters.until,
+            role=payload.filters.role,
+            conversation_id=payload.filters.conversation_id,
+        ),
+        constellation_id=payload.constellation_id,
+    )
+    return _search_out(result)
+
+
+@router.post("/tools/recall", response=RecallOut, summary="v1 recall tool")
+def recall_tool(request: HttpRequest, payload: RecallIn) -> Any:
+    """insert / append / read / delete an archival entry (by label or id);
+    without an action, search conversations and archival memory (seed 001)."""
+    actor = request_actor(request)
+    action = payload.action or ("search" if payload.query else None)
+    if action is None:
+        raise InvalidInput("give an action (insert, append, read, delete) or a query")
+    if action == "search":
+        result = _searched(
+            request,
+            query=payload.query or "",
+            domain=RECALL_DOMAIN,
+            limit=payload.limit,
+        )
+        out = _search_out(result)
+        return {
+            "action": action,
+            "message": f"{len(out['results'])} results",
+            "results": out["results"],
+            "degraded": result.degraded,
+        }
+    if action == "insert":
+        entry = archival_entry_create(
+            agent=agent_get_private(actor=actor, agent_id=None),
+            content=payload.content or "",
+            tags=payload.tags,
+            metadata=payload.metadata,
+            importance=payload.importance,
+            source=_source(request),
+            label=payload.label,
+        )
+        return {"action": action, "message": "stored", "entry": entry}
+    if payload.entry_id is not None:
+        entry = archival_entry_get_for_actor(actor=actor, entry_id=payload.entry_id)
+    elif payload.label:
+        entry = archival_entry_get_by_label(actor=actor, label=payload.label)
+    else:
+        raise InvalidInput(f"{action} needs a label or an entry_id")
+    if action == "read":
+        archival_access_record_later(entry_ids=[entry.pk])
+        return {"action": action, "message": "found", "entry": entry}
+    if action == "append":
+        entry = archival_entry_append(entry=entry, content=payload.content or "")
+        return {"action": action, "message": "appended", "entry": entry}
+    archival_entry_delete(entry=entry)
+    return {"action": action, "message": f"deleted entry {payload.label or ''}"}
+
+
+@router.post(
+    "/tools/archival_memory_insert",
+    response={201: ArchivalEntryOut},
+    summary="Letta-compatible archival insert",
+)
+def archival_memory_insert(request: HttpRequest, payload: LettaInsertIn) -> Any:
+    actor = request_actor(request)
+    entry = archival_entry_create(
+        agent=agent_get_private(actor=actor, agent_id=None),
+        content=payload.content,
+        tags=payload.tags,
+        source=_source(request),
+    )
+    return Status(201, entry)
+
+
+@router.post(
+    "/tools/archival_memory_search",
+    response=list[LettaSearchHitOut],
+    summary="Letta-compatible archival search",
+)
+def archival_memory_search(request: HttpRequest, payload: LettaSearchIn) -> Any:
+    result = _searched(
+        request,
+        query=payload.query,
+        domain="archival_memory",
+        limit=payload.top_k,
+        filters=SearchFilters(
+            tags=tuple(payload.tags),
+            since=payload.start_datetime,
+            until=payload.end_datetime,
+        ),
+    )
+    return [
+        {
+            "id": hit.row.pk,
+            "timestamp": hit.row.created_at,
+            "content": hit.row.content,
+            "tags": hit.row.tags,
+        }
+        for _kind, hit in result.hits
+    ]
+
+
+@router.post("/conversations", response={201: ConversationOut})
+def start_conversation(request: HttpRequest, payload: ConversationIn) -> Any:
+    agent = agent_get_private(actor=request_actor(request), agent_id=payload.agent_id)
+    return Status(201, conversation_start(agent=agent, title=payload.title))
+
+
+@router.get("/conversations", response=list[ConversationOut])
+def list_conversations(
+    request: HttpRequest, agent_id: int | None = None, status: str | None = None
+) -> Any:
+    return conversation_list_for_actor(
+        actor=request_actor(request), agent_id=agent_id, status=status
+    )[:200]
+
+
+@router.get("/conversations/{conversation_id}", response=ConversationOut)
+def get_conversation(request: HttpRequest, conversation_id: int) -> Any:
+    return conversation_get_for_actor(
+        actor=request_actor(request), conversation_id=conversation_id
+    )
+
+
+@router.post("/conversations/{conversation_id}/status", response=ConversationOut)
+def set_conversation_status(
+    request: HttpRequest, conversation_id: int, payload: ConversationStatusIn
+) -> Any:
+    conversation = conversation_get_for_actor(
+        actor=request_actor(request), conversation_id=conversation_id
+    )
+    return conversation_set_status(conversation=conversation, status=payload.status)
+
+
+@router.post(
+    "/conversations/{conversation_id}/messages", response={201: list[MessageOut]}
+)
+def append_messages(
+    request: HttpRequest, conversation_id: int, payload: MessagesAppendIn
+) -> Any:
+    actor = request_actor(request)
+    conversation = conversation_get_for_actor(
+        actor=actor, conversation_id=conversation_id
+    )
+    created = messages_append(
+        conversation=conversation,
+        messages=[m.dict() for m in payload.messages],
+        author=actor.ref,
+        batch_id=payload.batch_id,
+    )
+    return Status(201, created)
+
+
+@router.get("/conversations/{conversation_id}/messages", response=MessagePageOut)
+def list_messages(
+    request: HttpRequest, conversation_id: int, after: int = 0, limit: int = 50
+) -> Any:
+    conversation, messages, next_after = message_page_for_actor(
+        actor=request_actor(request),
+        conversation_id=conversation_id,
+        after=after,
+        limit=limit,
+    )
+    return {
+        "conversation": conversation,
+        "messages": messages,
+        "next_after": next_after,
+    }
+
+
+@router.get(
+    "/constellations/{constellation_id}/retrieval-config",
+    response=RetrievalConfigOut,
+)
+def get_retrieval_config(request: HttpRequest, constellation_id: int) -> Any:
+    constellation = constellation_get_for_actor(
+        actor=request_actor(request), constellation_id=constellation_id
+    )
+    return retrieval_config_for(constellation=constellation)
+
+
+@router.put(
+    "/constellations/{constellation_id}/retrieval-config",
+    response=RetrievalConfigOut,
+)
+def update_retrieval_config(
+    request: HttpRequest, constellation_id: int, payload: RetrievalConfigIn
+) -> Any:
+
+    actor = request_actor(request)
+    if actor.kind == "agent":
+        raise PermissionDenied("only the partner or a member can tune search")
+    constellation = constellation_get_for_actor(
+        actor=actor, constellation_id=constellation_id
+    )
+    return retrieval_config_update(
+        constellation=constellation, **payload.dict(exclude_unset=True)
+    )

@@ -1,0 +1,171 @@
+"""Long-term memory: archival entries, conversations and their messages, and
+per-constellation retrieval settings.
+
+Archival entries and messages are searchable tables (``memory.search``):
+they carry ``content_hash`` / ``embedded_hash`` / ``embedding_state`` so the
+embedding pipeline knows which rows need a vector.
+"""
+
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from coordination.models import Agent, Constellation
+from memory.search.registry import EmbeddingState
+
+
+class ArchivalSource(models.TextChoices):
+    AGENT = "agent", "agent"
+    SYSTEM = "system", "system"
+    USER = "user", "user"
+    CONSOLIDATION = "consolidation", "consolidation"
+
+
+class ArchivalEntry(models.Model):
+    """A fact an agent keeps for the long term, outside its context window."""
+
+    agent = models.ForeignKey(
+        Agent, on_delete=models.CASCADE, related_name="archival_entries"
+    )
+    constellation = models.ForeignKey(
+        Constellation, on_delete=models.CASCADE, related_name="archival_entries"
+    )
+    label = models.CharField(max_length=200, null=True, blank=True)
+    content = models.TextField()
+    metadata = models.JSONField(default=dict, blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    importance = models.FloatField(
+        default=0.5, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)]
+    )
+    source = models.CharField(
+        max_length=20, choices=ArchivalSource.choices, default=ArchivalSource.AGENT
+    )
+    access_count = models.PositiveIntegerField(default=0)
+    accessed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    content_hash = models.CharField(max_length=64)
+    embedding_state = models.CharField(
+        max_length=10, choices=EmbeddingState.choices, default=EmbeddingState.PENDING
+    )
+    embedded_hash = models.CharField(
+        max_length=64, blank=True, help_text="content_hash the vector was made from"
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["agent", "label"],
+                condition=models.Q(label__isnull=False),
+                name="archival_label_unique_per_agent",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(importance__gte=0.0, importance__lte=1.0),
+                name="archival_importance_in_unit_interval",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["agent", "-created_at"]),
+            models.Index(fields=["embedding_state"]),
+        ]
+
+    def __str__(self) -> str:
+        return self.label or self.content[:40]
+
+
+class ConversationStatus(models.TextChoices):
+    ACTIVE = "active", "active"
+    IDLE = "idle", "idle"
+    ARCHIVED = "archived", "archived"
+
+
+class Conversation(models.Model):
+    """An agent's conversation: active -> idle -> archived (idle may resume)."""
+
+    agent = models.ForeignKey(
+        Agent, on_delete=models.CASCADE, related_name="conversations"
+    )
+    constellation = models.ForeignKey(
+        Constellation, on_delete=models.CASCADE, related_name="conversations"
+    )
+    title = models.CharField(max_length=200, blank=True)
+    status = models.CharField(
+        max_length=10,
+        choices=ConversationStatus.choices,
+        default=ConversationStatus.ACTIVE,
+    )
+    started_at = models.DateTimeField(auto_now_add=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    message_count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [models.Index(fields=["agent", "status"])]
+
+    def __str__(self) -> str:
+        return self.title or f"conversation {self.pk}"
+
+
+class MessageRole(models.TextChoices):
+    USER = "user", "user"
+    ASSISTANT = "assistant", "assistant"
+    TOOL = "tool", "tool"
+    SYSTEM = "system", "system"
+
+
+class Message(models.Model):
+    """One message of a conversation, at a monotonic position within it."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="messages"
+    )
+    # Denormalised from the conversation so search can scope by them directly.
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    constellation = models.ForeignKey(
+        Constellation, on_delete=models.CASCADE, related_name="+"
+    )
+    role = models.CharField(max_length=10, choices=MessageRole.choices)
+    author = models.CharField(max_length=200, blank=True)
+    content = models.TextField()
+    position = models.PositiveBigIntegerField()
+    batch_id = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    content_hash = models.CharField(max_length=64)
+    embedding_state = models.CharField(
+        max_length=10, choices=EmbeddingState.choices, default=EmbeddingState.PENDING
+    )
+    embedded_hash = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["conversation_id", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "position"],
+                name="message_position_unique_per_conversation",
+            )
+        ]
+        indexes = [models.Index(fields=["embedding_state"])]
+
+    def __str__(self) -> str:
+        return f"{self.role}@{self.position}"
+
+
+class RetrievalConfig(models.Model):
+    """Per-constellation search tuning: the optional relevance re-rank."""
+
+    constellation = models.OneToOneField(
+        Constellation, on_delete=models.CASCADE, related_name="retrieval_config"
+    )
+    rerank_enabled = models.BooleanField(
+        default=False,
+        help_text="Re-rank results by importance, recency decay and access count.",
+    )
+    decay_rate = models.FloatField(
+        default=0.995,
+        validators=[MinValueValidator(0.5), MaxValueValidator(1.0)],
+        help_text="Hourly decay factor of the re-rank (0.995/h keeps ~43% after 7 d).",
+    )
+
+    def __str__(self) -> str:
+        return f"retrieval config of {self.constellation_id}"

@@ -1,0 +1,32 @@
+"""Who may read and write long-term memory: the one place that decides.
+
+An agent's archival entries and conversations are its own; humans see
+those of the agents of their constellations; another constellation's rows
+do not exist for the caller (``NotFound``).
+"""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from coordination.actors import Actor
+from coordination.agents.selectors import (
+    constellation_list_for_actor,
+)
+
+
+def longterm_rows_visible(
+    qs: QuerySet, *, actor: Actor, agent_id: int | None
+) -> QuerySet:
+    """Rows owned by an agent: an agent sees its own, a human those of the
+    agents of their constellations (optionally one agent's)."""
+    if actor.kind == "agent":
+        assert actor.agent is not None
+        if agent_id is not None and agent_id != actor.agent.pk:
+            return qs.none()
+        return qs.filter(agent_id=actor.agent.pk)
+    visible = constellation_list_for_actor(actor=actor).values("pk")
+    qs = qs.filter(constellation__in=visible)
+    if agent_id is not None:
+        qs = qs.filter(agent_id=agent_id)
+    return qs

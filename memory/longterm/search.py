@@ -1,0 +1,279 @@
+"""Searching long-term memory as a caller may see it (archival, messages)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from coordination.actors import Actor
+from coordination.agents.selectors import (
+    agent_get_for_actor,
+    constellation_get_for_actor,
+    constellation_list_for_actor,
+)
+from coordination.errors import InvalidInput
+from coordination.models import Constellation
+from memory.longterm.indexes import ARCHIVAL_INDEX, MESSAGE_INDEX
+from memory.longterm.models import Message, RetrievalConfig
+from memory.longterm.selectors import (
+    MAX_QUERY_CHARS,
+    MAX_SEARCH_LIMIT,
+    RECALL_DOMAIN,
+    SEARCH_DOMAINS,
+    archival_entry_list_for_actor,
+)
+from memory.search.embedder import embed_query, embedding_status
+from memory.search.engine import SEARCH_MODES, Hit, Rerank, SearchOutcome, search
+from pattern_site.db.compiled import CompiledQuery
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    agent_id: int | None = None
+    tags: tuple[str, ...] = ()
+    metadata_keys: tuple[str, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+    role: str | None = None
+    conversation_id: int | None = None
+
+
+@dataclass
+class SearchResult:
+    """Results of a search over one or more domains, best first."""
+
+    query: str
+    domain: str
+    mode_requested: str
+    mode_used: str
+    degraded: str
+    hits: list[tuple[str, Hit]] = field(default_factory=list)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    quantised: bool = False  # vectors were searched by the quantised path
+
+    @property
+    def archival_ids(self) -> list[int]:
+        return [hit.row.pk for kind, hit in self.hits if kind == "archival"]
+
+
+def _search_constellation(actor: Actor, constellation_id: int | None) -> Constellation:
+    if actor.kind == "agent":
+        assert actor.agent is not None
+        return actor.agent.constellation
+    if constellation_id is not None:
+        return constellation_get_for_actor(
+            actor=actor, constellation_id=constellation_id
+        )
+    visible = list(constellation_list_for_actor(actor=actor)[:2])
+    if len(visible) != 1:
+        raise InvalidInput(
+            "say which constellation to search (constellation_id)"
+            if visible
+            else "you belong to no constellation"
+        )
+    return visible[0]
+
+
+def _filtered(qs: QuerySet, filters: SearchFilters, *, messages: bool) -> QuerySet:
+    if filters.agent_id is not None:
+        qs = qs.filter(agent_id=filters.agent_id)
+    if filters.since is not None:
+        qs = qs.filter(created_at__gte=filters.since)
+    if filters.until is not None:
+        qs = qs.filter(created_at__lte=filters.until)
+    if messages:
+        if filters.role:
+            qs = qs.filter(role=filters.role)
+        if filters.conversation_id is not None:
+            qs = qs.filter(conversation_id=filters.conversation_id)
+        if filters.tags or filters.metadata_keys:
+            return qs.none()  # messages carry neither tags nor metadata
+    else:
+        if filters.role or filters.conversation_id is not None:
+            return qs.none()
+        for tag in filters.tags:
+            qs = qs.filter(tags__icontains=f'"{tag.strip().lower()}"')
+        for key in filters.metadata_keys:
+            qs = qs.filter(metadata__has_key=key)
+    return qs
+
+
+def memory_search(
+    *,
+    actor: Actor,
+    query: str,
+    domain: str = "archival_memory",
+    mode: str = "auto",
+    limit: int = 10,
+    filters: SearchFilters | None = None,
+    constellation_id: int | None = None,
+) -> SearchResult:
+    """Search long-term memory as ``actor`` may see it.
+
+    Domains: ``archival_memory`` (an agent's own entries; a human's
+    constellation's), ``conversations`` (an agent's own messages),
+    ``constellation_messages`` (every message of the constellation) and
+    ``all`` (archival_memory plus constellation_messages); and
+    ``recall`` (archival_memory plus conversations, seed 001's recall).
+    """
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidInput("the search query is empty; give some words to look for")
+    if len(query) > MAX_QUERY_CHARS:
+        query = query[:MAX_QUERY_CHARS]
+    if domain not in (*SEARCH_DOMAINS, RECALL_DOMAIN):
+        raise InvalidInput(
+            f"unknown domain {domain!r}; use one of {', '.join(SEARCH_DOMAINS)}"
+        )
+    if mode not in SEARCH_MODES:
+        raise InvalidInput(
+            f"unknown mode {mode!r}; use one of {', '.join(SEARCH_MODES)}"
+        )
+    limit = max(1, min(int(limit), MAX_SEARCH_LIMIT))
+    filters = filters or SearchFilters()
+    constellation = _search_constellation(actor, constellation_id)
+    if filters.agent_id is not None and actor.kind != "agent":
+        agent_get_for_actor(actor=actor, agent_id=filters.agent_id)
+
+    own_only = actor.kind == "agent"
+    agent_pk = actor.agent.pk if actor.agent is not None else None
+    targets: list[tuple[str, Any, QuerySet, list[int] | None]] = []
+    if domain in ("archival_memory", "all", RECALL_DOMAIN):
+        qs = archival_entry_list_for_actor(actor=actor).filter(
+            constellation_id=constellation.pk
+        )
+        owners = [agent_pk] if own_only else _owner(filters)
+        targets.append(
+            ("archival", ARCHIVAL_INDEX, _filtered(qs, filters, messages=False), owners)
+        )
+    if domain in ("conversations", "constellation_messages", "all", RECALL_DOMAIN):
+        qs = Message.objects.select_related("agent", "conversation").filter(
+            constellation_id=constellation.pk
+        )
+        owners = _owner(filters)
+        if domain in ("conversations", RECALL_DOMAIN) and own_only:
+            qs, owners = qs.filter(agent_id=agent_pk), [agent_pk]
+        targets.append(
+            ("message", MESSAGE_INDEX, _filtered(qs, filters, messages=True), owners)
+        )
+
+    status = embedding_status()
+    cache: dict[str, Any] = {}
+
+    def query_vector(text: str) -> Any:
+        if "v" not in cache:
+            cache["v"] = embed_query(text) if status.available else None
+        return cache["v"]
+
+    rerank = _rerank_for(constellation)
+    outcomes: list[tuple[str, SearchOutcome]] = []
+    for kind, index, allowed, owners in targets:
+        outcome = search(
+            index,
+            text=query,
+            allowed=allowed,
+            scope_id=constellation.pk,
+            owner_ids=owners,
+            mode=mode,
+            limit=limit,
+            query_vector=query_vector,
+            rerank=rerank,
+            degraded_reason=status.reason,
+        )
+        outcomes.append((kind, outcome))
+    merged = sorted(
+        ((kind, hit) for kind, outcome in outcomes for hit in outcome.hits),
+        key=lambda pair: -pair[1].score,
+    )[:limit]
+    first = outcomes[0][1]
+    degraded = first.degraded
+    if degraded and degraded == status.reason:
+        degraded = embedding_status().reason  # a failed load is known only now
+    timings: dict[str, float] = {}
+    for kind, outcome in outcomes:
+        for key, value in outcome.timings_ms.items():
+            timings[f"{kind}.{key}"] = value
+    return SearchResult(
+        query=query,
+        domain=domain,
+        mode_requested=mode,
+        mode_used=first.mode_used,
+        degraded=degraded,
+        hits=merged,
+        timings_ms=timings,
+        quantised=any(outcome.quantised for _kind, outcome in outcomes),
+    )
+
+
+# Read on every search: compiled once (the ORM's compile costs ten times
+# the read).
+_RERANK_CONFIG = CompiledQuery(
+    lambda constellation_id: RetrievalConfig.objects.filter(
+        constellation_id=constellation_id, rerank_enabled=True
+    ).order_by()[:1],
+    constellation_id=-5_132_771,
+)
+
+
+def _rerank_for(constellation: Constellation) -> Rerank | None:
+    """The constellation's re-rank, if enabled."""
+    config = _RERANK_CONFIG.first(constellation_id=constellation.pk)
+    return Rerank(decay_rate=config.decay_rate, now=timezone.now()) if config else None
+
+
+def _owner(filters: SearchFilters) -> list[int] | None:
+    return [filters.agent_id] if filters.agent_id is not None else None
+
+
+def search_hit_payload(kind: str, hit: Hit) -> dict[str, Any]:
+    """One result as the API and the dashboard show it, with provenance."""
+    row = hit.row
+    payload: dict[str, Any] = {
+        "kind": kind,
+        "id": row.pk,
+        "agent_id": row.agent_id,
+        "agent_name": row.agent.name,
+        "content": row.content,
+        "snippet_html": hit.snippet_html,
+        "created_at": row.created_at,
+        "duplicates": hit.duplicates,
+        "scores": {
+            "fts_rank": hit.fts_rank,
+            "bm25": hit.bm25,
+            "vector_rank": hit.vector_rank,
+            "vector_distance": hit.vector_distance,
+            "fused": hit.fused_score,
+            "relevance": hit.relevance,
+            "score": hit.score,
+        },
+    }
+    if kind == "archival":
+        payload.update(
+            label=row.label,
+            tags=row.tags,
+            provenance={
+                "store": "archival_memory",
+                "agent": row.agent.name,
+                "source": row.source,
+                "label": row.label,
+                "entry_id": row.pk,
+            },
+        )
+    else:
+        payload.update(
+            conversation_id=row.conversation_id,
+            role=row.role,
+            position=row.position,
+            provenance={
+                "store": "conversation",
+                "agent": row.agent.name,
+                "conversation_id": row.conversation_id,
+                "conversation_title": row.conversation.title,
+                "position": row.position,
+                "author": row.author,
+            },
+        )
+    return payload

@@ -1,0 +1,98 @@
+"""Reads of long-term memory: archival entries, conversations, messages."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from coordination.actors import Actor
+from coordination.errors import NotFound
+from coordination.models import Constellation
+from memory.longterm.models import ArchivalEntry, Conversation, Message, RetrievalConfig
+from memory.longterm.permissions import longterm_rows_visible
+
+SEARCH_DOMAINS = ("archival_memory", "conversations", "constellation_messages", "all")
+
+
+# Seed 001's ``recall``: the caller's archival memory and its conversations.
+RECALL_DOMAIN = "recall"
+
+
+MAX_SEARCH_LIMIT = 50
+
+
+MAX_QUERY_CHARS = 10_000
+
+
+MESSAGE_PAGE_MAX = 200
+
+
+def archival_entry_list_for_actor(
+    *, actor: Actor, agent_id: int | None = None
+) -> QuerySet[ArchivalEntry]:
+    """Agents see their own entries; humans those of their constellations."""
+    return longterm_rows_visible(
+        ArchivalEntry.objects.select_related("agent"), actor=actor, agent_id=agent_id
+    )
+
+
+def archival_entry_get_for_actor(*, actor: Actor, entry_id: int) -> ArchivalEntry:
+    entry = archival_entry_list_for_actor(actor=actor).filter(pk=entry_id).first()
+    if entry is None:
+        raise NotFound(f"archival entry {entry_id} does not exist")
+    return entry
+
+
+def archival_entry_get_by_label(
+    *, actor: Actor, label: str, agent_id: int | None = None
+) -> ArchivalEntry:
+    entry = (
+        archival_entry_list_for_actor(actor=actor, agent_id=agent_id)
+        .filter(label=label)
+        .first()
+    )
+    if entry is None:
+        raise NotFound(f"no archival entry labelled {label!r}")
+    return entry
+
+
+def conversation_list_for_actor(
+    *, actor: Actor, agent_id: int | None = None, status: str | None = None
+) -> QuerySet[Conversation]:
+    """Agents see their own conversations; humans their constellations'."""
+    qs = Conversation.objects.select_related("agent")
+    if status:
+        qs = qs.filter(status=status)
+    return longterm_rows_visible(qs, actor=actor, agent_id=agent_id)
+
+
+def conversation_get_for_actor(*, actor: Actor, conversation_id: int) -> Conversation:
+    conversation = (
+        conversation_list_for_actor(actor=actor).filter(pk=conversation_id).first()
+    )
+    if conversation is None:
+        raise NotFound(f"conversation {conversation_id} does not exist")
+    return conversation
+
+
+def message_page_for_actor(
+    *, actor: Actor, conversation_id: int, after: int = 0, limit: int = 50
+) -> tuple[Conversation, list[Message], int | None]:
+    """(conversation, messages after position ``after``, next cursor or None)."""
+    conversation = conversation_get_for_actor(
+        actor=actor, conversation_id=conversation_id
+    )
+    limit = max(1, min(limit, MESSAGE_PAGE_MAX))
+    page = list(
+        Message.objects.filter(conversation=conversation, position__gt=after).order_by(
+            "position"
+        )[: limit + 1]
+    )
+    more = len(page) > limit
+    page = page[:limit]
+    return conversation, page, (page[-1].position if more else None)
+
+
+def retrieval_config_for(*, constellation: Constellation) -> RetrievalConfig:
+    """The constellation's settings, or the defaults (not saved)."""
+    config = RetrievalConfig.objects.filter(constellation=constellation).first()
+    return config or RetrievalConfig(constellation=constellation)

@@ -1,0 +1,322 @@
+"""Every write of long-term memory: archival entries, conversations, messages."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import (
+    IntegrityError,
+    transaction,
+)
+from django.utils import timezone
+
+from coordination.errors import (
+    Conflict,
+    InvalidInput,
+    LimitExceeded,
+)
+from coordination.models import Agent, Constellation
+from memory.longterm.indexes import ARCHIVAL_INDEX, MESSAGE_INDEX
+from memory.longterm.models import (
+    ArchivalEntry,
+    ArchivalSource,
+    Conversation,
+    ConversationStatus,
+    Message,
+    MessageRole,
+    RetrievalConfig,
+)
+from memory.search.index import index_delete, index_put_texts
+from memory.search.pipeline import embedding_schedule
+from memory.search.registry import EmbeddingState
+
+logger = logging.getLogger(__name__)
+
+
+ARCHIVAL_MAX_CHARS = 20_000
+
+
+MESSAGE_MAX_CHARS = 100_000
+
+
+MESSAGES_PER_APPEND = 200
+
+
+MAX_TAGS = 20
+
+
+MAX_TAG_CHARS = 50
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _clean_content(content: str, *, what: str, max_chars: int) -> str:
+    if not isinstance(content, str) or not content.strip():
+        raise InvalidInput(f"{what} content must not be empty")
+    if len(content) > max_chars:
+        raise LimitExceeded(
+            f"{what} content is {len(content)} chars; at most {max_chars} allowed"
+        )
+    return content
+
+
+def _clean_tags(tags: Iterable[str]) -> list[str]:
+    cleaned: list[str] = []
+    for tag in tags:
+        tag = str(tag).strip().lower()
+        if not tag:
+            continue
+        if len(tag) > MAX_TAG_CHARS or '"' in tag or "\\" in tag:
+            raise InvalidInput(
+                f"tag {tag[:60]!r} is invalid: at most {MAX_TAG_CHARS} chars,"
+                " no quotes or backslashes"
+            )
+        if tag not in cleaned:
+            cleaned.append(tag)
+    if len(cleaned) > MAX_TAGS:
+        raise LimitExceeded(f"{len(cleaned)} tags given; at most {MAX_TAGS} allowed")
+    return cleaned
+
+
+def _full_clean(obj: Any, **kwargs: Any) -> None:
+    try:
+        obj.full_clean(**kwargs)
+    except ValidationError as exc:
+        raise InvalidInput(
+            "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+        ) from exc
+
+
+@transaction.atomic
+def archival_entry_create(
+    *,
+    agent: Agent,
+    content: str,
+    tags: Sequence[str] = (),
+    metadata: dict[str, Any] | None = None,
+    importance: float = 0.5,
+    source: str = ArchivalSource.AGENT,
+    label: str | None = None,
+) -> ArchivalEntry:
+    content = _clean_content(content, what="archival", max_chars=ARCHIVAL_MAX_CHARS)
+    label = label.strip() if label else None
+    if label and ArchivalEntry.objects.filter(agent=agent, label=label).exists():
+        raise Conflict(f"agent {agent.name} already has an archival entry {label!r}")
+    entry = ArchivalEntry(
+        agent=agent,
+        constellation_id=agent.constellation_id,
+        label=label or None,
+        content=content,
+        tags=_clean_tags(tags),
+        metadata=metadata or {},
+        importance=importance,
+        source=source,
+        content_hash=content_hash(content),
+    )
+    _full_clean(entry, validate_constraints=False)
+    entry.save()
+    _index_archival(entry)
+    return entry
+
+
+def _index_archival(entry: ArchivalEntry) -> None:
+    index_put_texts(
+        ARCHIVAL_INDEX,
+        rows=[(entry.pk, entry.constellation_id, entry.agent_id, entry.content)],
+    )
+    embedding_schedule(kind="archival", row_ids=[entry.pk])
+
+
+_UNSET: Any = object()
+
+
+@transaction.atomic
+def archival_entry_update(
+    *,
+    entry: ArchivalEntry,
+    content: str | None = None,
+    tags: Sequence[str] | None = None,
+    metadata: dict[str, Any] | None = None,
+    importance: float | None = None,
+    label: str | None = _UNSET,
+) -> ArchivalEntry:
+    fields: list[str] = []
+    if content is not None and content != entry.content:
+        entry.content = _clean_content(
+            content, what="archival", max_chars=ARCHIVAL_MAX_CHARS
+        )
+        entry.content_hash = content_hash(entry.content)
+        entry.embedding_state = EmbeddingState.PENDING
+        fields += ["content", "content_hash", "embedding_state"]
+    if tags is not None:
+        entry.tags = _clean_tags(tags)
+        fields.append("tags")
+    if metadata is not None:
+        entry.metadata = metadata
+        fields.append("metadata")
+    if importance is not None:
+        entry.importance = importance
+        fields.append("importance")
+    if label is not _UNSET:
+        new_label = label.strip() if label else None
+        if new_label and (
+            ArchivalEntry.objects.filter(agent_id=entry.agent_id, label=new_label)
+            .exclude(pk=entry.pk)
+            .exists()
+        ):
+            raise Conflict(f"this agent already has an archival entry {new_label!r}")
+        entry.label = new_label
+        fields.append("label")
+    if not fields:
+        return entry
+    _full_clean(entry, validate_constraints=False)
+    entry.save(update_fields=[*fields, "updated_at"])
+    if "content" in fields:
+        _index_archival(entry)
+    return entry
+
+
+def archival_entry_append(*, entry: ArchivalEntry, content: str) -> ArchivalEntry:
+    """The v1 ``recall append``: add text on a new line of an entry."""
+    _clean_content(content, what="appended", max_chars=ARCHIVAL_MAX_CHARS)
+    return archival_entry_update(entry=entry, content=f"{entry.content}\n{content}")
+
+
+@transaction.atomic
+def archival_entry_delete(*, entry: ArchivalEntry) -> None:
+    index_delete(ARCHIVAL_INDEX, row_ids=[entry.pk])
+    entry.delete()
+
+
+CONVERSATION_TRANSITIONS: dict[str, set[str]] = {
+    ConversationStatus.ACTIVE: {ConversationStatus.IDLE, ConversationStatus.ARCHIVED},
+    ConversationStatus.IDLE: {ConversationStatus.ACTIVE, ConversationStatus.ARCHIVED},
+    ConversationStatus.ARCHIVED: set(),
+}
+
+
+@transaction.atomic
+def conversation_start(*, agent: Agent, title: str = "") -> Conversation:
+    conversation = Conversation(
+        agent=agent, constellation_id=agent.constellation_id, title=title.strip()
+    )
+    _full_clean(conversation)
+    conversation.save()
+    return conversation
+
+
+@transaction.atomic
+def conversation_set_status(*, conversation: Conversation, status: str) -> Conversation:
+    allowed = CONVERSATION_TRANSITIONS.get(conversation.status, set())
+    if status == conversation.status:
+        return conversation
+    if status not in allowed:
+        raise Conflict(
+            f"conversation {conversation.pk} is {conversation.status}; it can move"
+            f" to {', '.join(sorted(allowed)) or 'nothing (archived is final)'},"
+            f" not {status}"
+        )
+    conversation.status = status
+    fields = ["status", "updated_at"]
+    if status == ConversationStatus.ARCHIVED:
+        conversation.ended_at = timezone.now()
+        fields.append("ended_at")
+    conversation.save(update_fields=fields)
+    return conversation
+
+
+@transaction.atomic
+def messages_append(
+    *,
+    conversation: Conversation,
+    messages: Sequence[dict[str, str]],
+    author: str = "",
+    batch_id: str = "",
+) -> list[Message]:
+    """Append messages in order; an idle conversation becomes active again."""
+    if not messages:
+        raise InvalidInput("give at least one message")
+    if len(messages) > MESSAGES_PER_APPEND:
+        raise LimitExceeded(
+            f"{len(messages)} messages in one append; at most {MESSAGES_PER_APPEND}"
+        )
+    locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
+    if locked.status == ConversationStatus.ARCHIVED:
+        raise Conflict(f"conversation {locked.pk} is archived; start a new one")
+    created: list[Message] = []
+    for offset, item in enumerate(messages, start=1):
+        role = item.get("role", "")
+        if role not in MessageRole.values:
+            raise InvalidInput(
+                f"message role {role!r} is invalid; use one of"
+                f" {', '.join(MessageRole.values)}"
+            )
+        content = _clean_content(
+            item.get("content", ""), what="message", max_chars=MESSAGE_MAX_CHARS
+        )
+        message = Message(
+            conversation=locked,
+            agent_id=locked.agent_id,
+            constellation_id=locked.constellation_id,
+            role=role,
+            author=(item.get("author") or author)[:200],
+            content=content,
+            position=locked.message_count + offset,
+            batch_id=batch_id,
+            content_hash=content_hash(content),
+        )
+        _full_clean(message, validate_constraints=False)
+        created.append(message)
+    try:
+        Message.objects.bulk_create(created)
+    except IntegrityError as exc:  # pragma: no cover - guarded by the lock
+        raise Conflict(f"concurrent append to conversation {locked.pk}") from exc
+    if not created[0].pk:  # backends without RETURNING
+        created = list(
+            Message.objects.filter(
+                conversation=locked, position__gt=locked.message_count
+            )
+        )
+    index_put_texts(
+        MESSAGE_INDEX,
+        rows=[(m.pk, m.constellation_id, m.agent_id, m.content) for m in created],
+    )
+    embedding_schedule(kind="message", row_ids=[m.pk for m in created])
+    locked.message_count += len(created)
+    fields = ["message_count", "updated_at"]
+    if locked.status == ConversationStatus.IDLE:
+        locked.status = ConversationStatus.ACTIVE
+        fields.append("status")
+    locked.save(update_fields=fields)
+    conversation.message_count, conversation.status = (
+        locked.message_count,
+        locked.status,
+    )
+    return created
+
+
+@transaction.atomic
+def retrieval_config_update(
+    *,
+    constellation: Constellation,
+    rerank_enabled: bool | None = None,
+    decay_rate: float | None = None,
+) -> RetrievalConfig:
+    config, _ = RetrievalConfig.objects.get_or_create(constellation=constellation)
+    fields = []
+    if rerank_enabled is not None:
+        config.rerank_enabled = rerank_enabled
+        fields.append("rerank_enabled")
+    if decay_rate is not None:
+        config.decay_rate = decay_rate
+        fields.append("decay_rate")
+    _full_clean(config)
+    if fields:
+        config.save(update_fields=fields)
+    return config

@@ -1,0 +1,44 @@
+"""The memory app's models, defined in its packages (Django and the
+migrations find them here)."""
+
+from memory.blocks.models import (
+    ApprovalStatus,
+    BlockApproval,
+    BlockAttachment,
+    BlockSnapshot,
+    BlockType,
+    BlockUpdate,
+    MemoryBlock,
+    Permission,
+    SharedAccess,
+)
+from memory.longterm.models import (
+    ArchivalEntry,
+    ArchivalSource,
+    Conversation,
+    ConversationStatus,
+    Message,
+    MessageRole,
+    RetrievalConfig,
+)
+from memory.search.registry import EmbeddingState
+
+__all__ = [
+    "ApprovalStatus",
+    "ArchivalEntry",
+    "ArchivalSource",
+    "BlockApproval",
+    "BlockAttachment",
+    "BlockSnapshot",
+    "BlockType",
+    "BlockUpdate",
+    "Conversation",
+    "ConversationStatus",
+    "EmbeddingState",
+    "MemoryBlock",
+    "Message",
+    "MessageRole",
+    "Permission",
+    "RetrievalConfig",
+    "SharedAccess",
+]

@@ -1,0 +1,142 @@
+"""The embedding pipeline: rows of any searchable table get their vectors in Celery."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from functools import partial
+
+from django.conf import settings
+from django.db import (
+    transaction,
+)
+from django.db.models import F
+
+from coordination.batching import Batcher
+from memory.search.embedder import embed_texts, embedding_status
+from memory.search.index import index_put_vectors
+from memory.search.registry import EmbeddingState, search_table, search_tables
+from memory.search.tasks import embeddings_refresh_task
+
+logger = logging.getLogger(__name__)
+
+
+def _send_embeds(pending: dict[tuple[str, int], None]) -> None:
+    by_kind: dict[str, list[int]] = {}
+    for kind, row_id in pending:
+        by_kind.setdefault(kind, []).append(row_id)
+    size = settings.EMBEDDING_BATCH_SIZE
+    for kind, ids in by_kind.items():
+        ids.sort()
+        for start in range(0, len(ids), size):
+            embeddings_refresh_task.delay(kind, ids[start : start + size])
+
+
+# Rows committed within a few milliseconds of each other (one transaction's,
+# or several requests') are embedded by one task: the model embeds a batch
+# much faster per row than one row at a time.
+_EMBEDS: Batcher[tuple[str, int], None] = Batcher(
+    name="rows to embed",
+    send=_send_embeds,
+    merge=lambda _old, _new: None,
+    delay=0.02,
+    max_items=4096,
+    eager=lambda: bool(embeddings_refresh_task.app.conf.task_always_eager),
+)
+
+
+def embedding_schedule(*, kind: str, row_ids: Iterable[int]) -> None:
+    """Embed these rows once the current transaction commits (batched with
+    other rows committed at about the same time; rows of a rolled-back
+    savepoint or transaction are never sent)."""
+    keys = [((kind, row_id), None) for row_id in row_ids]
+    if keys:
+        transaction.on_commit(partial(_EMBEDS.add, keys))
+
+
+def embedding_flush() -> int:
+    """Send this process's rows waiting to be embedded now."""
+    return _EMBEDS.flush()
+
+
+# The columns embedding a row reads (the rest would only be converted).
+_EMBED_FIELDS = (
+    "content",
+    "content_hash",
+    "embedded_hash",
+    "embedding_state",
+    "constellation_id",
+    "agent_id",
+)
+
+
+def embeddings_refresh(*, kind: str, row_ids: Sequence[int]) -> int:
+    """Embed rows whose vector is missing or stale; returns how many got one.
+
+    Idempotent: rows already embedded from their current content are
+    skipped, and a row changed while its text was being embedded keeps the
+    state pending (its own task will follow).
+    """
+    table = search_table(kind)
+    model, index = table.model, table.index
+    rows = [
+        row
+        for row in model.objects.filter(pk__in=list(row_ids)).only(*_EMBED_FIELDS)
+        if row.embedded_hash != row.content_hash
+        or row.embedding_state != EmbeddingState.READY
+    ]
+    if not rows:
+        return 0
+    vectors = embed_texts([row.content for row in rows])
+    if vectors is None:
+        return 0
+    if vectors and vectors[0].shape != (index.dim,):
+        # The vec0 tables were created for index.dim; a model of another
+        # size must not half-fill them.  Rows stay pending (and searchable
+        # by keywords) until the configuration matches.
+        logger.error(
+            "embedding model gives %s-d vectors; the search index holds %s-d",
+            vectors[0].shape[0],
+            index.dim,
+        )
+        return 0
+    with transaction.atomic():
+        current = dict(
+            model.objects.filter(pk__in=[r.pk for r in rows]).values_list(
+                "pk", "content_hash"
+            )
+        )
+        fresh = [
+            (row, vec)
+            for row, vec in zip(rows, vectors, strict=True)
+            if current.get(row.pk) == row.content_hash
+        ]
+        index_put_vectors(
+            index,
+            rows=[
+                (row.pk, row.constellation_id, row.agent_id, vec) for row, vec in fresh
+            ],
+        )
+        # The write lock is held: content_hash cannot change under us.
+        model.objects.filter(pk__in=[row.pk for row, _vec in fresh]).update(
+            embedding_state=EmbeddingState.READY, embedded_hash=F("content_hash")
+        )
+    return len(fresh)
+
+
+def embedding_backfill(*, batch: int | None = None) -> dict[str, int]:
+    """Embed up to ``batch`` rows of each kind that still have no vector."""
+    if not embedding_status().available:
+        return {table.kind: 0 for table in search_tables()}
+    size = batch or settings.EMBEDDING_BACKFILL_BATCH
+    done: dict[str, int] = {}
+    for table in search_tables():
+        ids = list(
+            table.model.objects.filter(embedding_state=EmbeddingState.PENDING)
+            .order_by("pk")
+            .values_list("pk", flat=True)[:size]
+        )
+        done[table.kind] = (
+            embeddings_refresh(kind=table.kind, row_ids=ids) if ids else 0
+        )
+    return done

@@ -1,0 +1,54 @@
+"""The searchable tables: which base tables the engine indexes, by kind.
+
+Any app registers a table whose rows carry text (``search_table_register``,
+from its ``AppConfig.ready``); the embedding pipeline and the search tools
+find it by kind.  A searchable model has the columns ``content``,
+``content_hash``, ``embedded_hash``, ``embedding_state`` (``EmbeddingState``),
+``constellation_id`` (the index's scope) and ``agent_id`` (its owner).
+"""
+
+from dataclasses import dataclass
+
+from django.db import models
+
+from memory.search.index import TextIndex
+
+
+class EmbeddingState(models.TextChoices):
+    PENDING = "pending", "pending"
+    READY = "ready", "ready"
+
+
+@dataclass(frozen=True)
+class SearchTable:
+    kind: str
+    model: type[models.Model]
+    index: TextIndex
+
+
+_TABLES: dict[str, SearchTable] = {}
+
+
+def search_table_register(
+    *, kind: str, model: type[models.Model], index: TextIndex | None = None
+) -> SearchTable:
+    """Make ``model``'s rows searchable as ``kind`` (idempotent)."""
+    table = SearchTable(
+        kind=kind, model=model, index=index or TextIndex(model._meta.db_table)
+    )
+    existing = _TABLES.get(kind)
+    if existing is not None and existing.model is not model:
+        raise ValueError(f"search kind {kind!r} is already {existing.model.__name__}")
+    _TABLES[kind] = table
+    return table
+
+
+def search_table(kind: str) -> SearchTable:
+    try:
+        return _TABLES[kind]
+    except KeyError:
+        raise LookupError(f"no searchable table of kind {kind!r}") from None
+
+
+def search_tables() -> tuple[SearchTable, ...]:
+    return tuple(_TABLES.values())
