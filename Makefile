@@ -35,10 +35,12 @@ run: migrate assets
 	$(PY) manage.py seed_demo
 	$(PY) manage.py serve
 
-## make test: set up (with Chromium for browser tests), lint, run every test
+## make test: set up (with Chromium for browser tests), lint (ruff, import
+## rules), run every test
 test: setup test-deps assets
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/pytest
 
 # Debian's Chromium for the browser tests (never a downloaded browser build).
@@ -55,6 +57,7 @@ test-deps:
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 format: setup
 	$(VENV)/bin/ruff check --fix .

@@ -162,11 +162,3 @@ class ContextToolIn(Schema):
 class CoreMemoryIn(Schema):
     label: str = Field(description='Which block: "persona", "human", ...')
     content: str
-
-
-SearchDomain = Literal[
-    "archival_memory", "conversations", "constellation_messages", "all"
-]
-
-
-SearchModeIn = Literal["fts", "vector", "hybrid", "auto"]

@@ -5,7 +5,12 @@ from typing import Any, Literal
 
 from ninja import Field, Schema
 
-from memory.blocks.schemas import SearchDomain, SearchModeIn
+SearchDomain = Literal[
+    "archival_memory", "conversations", "constellation_messages", "all"
+]
+
+
+SearchModeIn = Literal["fts", "vector", "hybrid", "auto"]
 
 
 class ArchivalEntryIn(Schema):
