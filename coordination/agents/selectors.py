@@ -89,3 +89,24 @@ def agent_get_private(*, actor: Actor, agent_id: int | None) -> Agent:
     if not agent_private_allowed(actor, agent):
         raise NotFound(f"agent {agent_id} does not exist")
     return agent
+
+
+def constellation_for_actor(
+    *, actor: Actor, constellation_id: int | None, what: str
+) -> Constellation:
+    """The constellation ``actor`` means: an agent's own; for a human the
+    one named, or the only one they belong to."""
+    if actor.agent is not None:
+        return actor.agent.constellation
+    if constellation_id is not None:
+        return constellation_get_for_actor(
+            actor=actor, constellation_id=constellation_id
+        )
+    visible = list(constellation_list_for_actor(actor=actor)[:2])
+    if len(visible) != 1:
+        raise InvalidInput(
+            f"say which constellation to {what} (constellation_id)"
+            if visible
+            else "you belong to no constellation"
+        )
+    return visible[0]

@@ -16,6 +16,7 @@ from coordination.auth import request_actor
 from coordination.errors import InvalidInput, PermissionDenied
 from coordination.models import Agent
 from memory.blocks.models import BlockApproval, BlockType, MemoryBlock
+from memory.blocks.permissions import block_create_check
 from memory.blocks.schemas import (
     ApprovalOut,
     AttachmentOut,
@@ -253,8 +254,7 @@ def create_block(request: HttpRequest, payload: BlockCreateIn) -> Status[Any]:
     actor = request_actor(request)
     owner, constellation = None, None
     if payload.constellation_id is not None:
-        if actor.kind == "agent":
-            raise PermissionDenied("agents cannot create constellation-level blocks")
+        block_create_check(actor=actor, owner=None)
         constellation = constellation_get_for_actor(
             actor=actor, constellation_id=payload.constellation_id
         )

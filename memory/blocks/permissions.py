@@ -1,13 +1,33 @@
-"""Who may do what with a memory block: the one place that decides."""
+"""Who may do what with a memory block: the one place that decides.
+
+Visibility: an agent sees its own blocks, blocks attached to it, and the
+constellation-level blocks of its constellation; anything else does not
+exist for it (``NotFound``).  Humans see every block of their
+constellations; the system sees everything.
+
+Rights (``block_access_for_actor``): an agent's right is the weaker of the
+block's permission and, for a block shared with it, the attachment's
+access.  Partner/Human blocks are read-only to agents except through an
+approval request (``block_approval_needed``), which the partner (Partner
+blocks) or any human of the constellation (Human blocks) decides.  Log
+blocks are system-maintained: read-only to agents.  Read-only fields and
+sections bind agents.  Humans of the constellation may edit any of its
+blocks; the system bypasses every check.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
+
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 
 from coordination.actors import Actor
+from coordination.agents.permissions import constellation_filter
 from coordination.errors import NotFound, PermissionDenied
-from coordination.models import Agent
+from coordination.models import Agent, Constellation
+from memory.blocks import documents
 from memory.blocks.models import (
+    BlockApproval,
     BlockAttachment,
     BlockType,
     MemoryBlock,
@@ -137,3 +157,132 @@ def block_can_configure(*, actor: Actor, block: MemoryBlock) -> bool:
 def block_can_share(*, actor: Actor, block: MemoryBlock) -> bool:
     """Humans, or the owner agent with write access."""
     return block.owner_id is not None and block_can_configure(actor=actor, block=block)
+
+
+# Permissions from the tightest to the loosest.
+_PERMISSION_ORDER = [
+    Permission.READ_ONLY,
+    Permission.PARTNER,
+    Permission.HUMAN,
+    Permission.APPEND,
+    Permission.READ_WRITE,
+    Permission.ADMIN,
+]
+
+
+def blocks_visible(
+    qs: QuerySet[MemoryBlock], *, actor: Actor, agent_id: int | None = None
+) -> QuerySet[MemoryBlock]:
+    """``qs`` narrowed to the blocks ``actor`` may see; with ``agent_id``,
+    those in that agent's memory.  Agents' rows carry ``shared_access``
+    (their attachment's access, or None), so rights need no further query.
+    """
+    if actor.kind == "agent":
+        assert actor.agent is not None
+        agent = actor.agent
+        attached = BlockAttachment.objects.filter(block=OuterRef("pk"), agent=agent)
+        shared = BlockAttachment.objects.filter(agent=agent).values("block_id")
+        qs = qs.filter(
+            Q(owner=agent)
+            | Q(owner__isnull=True, constellation_id=agent.constellation_id)
+            | Q(pk__in=shared)
+        ).annotate(shared_access=Subquery(attached.values("access")[:1]))
+        if agent_id is not None and agent_id != agent.pk:
+            return qs.none()
+        return qs
+    condition = constellation_filter(actor)
+    if condition is not None:
+        qs = qs.filter(
+            constellation__in=Constellation.objects.filter(condition).values("pk")
+        )
+    if agent_id is not None:
+        qs = qs.filter(
+            Q(owner_id=agent_id)
+            | Q(attachments__agent_id=agent_id)
+            | Q(owner__isnull=True, constellation__agents=agent_id)
+        ).distinct()
+    return qs
+
+
+def block_create_check(*, actor: Actor, owner: Agent | None) -> None:
+    """Agents create blocks in their own memory only; constellation-level
+    blocks are for humans."""
+    if actor.kind != "agent":
+        return
+    assert actor.agent is not None
+    if owner is None:
+        raise PermissionDenied("agents cannot create constellation-level blocks")
+    if owner.pk != actor.agent.pk:
+        raise PermissionDenied("an agent may create blocks in its own memory only")
+
+
+def block_configure_check(
+    *,
+    actor: Actor,
+    block: MemoryBlock,
+    permission: str | None = None,
+    char_limit: int | None = None,
+) -> None:
+    """Agents may tighten a block's permission but never loosen it, and
+    never change its char limit."""
+    if actor.kind != "agent":
+        return
+    if permission is not None and _PERMISSION_ORDER.index(
+        permission
+    ) > _PERMISSION_ORDER.index(block.permission):
+        raise PermissionDenied("agents cannot loosen a block's permission")
+    if char_limit is not None:
+        raise PermissionDenied("only a human can change a block's char limit")
+
+
+def read_only_binds(actor: Actor) -> bool:
+    """Whether read-only fields and sections bind ``actor`` (agents)."""
+    return actor.kind == "agent"
+
+
+def block_change_check(
+    *, actor: Actor, block: MemoryBlock, access: Access, old: Any, new: Any
+) -> None:
+    """Whether a change from value ``old`` to ``new`` is within ``access``:
+    append-only rights may only extend, and agents never touch read-only
+    fields or sections."""
+    if access == "read":
+        block_require_access(actor=actor, block=block, needed="append")
+    if access == "append" and not documents.is_extension(old, new):
+        raise PermissionDenied(
+            f"you may only append to block {block.label!r}; this change would "
+            "delete or rewrite existing content"
+        )
+    if read_only_binds(actor):
+        changed = documents.read_only_changed(block.schema, old, new)
+        if changed:
+            raise PermissionDenied(f"{changed} of block {block.label!r} is read-only")
+
+
+def approvals_visible(
+    qs: QuerySet[BlockApproval], *, actor: Actor
+) -> QuerySet[BlockApproval]:
+    """Approval requests ``actor`` may see: an agent its own, humans those of
+    their constellations."""
+    if actor.kind == "agent":
+        assert actor.agent is not None
+        return qs.filter(agent=actor.agent)
+    condition = constellation_filter(actor)
+    if condition is None:
+        return qs
+    return qs.filter(
+        block__constellation__in=Constellation.objects.filter(condition).values("pk")
+    )
+
+
+def approval_decide_check(*, actor: Actor, approval: BlockApproval) -> None:
+    """The partner decides requests on Partner blocks, any human of the
+    constellation on Human blocks; agents never decide."""
+    if actor.kind == "agent":
+        raise PermissionDenied("agents cannot decide approval requests")
+    if actor.kind == "human" and approval.block.permission == Permission.PARTNER:
+        assert actor.user is not None
+        if approval.block.constellation.partner_id != actor.user.pk:
+            raise PermissionDenied(
+                f"block {approval.block.label!r} needs the partner's approval"
+            )

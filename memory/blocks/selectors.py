@@ -10,15 +10,12 @@ from functools import partial
 from typing import Any
 
 from django.db import transaction
-from django.db.models import CharField, Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models import CharField, Count, QuerySet
 from django.db.models.functions import Cast
 from loro import LoroDoc
 
 from coordination.actors import Actor
-from coordination.agents.selectors import (
-    constellation_list_for_actor,
-)
-from coordination.errors import InvalidInput, NotFound, PermissionDenied
+from coordination.errors import InvalidInput, NotFound
 from coordination.models import Agent
 from memory.blocks import doc_cache, documents
 from memory.blocks.models import (
@@ -28,9 +25,14 @@ from memory.blocks.models import (
     BlockSnapshot,
     BlockUpdate,
     MemoryBlock,
-    Permission,
 )
-from memory.blocks.permissions import block_access_for_actor, block_approval_needed
+from memory.blocks.permissions import (
+    approval_decide_check,
+    approvals_visible,
+    block_access_for_actor,
+    block_approval_needed,
+    blocks_visible,
+)
 from pattern_site.db.compiled import CompiledQuery
 from pattern_site.db.rows import rows_fetch
 
@@ -51,28 +53,7 @@ def block_list_for_actor(
     attachment's access, or None), so rights need no further query.
     """
     qs = MemoryBlock.objects.select_related("owner", "constellation")
-    if actor.kind == "agent":
-        assert actor.agent is not None
-        agent = actor.agent
-        attached = BlockAttachment.objects.filter(block=OuterRef("pk"), agent=agent)
-        shared = BlockAttachment.objects.filter(agent=agent).values("block_id")
-        qs = qs.filter(
-            Q(owner=agent)
-            | Q(owner__isnull=True, constellation_id=agent.constellation_id)
-            | Q(pk__in=shared)
-        ).annotate(shared_access=Subquery(attached.values("access")[:1]))
-        if agent_id is not None and agent_id != agent.pk:
-            return qs.none()
-        return qs
-    if actor.kind == "human":
-        qs = qs.filter(constellation__in=constellation_list_for_actor(actor=actor))
-    if agent_id is not None:
-        qs = qs.filter(
-            Q(owner_id=agent_id)
-            | Q(attachments__agent_id=agent_id)
-            | Q(owner__isnull=True, constellation__agents=agent_id)
-        ).distinct()
-    return qs
+    return blocks_visible(qs, actor=actor, agent_id=agent_id)
 
 
 def block_get_for_actor(*, actor: Actor, block_id: object) -> MemoryBlock:
@@ -306,13 +287,10 @@ def approval_list_for_actor(
 ) -> QuerySet[BlockApproval]:
     """Approval requests the actor may see: an agent its own, humans those
     of their constellations."""
-    qs = BlockApproval.objects.select_related("block", "agent", "block__constellation")
-    if actor.kind == "agent":
-        assert actor.agent is not None
-        qs = qs.filter(agent=actor.agent)
-    elif actor.kind == "human":
-        visible = constellation_list_for_actor(actor=actor).values("pk")
-        qs = qs.filter(block__constellation__in=visible)
+    qs = approvals_visible(
+        BlockApproval.objects.select_related("block", "agent", "block__constellation"),
+        actor=actor,
+    )
     if block is not None:
         qs = qs.filter(block=block)
     if status is not None:
@@ -330,14 +308,7 @@ def approval_get_for_decision(*, actor: Actor, approval_id: int) -> BlockApprova
     approval = approval_list_for_actor(actor=actor).filter(pk=approval_id).first()
     if approval is None:
         raise NotFound(f"approval request {approval_id} does not exist")
-    if actor.kind == "agent":
-        raise PermissionDenied("agents cannot decide approval requests")
-    if actor.kind == "human" and approval.block.permission == Permission.PARTNER:
-        assert actor.user is not None
-        if approval.block.constellation.partner_id != actor.user.pk:
-            raise PermissionDenied(
-                f"block {approval.block.label!r} needs the partner's approval"
-            )
+    approval_decide_check(actor=actor, approval=approval)
     if approval.status != ApprovalStatus.PENDING:
         raise InvalidInput(f"this request was already {approval.status}")
     return approval

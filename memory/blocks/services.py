@@ -41,7 +41,11 @@ from memory.blocks.permissions import (
     block_can_configure,
     block_can_delete,
     block_can_share,
+    block_change_check,
+    block_configure_check,
+    block_create_check,
     block_require_access,
+    read_only_binds,
 )
 from memory.blocks.selectors import (
     block_document_load,
@@ -96,22 +100,6 @@ def _check_limit(*, block: MemoryBlock, old_size: int, new_size: int) -> None:
                 "change_size": change,
             },
         )
-
-
-def _check_rights(
-    *, actor: Actor, block: MemoryBlock, access: str, old: Any, new: Any
-) -> None:
-    if access == "read":
-        block_require_access(actor=actor, block=block, needed="append")
-    if access == "append" and not documents.is_extension(old, new):
-        raise PermissionDenied(
-            f"you may only append to block {block.label!r}; this change would "
-            "delete or rewrite existing content"
-        )
-    if actor.kind == "agent":
-        changed = documents.read_only_changed(block.schema, old, new)
-        if changed:
-            raise PermissionDenied(f"{changed} of block {block.label!r} is read-only")
 
 
 def _summary(text: str) -> str:
@@ -169,7 +157,7 @@ def _block_change(
     doc = _locked_document(locked)
     before = doc.oplog_vv
     needs_old = access == "append" or (
-        actor.kind == "agent" and documents.has_read_only(locked.schema)
+        read_only_binds(actor) and documents.has_read_only(locked.schema)
     )
     old_value = documents.document_value(doc, locked.schema) if needs_old else None
     doc.set_next_commit_message(
@@ -182,7 +170,7 @@ def _block_change(
         return BlockChange(block=locked)
     new_value = documents.document_value(doc, locked.schema)
     if needs_old:
-        _check_rights(
+        block_change_check(
             actor=actor, block=locked, access=access, old=old_value, new=new_value
         )
     rendered = documents.render_value(locked.schema, new_value)
@@ -417,7 +405,7 @@ def block_operate(
     could never apply is refused now).
     """
     summary = summary or ", ".join(_describe(op) for op in operations)[:SUMMARY_MAX]
-    apply = _apply_operations(operations, block.schema, agent=actor.kind == "agent")
+    apply = _apply_operations(operations, block.schema, agent=read_only_binds(actor))
     if block_approval_needed(actor=actor, block=block):
         return _approval_request(
             actor=actor, block=block, operations=operations, summary=summary
@@ -448,7 +436,7 @@ def _run_operations(
     *, actor: Actor, block: MemoryBlock, operations: list[dict[str, Any]], **kw: Any
 ) -> BlockChange:
     """Apply stored operations, including the ``set_content`` pseudo-op."""
-    agent = actor.kind == "agent"
+    agent = read_only_binds(actor)
 
     def apply(doc: LoroDoc) -> None:
         for op in operations:
@@ -537,7 +525,7 @@ def _dry_run(
         else:
             documents.operation_apply(doc, block.schema, op, enforce_read_only=True)
     new = documents.document_value(doc, block.schema)
-    _check_rights(actor=actor, block=block, access="write", old=old, new=new)
+    block_change_check(actor=actor, block=block, access="write", old=old, new=new)
     rendered = documents.render_value(block.schema, new)
     _check_limit(block=block, old_size=block.size, new_size=len(rendered))
 
@@ -610,10 +598,7 @@ def block_create(
     initial content (shaped by the schema); ``snapshot`` (imports) a whole
     Loro document with its history instead.
     """
-    if actor.kind == "agent":
-        assert actor.agent is not None
-        if owner is None or owner.pk != actor.agent.pk:
-            raise PermissionDenied("an agent may create blocks in its own memory only")
+    block_create_check(actor=actor, owner=owner)
     if owner is not None:
         constellation = owner.constellation
     if constellation is None:
@@ -728,15 +713,11 @@ def block_configure(
         fields.append("block_type")
     if permission is not None:
         _choice(permission, Permission, "permission")
-        if actor.kind == "agent" and _permission_rank(permission) > _permission_rank(
-            block.permission
-        ):
-            raise PermissionDenied("agents cannot loosen a block's permission")
+        block_configure_check(actor=actor, block=block, permission=permission)
         block.permission = permission
         fields.append("permission")
     if char_limit is not None:
-        if actor.kind == "agent":
-            raise PermissionDenied("only a human can change a block's char limit")
+        block_configure_check(actor=actor, block=block, char_limit=char_limit)
         block.char_limit = char_limit
         fields.append("char_limit")
     if schema is not None:
@@ -755,20 +736,6 @@ def block_configure(
     block.full_clean()
     block.save(update_fields=[*fields, "updated_at"])
     return block
-
-
-_PERMISSION_ORDER = [
-    Permission.READ_ONLY,
-    Permission.PARTNER,
-    Permission.HUMAN,
-    Permission.APPEND,
-    Permission.READ_WRITE,
-    Permission.ADMIN,
-]
-
-
-def _permission_rank(permission: str) -> int:
-    return _PERMISSION_ORDER.index(Permission(permission))
 
 
 @transaction.atomic

@@ -10,9 +10,9 @@ from coordination.agents.selectors import (
     constellation_get_for_actor,
 )
 from coordination.auth import request_actor
-from coordination.errors import InvalidInput, PermissionDenied
+from coordination.errors import InvalidInput
 from memory.longterm.access import archival_access_record_later
-from memory.longterm.models import ArchivalSource
+from memory.longterm.permissions import retrieval_config_change_check
 from memory.longterm.schemas import (
     ArchivalEntryIn,
     ArchivalEntryOut,
@@ -55,6 +55,7 @@ from memory.longterm.services import (
     archival_entry_create,
     archival_entry_delete,
     archival_entry_update,
+    archival_source_of,
     conversation_set_status,
     conversation_start,
     messages_append,
@@ -65,8 +66,7 @@ router = Router(tags=["long-term memory"])
 
 
 def _source(request: HttpRequest) -> str:
-    kind = request_actor(request).kind
-    return ArchivalSource.AGENT if kind == "agent" else ArchivalSource.USER
+    return archival_source_of(request_actor(request))
 
 
 def _searched(request: HttpRequest, **kwargs: Any) -> SearchResult:
@@ -341,8 +341,7 @@ def update_retrieval_config(
 ) -> Any:
 
     actor = request_actor(request)
-    if actor.kind == "agent":
-        raise PermissionDenied("only the partner or a member can tune search")
+    retrieval_config_change_check(actor)
     constellation = constellation_get_for_actor(
         actor=actor, constellation_id=constellation_id
     )

@@ -13,6 +13,7 @@ from coordination.actors import Actor
 from coordination.agents.selectors import (
     constellation_list_for_actor,
 )
+from coordination.errors import PermissionDenied
 
 
 def longterm_rows_visible(
@@ -30,3 +31,18 @@ def longterm_rows_visible(
     if agent_id is not None:
         qs = qs.filter(agent_id=agent_id)
     return qs
+
+
+def longterm_own_agent(actor: Actor) -> int | None:
+    """The agent whose memory alone ``actor`` may search (an agent: its
+    own); None for humans, who search their constellations'."""
+    if actor.kind == "agent":
+        assert actor.agent is not None
+        return actor.agent.pk
+    return None
+
+
+def retrieval_config_change_check(actor: Actor) -> None:
+    """Search tuning is the partner's and members', never an agent's."""
+    if actor.kind == "agent":
+        raise PermissionDenied("only the partner or a member can tune search")

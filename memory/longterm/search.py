@@ -12,13 +12,13 @@ from django.utils import timezone
 from coordination.actors import Actor
 from coordination.agents.selectors import (
     agent_get_for_actor,
-    constellation_get_for_actor,
-    constellation_list_for_actor,
+    constellation_for_actor,
 )
 from coordination.errors import InvalidInput
 from coordination.models import Constellation
 from memory.longterm.indexes import ARCHIVAL_INDEX, MESSAGE_INDEX
 from memory.longterm.models import Message, RetrievalConfig
+from memory.longterm.permissions import longterm_own_agent
 from memory.longterm.selectors import (
     MAX_QUERY_CHARS,
     MAX_SEARCH_LIMIT,
@@ -58,24 +58,6 @@ class SearchResult:
     @property
     def archival_ids(self) -> list[int]:
         return [hit.row.pk for kind, hit in self.hits if kind == "archival"]
-
-
-def _search_constellation(actor: Actor, constellation_id: int | None) -> Constellation:
-    if actor.kind == "agent":
-        assert actor.agent is not None
-        return actor.agent.constellation
-    if constellation_id is not None:
-        return constellation_get_for_actor(
-            actor=actor, constellation_id=constellation_id
-        )
-    visible = list(constellation_list_for_actor(actor=actor)[:2])
-    if len(visible) != 1:
-        raise InvalidInput(
-            "say which constellation to search (constellation_id)"
-            if visible
-            else "you belong to no constellation"
-        )
-    return visible[0]
 
 
 def _filtered(qs: QuerySet, filters: SearchFilters, *, messages: bool) -> QuerySet:
@@ -134,12 +116,13 @@ def memory_search(
         )
     limit = max(1, min(int(limit), MAX_SEARCH_LIMIT))
     filters = filters or SearchFilters()
-    constellation = _search_constellation(actor, constellation_id)
-    if filters.agent_id is not None and actor.kind != "agent":
+    constellation = constellation_for_actor(
+        actor=actor, constellation_id=constellation_id, what="search"
+    )
+    agent_pk = longterm_own_agent(actor)
+    own_only = agent_pk is not None
+    if filters.agent_id is not None and not own_only:
         agent_get_for_actor(actor=actor, agent_id=filters.agent_id)
-
-    own_only = actor.kind == "agent"
-    agent_pk = actor.agent.pk if actor.agent is not None else None
     targets: list[tuple[str, Any, QuerySet, list[int] | None]] = []
     if domain in ("archival_memory", "all", RECALL_DOMAIN):
         qs = archival_entry_list_for_actor(actor=actor).filter(

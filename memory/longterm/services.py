@@ -14,6 +14,7 @@ from django.db import (
 )
 from django.utils import timezone
 
+from coordination.actors import Actor
 from coordination.errors import (
     Conflict,
     InvalidInput,
@@ -320,3 +321,8 @@ def retrieval_config_update(
     if fields:
         config.save(update_fields=fields)
     return config
+
+
+def archival_source_of(actor: Actor) -> str:
+    """Who an entry comes from: an agent itself, or a person."""
+    return ArchivalSource.AGENT if actor.agent is not None else ArchivalSource.USER
