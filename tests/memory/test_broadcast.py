@@ -33,9 +33,22 @@ class Socket:
         assert isinstance(message, sp.DocUpdate)
         return list(message.updates)
 
-    async def nothing_more(self) -> bool:
-        await asyncio.sleep(0.3)
-        return self.frames.empty()
+    async def nothing_more(self, block_id) -> bool:
+        """Nothing but a marker broadcast after everything else: deliveries
+        run in order, each to its end (these sockets never suspend), so a
+        frame sent before the marker would arrive before it."""
+        await _broadcast(block_id, [MARKER], origin=None)
+        return await self.updates() == [MARKER]
+
+
+MARKER = b"marker"
+
+
+async def _settled(block_id, witness: Socket) -> None:
+    """Every broadcast so far has been delivered to every peer: a marker
+    sent after them has reached ``witness``, an open peer of the room."""
+    await _broadcast(block_id, [MARKER], origin=None)
+    assert await witness.updates() == [MARKER]
 
 
 async def _joined(block_id, origin: str, room_id: str | None = None):
@@ -57,13 +70,14 @@ async def test_broadcast_reaches_every_peer_of_the_room_but_its_origin():
     block_id = uuid.uuid4()
     _, alice = await _joined(block_id, "alice")
     _, bob = await _joined(block_id, "bob")
-    _, elsewhere = await _joined(uuid.uuid4(), "carol")
+    elsewhere_id = uuid.uuid4()
+    _, elsewhere = await _joined(elsewhere_id, "carol")
 
     await _broadcast(block_id, [b"one", b"two"], origin="alice")
 
     assert await bob.updates() == [b"one", b"two"]
-    assert await alice.nothing_more()
-    assert await elsewhere.nothing_more()
+    assert await alice.nothing_more(block_id)
+    assert await elsewhere.nothing_more(elsewhere_id)
 
 
 async def test_changes_made_outside_any_room_reach_every_peer():
@@ -80,14 +94,19 @@ async def test_a_joining_peer_gets_updates_only_once_opened_and_in_order():
     socket = Socket()
     peer = RoomPeer(str(block_id), "late", socket.send)
     await block_room_join(block_id=block_id, peer=peer)
+    _, witness = await _joined(block_id, "witness")
 
     await _broadcast(block_id, [b"first"], origin=None)
     await _broadcast(block_id, [b"second"], origin=None)
-    assert await socket.nothing_more()  # the join's answer is not out yet
+    assert await witness.updates() == [b"first"]
+    assert await witness.updates() == [b"second"]
+    await _settled(block_id, witness)
+    assert socket.frames.empty()  # the join's answer is not out yet
 
     await peer.open()
     assert await socket.updates() == [b"first"]
     assert await socket.updates() == [b"second"]
+    assert await socket.updates() == [MARKER]
 
 
 async def test_frames_carry_the_room_id_as_each_client_named_it():
@@ -105,11 +124,14 @@ async def test_frames_carry_the_room_id_as_each_client_named_it():
 async def test_a_peer_that_left_gets_nothing():
     block_id = uuid.uuid4()
     peer, alice = await _joined(block_id, "alice")
+    _, witness = await _joined(block_id, "witness")
     await block_room_leave(block_id=block_id, peer=peer)
 
     await _broadcast(block_id, [b"gone"], origin=None)
 
-    assert await alice.nothing_more()
+    assert await witness.updates() == [b"gone"]
+    await _settled(block_id, witness)
+    assert alice.frames.empty()
 
 
 @pytest.mark.redis
@@ -122,9 +144,9 @@ async def test_through_redis_a_peer_gets_each_update_once_and_other_processes_to
     # Broadcast here: delivered by the hub, and its echo through Redis skipped.
     await _broadcast(block_id, [b"local"], origin=None)
     assert await alice.updates() == [b"local"]
-    assert await alice.nothing_more()
 
-    # Another process's change arrives through the block's group.
+    # Another process's change arrives through the block's group, after the
+    # echo of the local one would have (one channel, in order).
     await get_channel_layer().group_send(
         block_group(block_id),
         {

@@ -39,6 +39,7 @@ from coordination.errors import (
     NotFound,
     PermissionDenied,
 )
+from memory.blocks import documents
 from memory.blocks.models import MemoryBlock
 from memory.blocks.permissions import block_access_for_actor
 from memory.blocks.selectors import block_document_load, block_get_for_actor
@@ -141,8 +142,9 @@ def _backfill(
     server_version = doc.oplog_vv
     if client_version:
         try:
-            client_vv = loro.VersionVector.decode(client_version)
-        except BaseException:  # Loro errors are BaseExceptions (ARCHITECTURE 3)
+            with documents.loro_guard("unreadable version vector"):
+                client_vv = loro.VersionVector.decode(client_version)
+        except InvalidInput:
             return None
         missing = doc.export(loro.ExportMode.Updates(from_=client_vv))
     else:
@@ -366,10 +368,11 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
     async def _on_presence(self, room: _Room, updates: list[bytes]) -> sp.UpdateStatus:
         assert room.presence is not None
         try:
-            for update in updates:
-                if update:
-                    room.presence.apply(update)
-        except BaseException:  # Loro errors are BaseExceptions (ARCHITECTURE 3)
+            with documents.loro_guard("invalid presence update"):
+                for update in updates:
+                    if update:
+                        room.presence.apply(update)
+        except InvalidInput:
             return sp.UpdateStatus.INVALID_UPDATE
         await self.channel_layer.group_send(
             room.group,
