@@ -1,5 +1,5 @@
 // Node helpers around the real npm loro-websocket client, shared by the
-// interop/durability tests (tests/memory/node/) and bench/coedit.py.
+// interop/durability tests (tests/memory/blocks/sync/node/) and bench/coedit.py.
 import WebSocketImpl from "ws";
 import { LoroDoc } from "loro-crdt";
 import { LoroWebsocketClient } from "loro-websocket";

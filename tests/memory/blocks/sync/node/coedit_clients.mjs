@@ -13,7 +13,7 @@
 //     {"phase": "offline"}; after "up" waits for the reconnect, the rejoin
 //     and the acks of the offline edits, then prints {"texts": [text]}.
 import { createInterface } from "node:readline";
-import { joinedClient, parseArgs, sleep, waitFor } from "../../../bench/node/clients.mjs";
+import { joinedClient, parseArgs, sleep, waitFor } from "../../../../../bench/node/clients.mjs";
 
 const args = parseArgs(process.argv.slice(2));
 const [mode, ...urls] = args._;

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -18,7 +19,7 @@ from tests.conftest import REPO, free_port, subprocess_env, wait_for_port
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 DAPHNE = [sys.executable, "-m", "daphne", "-b", "127.0.0.1"]
-CLIENTS = REPO / "tests" / "memory" / "node" / "coedit_clients.mjs"
+CLIENTS = Path(__file__).parent / "node" / "coedit_clients.mjs"
 
 
 @contextmanager

@@ -8,9 +8,7 @@ import pytest
 
 from memory.blocks.sync import protocol as sp
 
-VECTORS = json.loads(
-    (Path(__file__).parent / "sync_vectors" / "vectors.json").read_text()
-)
+VECTORS = json.loads((Path(__file__).parent / "vectors" / "vectors.json").read_text())
 ROOM = "2f1c8a52-6a70-4d1e-9a0b-0c6a6f1f4a11"
 BATCH = bytes.fromhex("0102030405060708")
 

@@ -1,6 +1,6 @@
 // Regenerates vectors.json: frames encoded by npm loro-protocol 0.3.0, which
 // tests/memory/test_sync_protocol.py decodes (and re-encodes byte for byte).
-//   node tests/memory/sync_vectors/make_vectors.mjs
+//   node tests/memory/blocks/sync/vectors/make_vectors.mjs
 import { writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
