@@ -132,3 +132,17 @@ def test_docker_compose_describes_web_worker_beat_and_redis():
 @pytest.mark.parametrize("name", ["PATTERN_REDIS_URL", "DATABASE_URL"])
 def test_env_example_lists_the_variables(name):
     assert name in (REPO / ".env.example").read_text()
+
+
+def test_django_stays_on_the_series_whose_internals_pattern_site_db_uses():
+    """pattern_site.db reads Django 5.2 internals (compiler.klass_info,
+    get_related_populators): the pin and the installed version must agree."""
+    import tomllib
+
+    import django
+
+    assert django.VERSION[:2] == (5, 2)
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert "Django~=5.2.0" in project["dependencies"]
+    constraints = (REPO / "constraints.txt").read_text().splitlines()
+    assert any(line.startswith("Django==5.2.") for line in constraints)

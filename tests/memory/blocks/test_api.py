@@ -310,6 +310,26 @@ def test_context_build_endpoint(agent_client, make_block):
     assert body["metadata"]["tokens_by_section"]["core_memory"] > 0
 
 
+def test_an_agent_cannot_build_another_agents_context(other_client, make_block, agent):
+    secret = make_block(label="secret_plans", content="only mine")
+    response = post(
+        other_client,
+        "/api/context/build",
+        {"agent_id": agent.pk, "batch_block_ids": [str(secret.pk)]},
+    )
+    assert response.status_code == 404
+    assert "only mine" not in response.content.decode()
+
+
+def test_a_human_builds_any_agents_context_of_their_constellation(
+    human_client, make_block, agent
+):
+    make_block(label="persona", template="persona")
+    response = post(human_client, "/api/context/build", {"agent_id": agent.pk})
+    assert response.status_code == 200, response.content
+    assert "<block:persona" in response.json()["system_prompt"]
+
+
 def test_openapi_carries_tool_descriptions(client):
     schema = client.get("/api/openapi.json").json()
     update = schema["paths"]["/api/tools/core_memory_update"]["post"]

@@ -80,6 +80,21 @@ def test_edit_and_rollback_from_the_dashboard(web, make_block):
     assert block_value(block=block) == "one"
 
 
+@pytest.mark.parametrize(
+    "target", ["//evil.example/", "https://evil.example/", "javascript:alert(1)"]
+)
+def test_a_form_never_redirects_off_the_site(web, make_block, target):
+    # Over the limit: the form goes back where it came from, with the error.
+    block = make_block(label="tiny", content="x", char_limit=3)
+    url = f"/memory/blocks/{block.pk}/edit"
+    response = web.post(url, {"content": "too long", "next": target})
+    assert response.status_code == 302 and response["Location"] == "/"
+    response = web.post(url, {"content": "too long"}, HTTP_REFERER=target)
+    assert response["Location"] == "/"
+    response = web.post(url, {"content": "too long", "next": "/memory/approvals/"})
+    assert response["Location"] == "/memory/approvals/"
+
+
 def test_dashboard_errors_come_back_as_messages(web, make_block):
     block = make_block(label="tiny", content="x", char_limit=3)
     url = f"/memory/blocks/{block.pk}/"
