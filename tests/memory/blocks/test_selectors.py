@@ -1,0 +1,100 @@
+"""memory.blocks.selectors: lookups by id and label, history paging, counts."""
+
+import uuid
+
+import pytest
+
+from coordination.actors import Actor
+from coordination.errors import InvalidInput, NotFound
+from memory.blocks.selectors import (
+    approval_list_for_actor,
+    block_counts_by_owner,
+    block_get_by_label_for_agent,
+    block_get_for_actor,
+    block_history,
+    block_history_count,
+    block_shared_from,
+)
+from memory.blocks.services import block_create, block_operate, block_share
+from memory.models import Permission
+
+SYSTEM = Actor(kind="system")
+
+
+def test_a_label_means_the_agents_own_block_then_shared_then_constellations(
+    agent, other_agent, constellation
+):
+    org = block_create(
+        actor=SYSTEM,
+        constellation=constellation,
+        label="notes",
+        template="custom",
+        schema={"kind": "text"},
+    )
+    assert block_get_by_label_for_agent(agent=agent, label="notes") == org
+    theirs = block_create(actor=SYSTEM, owner=other_agent, label="notes")
+    block_share(actor=SYSTEM, block=theirs, agent=agent, access="read_only")
+    assert block_get_by_label_for_agent(agent=agent, label="notes") == theirs
+    mine = block_create(actor=SYSTEM, owner=agent, label="notes")
+    assert block_get_by_label_for_agent(agent=agent, label="notes") == mine
+    with pytest.raises(NotFound, match="no block labelled 'missing'"):
+        block_get_by_label_for_agent(agent=agent, label="missing")
+
+
+def test_malformed_and_unknown_block_ids_are_404(agent):
+    actor = Actor.for_agent(agent)
+    for block_id in ("not-a-uuid", uuid.uuid4(), "'; DROP TABLE x; --"):
+        with pytest.raises(NotFound):
+            block_get_for_actor(actor=actor, block_id=block_id)
+
+
+def test_history_pages_newest_first_and_counts(agent):
+    block = block_create(
+        actor=SYSTEM,
+        owner=agent,
+        label="journal",
+        template="custom",
+        schema={"kind": "text"},
+    )
+    for i in range(5):
+        block_operate(
+            actor=SYSTEM,
+            block=block,
+            operations=[{"op": "append_text", "text": f"line {i}"}],
+            summary=f"edit {i}",
+        )
+    first = block_history(block=block, limit=2)
+    assert [row.summary for row in first] == ["edit 4", "edit 3"]
+    older = block_history(block=block, limit=2, before=first[-1].id)
+    assert [row.summary for row in older] == ["edit 2", "edit 1"]
+    assert first[0].created_at.tzinfo is not None
+    assert block_history_count(block=block) == 5
+
+
+def test_shared_from_names_the_owner_for_agents_only(agent, other_agent, partner):
+    theirs = block_create(actor=SYSTEM, owner=other_agent, label="plans")
+    block_share(actor=SYSTEM, block=theirs, agent=agent, access="read_only")
+    assert block_shared_from(actor=Actor.for_agent(agent), block=theirs) == "Flux"
+    assert block_shared_from(actor=Actor.for_agent(other_agent), block=theirs) is None
+    assert block_shared_from(actor=Actor.for_user(partner), block=theirs) is None
+
+
+def test_counts_by_owner_include_constellation_blocks(agent, constellation, partner):
+    block_create(actor=SYSTEM, owner=agent, label="a")
+    block_create(actor=SYSTEM, owner=agent, label="b")
+    block_create(
+        actor=SYSTEM,
+        constellation=constellation,
+        label="org",
+        template="organization",
+    )
+    counts = block_counts_by_owner(
+        actor=Actor.for_user(partner), constellation_id=constellation.pk
+    )
+    assert counts == {agent.pk: 2, None: 1}
+
+
+def test_approval_list_rejects_an_unknown_status(agent):
+    block_create(actor=SYSTEM, owner=agent, label="p", permission=Permission.PARTNER)
+    with pytest.raises(InvalidInput, match="status is one of"):
+        approval_list_for_actor(actor=Actor.for_agent(agent), status="maybe")
