@@ -22,7 +22,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from pattern_site.processes import (  # noqa: E402
+from pattern_site.processes import (
     daphne_command,
     free_port,
     throwaway_dir,
@@ -41,21 +41,21 @@ os.environ.update(
     }
 )
 
-import django  # noqa: E402
+import django
 
 django.setup()
 
-from django.core.management import call_command  # noqa: E402
-from django.db import connection, transaction  # noqa: E402
+from django.core.management import call_command
+from django.db import connection, transaction
 
-from coordination.actors import Actor  # noqa: E402
+from coordination.actors import Actor
 from coordination.agents.services import (
     agent_create,
     constellation_create,
     user_get_or_create,
 )
-from memory.blocks.selectors import block_document_load, block_history  # noqa: E402
-from memory.blocks.services import block_create, block_operate  # noqa: E402
+from memory.blocks.selectors import block_document_load, block_history
+from memory.blocks.services import block_create, block_operate
 
 
 def line(name: str, value: str, target: str, ok: bool | None = None) -> None:

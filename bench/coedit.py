@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 NODE_DIR = REPO / "bench" / "node"
 sys.path.insert(0, str(REPO))
 
-from pattern_site.processes import (  # noqa: E402
+from pattern_site.processes import (
     daphne_command,
     free_port,
     throwaway_dir,

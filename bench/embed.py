@@ -5,7 +5,7 @@ commit their embedding tasks are enqueued (batches of
 ``EMBEDDING_BATCH_SIZE``) and a real ``celery worker`` process (solo pool,
 model loaded and warmed up by 64 texts first) embeds them and stores the
 vectors.  The clock runs from the commit to the moment every vector is
-stored.  Direct: the same texts through ``memory.embeddings.embed_texts``
+stored.  Direct: the same texts through ``memory.search.embedder.embed_texts``
 in this process, measured before and after each Celery round (the
 machine is shared and its load drifts); the ratio of a round is Celery
 over the mean of the two.  Three rounds by default, each printed, and
@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from pattern_site.processes import (  # noqa: E402
+from pattern_site.processes import (
     SOLO_WORKER_OPTIONS,
     celery_worker_command,
     throwaway_dir,

@@ -33,7 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from pattern_site.processes import throwaway_dir  # noqa: E402
+from pattern_site.processes import throwaway_dir
 
 _tmp = throwaway_dir("pattern-bench-search-")
 os.environ["PATTERN_DATA_DIR"] = _tmp  # never the developer's var/ database
@@ -41,20 +41,20 @@ os.environ.pop("DATABASE_URL", None)
 os.environ["DJANGO_SETTINGS_MODULE"] = "pattern_site.settings.dev"
 os.environ["PATTERN_DEBUG"] = "false"
 
-import django  # noqa: E402
+import django
 
 django.setup()
 
-import numpy as np  # noqa: E402
-from django.conf import settings  # noqa: E402
-from django.core.management import call_command  # noqa: E402
-from django.db import connection, transaction  # noqa: E402
+import numpy as np
+from django.conf import settings
+from django.core.management import call_command
+from django.db import connection, transaction
 
-from coordination.actors import Actor  # noqa: E402
-from coordination.models import Agent, Constellation  # noqa: E402
-from memory.longterm.indexes import ARCHIVAL_INDEX  # noqa: E402
-from memory.longterm.search import memory_search  # noqa: E402
-from memory.models import ArchivalEntry, EmbeddingState  # noqa: E402
+from coordination.actors import Actor
+from coordination.models import Agent, Constellation
+from memory.longterm.indexes import ARCHIVAL_INDEX
+from memory.longterm.search import memory_search
+from memory.models import ArchivalEntry, EmbeddingState
 from memory.search.engine import scope_sizes_forget, vector_candidates
 from memory.search.index import index_clear, index_put_texts, index_put_vectors
 

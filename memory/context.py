@@ -1,10 +1,10 @@
-"""The context builder: an agent's system prompt from its memory (seed 004).
+"""The context builder: an agent's system prompt from its memory.
 
 Order: base instructions, core blocks (and log blocks, always in context),
 working blocks (pinned, or referenced by the request's batch block ids), the
 activity section (from ``settings.MEMORY_CONTEXT_ACTIVITY_RENDERER``, a
-dotted path to ``callable(agent) -> str | None``; filled by the activity
-issue), then tool execution rules.  Each block renders as::
+dotted path to ``callable(agent) -> str | None``), then tool execution
+rules.  Each block renders as::
 
     <block:label permission="ReadWrite" shared_from="Archive">
     description (when enabled)

@@ -1,4 +1,5 @@
-"""The demo constellation's memory: blocks from templates and a few archival facts."""
+"""The demo constellation's memory: blocks from templates and a few
+archival facts."""
 
 from __future__ import annotations
 

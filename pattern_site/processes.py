@@ -15,7 +15,7 @@ ASGI_APPLICATION = "pattern_site.asgi:application"
 
 def throwaway_dir(prefix: str) -> str:
     """A new temporary directory, removed when this process exits (the
-    benchmarks' databases: bench/search.py leaves ~0.7 GB otherwise)."""
+    benchmarks' databases, which can be large)."""
     path = tempfile.mkdtemp(prefix=prefix)
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path

@@ -1,4 +1,8 @@
-""""""
+"""Memory block endpoints of the tool API: the agent tools (context,
+core_memory_*), block resources, approvals and export/import.
+
+Thin: parse, ask a selector, call a service, shape the answer.
+"""
 
 from typing import Any
 from uuid import UUID
@@ -307,7 +311,7 @@ def delete_block(request: HttpRequest, block_id: UUID) -> Status[None]:
 def operate_block(
     request: HttpRequest, block_id: UUID, payload: OperationsIn
 ) -> dict[str, Any]:
-    """Apply schema operations (seed 004) to a block."""
+    """Apply schema operations to a block."""
     actor, block = _block(request, block_id)
     change = block_operate(
         actor=actor, block=block, operations=payload.operations, summary=payload.summary

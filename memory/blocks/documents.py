@@ -12,8 +12,8 @@ its containers with ``"s:"``):
 - list: root ``LoroList`` ``items``
 - log: root ``LoroList`` ``entries`` of JSON objects
 
-Loro raises ``BaseException`` (not ``Exception``) on bad input
-(ARCHITECTURE fact 3); :func:`loro_guard` turns exactly those into
+Loro raises ``BaseException`` (not ``Exception``) on bad input;
+:func:`loro_guard` turns exactly those into
 ``InvalidInput`` and lets everything else through.
 """
 
@@ -306,7 +306,7 @@ def _item_text(item: Any) -> str:
 
 
 def render_value(schema: dict[str, Any], value: Any) -> str:
-    """Render structured content for the LLM (seed 004's formats)."""
+    """Render structured content for the LLM."""
     kind = schema["kind"]
     if kind == "text":
         return value

@@ -22,7 +22,7 @@ class BlockType(models.TextChoices):
 
 
 class Permission(models.TextChoices):
-    """Seed 003's permission table (what an agent may do with the block)."""
+    """The permission table (what an agent may do with the block)."""
 
     READ_ONLY = "read_only", "ReadOnly"
     PARTNER = "partner", "Partner"
@@ -109,7 +109,7 @@ class BlockSnapshot(models.Model):
 
     SQLite rewrites a whole row on every UPDATE, and the block's row changes
     with every edit: with a ~50 KB snapshot inline, each one-line append
-    wrote a dozen overflow pages (bench/blocks.py: 4x the commit cost).
+    wrote a dozen overflow pages.
     This row changes only when the log is compacted.
     """
 

@@ -58,7 +58,7 @@ SHARED_ACCESS: dict[str, Access] = {
 }
 
 
-# Prompt names of permissions and shared access (seed 001/003 spelling).
+# Prompt names of permissions and shared access (as prompts spell them).
 PERMISSION_LABEL = dict(Permission.choices)
 
 

@@ -1,4 +1,7 @@
-""""""
+"""Reads of memory blocks: lookups, documents, history, versions, diffs,
+sharing and approvals.  Who may see and do what is decided by
+``memory.blocks.permissions``; every lookup goes through it.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,18 @@
-""""""
+"""Every change to memory blocks.
+
+One path changes a block's content, :func:`_block_change`: under the block's
+row lock it loads the document (snapshot + log), applies the change, checks
+the actor's rights (``memory.blocks.permissions``) and the character limit
+on the result, appends one attributed ``BlockUpdate`` and compacts the log
+past the thresholds of ``settings.MEMORY_COMPACT_UPDATES`` /
+``MEMORY_COMPACT_BYTES`` - all in one transaction, so a concurrent change can
+never be lost.  After commit the update is broadcast to the block's room
+(``memory.blocks.sync.broadcast``).
+
+Agents' changes to Partner/Human blocks become approval requests; approving
+one applies it as the agent's change.  Services are keyword-only, typed and
+atomic.
+"""
 
 from __future__ import annotations
 
@@ -111,8 +125,8 @@ def _summary(text: str) -> str:
 # serialised by the block's row lock and always start from the latest
 # stored document, so the peer's op counter never repeats; and necessary
 # for speed, because every new peer in a document makes each later load
-# and edit slower (bench/blocks.py measured 0.5 ms vs 40+ ms per edit
-# after 3,000 edits).  Browsers use their own random peers.
+# and edit slower (by an order of magnitude after a few thousand edits).
+# Browsers use their own random peers.
 SERVER_PEER = 1
 
 
@@ -144,7 +158,7 @@ def _block_change(
     pruned (log blocks).  ``access`` overrides the actor's right (approved
     requests were authorised by a human).
 
-    The document comes from the per-process cache (``memory.doc_cache``)
+    The document comes from the per-process cache (``memory.blocks.doc_cache``)
     when it is at the locked row's version; it goes back into the cache only
     when this transaction commits, so a failed or rolled-back change never
     leaves a changed document behind.
@@ -398,7 +412,7 @@ def block_operate(
     summary: str | None = None,
     origin: str | None = None,
 ) -> BlockChange:
-    """Apply schema operations (seed 004) to a block as ``actor``.
+    """Apply schema operations to a block as ``actor``.
 
     An agent's change to a Partner/Human block becomes a pending approval
     request instead (checked against the block first, so a request that

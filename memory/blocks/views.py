@@ -1,4 +1,10 @@
-""""""
+"""Dashboard pages of memory blocks (humans only).
+
+The block page and the approvals inbox; the agent and constellation pages
+show memory through ``memory_dashboard`` template tags.  Form posts call one
+service each; a domain error comes back as a message on the page the form
+was on.
+"""
 
 import json
 from typing import Any

@@ -163,7 +163,7 @@ def search_tool(request: HttpRequest, payload: SearchIn) -> Any:
 @router.post("/tools/recall", response=RecallOut, summary="v1 recall tool")
 def recall_tool(request: HttpRequest, payload: RecallIn) -> Any:
     """insert / append / read / delete an archival entry (by label or id);
-    without an action, search conversations and archival memory (seed 001)."""
+    without an action, search conversations and archival memory."""
     actor = request_actor(request)
     action = payload.action or ("search" if payload.query else None)
     if action is None:

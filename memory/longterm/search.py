@@ -100,7 +100,7 @@ def memory_search(
     constellation's), ``conversations`` (an agent's own messages),
     ``constellation_messages`` (every message of the constellation) and
     ``all`` (archival_memory plus constellation_messages); and
-    ``recall`` (archival_memory plus conversations, seed 001's recall).
+    ``recall`` (archival_memory plus conversations, the recall tool's).
     """
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("the search query is empty; give some words to look for")

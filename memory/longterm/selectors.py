@@ -13,7 +13,7 @@ from memory.longterm.permissions import longterm_rows_visible
 SEARCH_DOMAINS = ("archival_memory", "conversations", "constellation_messages", "all")
 
 
-# Seed 001's ``recall``: the caller's archival memory and its conversations.
+# The recall tool's domain: the caller's archival memory and its conversations.
 RECALL_DOMAIN = "recall"
 
 

@@ -94,7 +94,7 @@ class SearchOutcome:
 
 @dataclass(frozen=True)
 class Rerank:
-    """Seed 002's relevance: importance * rate^hours * (1 + ln(1 + accesses))."""
+    """Relevance: importance * rate^hours * (1 + ln(1 + accesses))."""
 
     decay_rate: float
     now: datetime

@@ -1,4 +1,5 @@
-"""The embedding pipeline: rows of any searchable table get their vectors in Celery."""
+"""The embedding pipeline: rows of any searchable table get their vectors
+in Celery, after commit, in batches."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ parameters go, keeps the SQL and where each marker landed among its
 parameters, and from then on runs the statement with the real values,
 building model instances (with their ``select_related`` rows and each
 field's converters) the way Django's ``ModelIterable`` does (``RowReader``,
-also used by ``memory.retrieval.PermittedRows``; Django 5.2 internals:
+also used by ``memory.search.permitted.PermittedRows``; Django 5.2 internals:
 ``compiler.klass_info``, ``apply_converters`` and ``get_related_populators``).
 
 Markers are ints and strings, which reach the parameters unchanged on

@@ -76,7 +76,7 @@ TEMPLATES = [
 # The embedded default is SQLite through pattern_site.db.sqlite_vec, which
 # swaps in sqlean (stdlib sqlite3 cannot load extensions here) and loads
 # sqlite-vec on every connection.  Persistent connections keep a durable
-# write well under a millisecond (ARCHITECTURE.md fact 9).
+# write well under a millisecond.
 SQLITE_ENGINE = "pattern_site.db.sqlite_vec"
 DATABASES = {
     "default": env.db_url(
@@ -89,8 +89,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": env.int("PATTERN_SQLITE_BUSY_TIMEOUT", default=20),
         "transaction_mode": "IMMEDIATE",
         # mmap: reads come straight from the mapped file, not a pread per
-        # 4 KB page: exact vector search ~40% faster at 10,000 rows
-        # (bench/search.py).  0 turns it off (README "Long-term memory").
+        # 4 KB page, which dominates exact vector search.  0 turns it off.
         "init_command": (
             "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA foreign_keys=ON;"
             f"PRAGMA mmap_size={env.int('PATTERN_SQLITE_MMAP_SIZE', default=2**30)};"
@@ -113,7 +112,6 @@ if REDIS_URL:
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
                 # redis-py 8 otherwise times out idle websockets after ~5 s
-                # (ARCHITECTURE.md fact 5).
                 "hosts": [{"address": REDIS_URL, "socket_timeout": None}],
                 "capacity": 1500,
                 "expiry": 30,
@@ -174,11 +172,10 @@ EMBEDDING_THREADS = env.int("PATTERN_EMBEDDING_THREADS", default=0)
 # --- Memory blocks ----------------------------------------------------------
 # A block's update log is folded into its Loro snapshot once it holds this
 # many updates or bytes (whichever comes first).  Writes and most reads use
-# the per-process document cache (memory.doc_cache), so the log is read only
-# on a cache miss (another process wrote, or a cold start).  Measured on a
-# 10,000-edit block: snapshot + 16 updates loads in ~0.8 ms (+64: ~5 ms),
-# while folding rewrites the ~50 KB snapshot; 16 keeps a miss under a
-# millisecond and folds on one write in 16.
+# the per-process document cache (memory.blocks.doc_cache), so the log is read only
+# on a cache miss (another process wrote, or a cold start).  A longer log
+# makes a miss slower to load; a shorter one rewrites the snapshot more
+# often (README "Memory blocks" has the measurements).
 MEMORY_COMPACT_UPDATES = env.int("PATTERN_MEMORY_COMPACT_UPDATES", default=16)
 MEMORY_COMPACT_BYTES = env.int("PATTERN_MEMORY_COMPACT_BYTES", default=16 * 1024)
 # Block documents kept per process (least recently used go first); 0: none.
@@ -245,13 +242,13 @@ PATTERN_SYNC_RATE_LIMIT = env.float("PATTERN_SYNC_RATE_LIMIT", default=200.0)
 SEARCH_VECTOR_QUANTISED = env.bool("PATTERN_SEARCH_QUANTISED", default=False)
 SEARCH_QUANTISED_OVERSAMPLE = env.int("PATTERN_SEARCH_QUANTISED_OVERSAMPLE", default=8)
 # Hybrid (and auto) searches take the quantised path anyway once the
-# constellation holds more than this many rows of the searched table (exact
-# KNN costs ~0.4 ms per 1,000 rows, ~0.2 with mmap; quantised a fifth of
-# that at 100,000); 0 never switches.
+# constellation holds more than this many rows of the searched table: exact
+# KNN grows with the rows, the quantised pass far slower (README "Long-term
+# memory"); 0 never switches.
 SEARCH_QUANTISED_ABOVE = env.int("PATTERN_SEARCH_QUANTISED_ABOVE", default=20_000)
-# Who computes exact KNN: "numpy" (memory.retrieval reads the vectors vec0
+# Who computes exact KNN: "numpy" (memory.search.chunks reads the vectors vec0
 # stores, chunk by chunk, and ranks them with one matrix product each) or
-# "vec0" (sqlite-vec's own KNN, whose scalar distance loop is ~3x slower).
+# "vec0" (sqlite-vec's own KNN, whose scalar distance loop is slower).
 # numpy falls back to vec0 by itself on a sqlite-vec whose storage it does
 # not know.
 SEARCH_EXACT_KNN = env.str("PATTERN_SEARCH_EXACT_KNN", default="numpy")

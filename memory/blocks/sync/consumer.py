@@ -1,17 +1,18 @@
 """``/ws/sync/``: the server side of the Loro Syncing Protocol for blocks.
 
 One websocket multiplexes rooms.  A ``%LOR`` room is a memory block (room id
-= block id): the join is authorised by the memory selectors, every update goes
-through ``memory.block_update_import`` (validated, stored with the
-actor in one transaction) and is acked only after that commit; the service's
-after-commit broadcast (``memory.broadcast``) reaches every peer of the block in
-any process - this process's directly through the room hub, other processes'
-through the channel layer - and changes made through the API or the dashboard
-arrive the same way.  A ``%EPH`` room (same id) relays presence - cursors,
-selections, names, colours - between the peers of a block and stores nothing.
+= block id): the join is authorised by ``memory.blocks.permissions``, every
+update goes through ``memory.blocks.services.block_update_import`` (validated,
+stored with the actor in one transaction) and is acked only after that
+commit; the service's after-commit broadcast (``memory.blocks.sync.broadcast``)
+reaches every peer of the block in any process - this process's directly
+through the room hub, other processes' through the channel layer - and
+changes made through the API or the dashboard arrive the same way.  A
+``%EPH`` room (same id) relays presence - cursors, selections, names,
+colours - between the peers of a block and stores nothing.
 
-Thin: framing is ``memory.sync_protocol``; decisions are the selectors' and
-services'.
+Thin: framing is ``memory.blocks.sync.protocol``; decisions are the
+permission module's and the services'.
 """
 
 from __future__ import annotations

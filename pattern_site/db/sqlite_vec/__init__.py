@@ -2,8 +2,8 @@
 
 The stdlib ``sqlite3`` module of many Python builds cannot load extensions,
 so this package swaps in ``sqlean`` (same DB-API, extensions enabled) under
-the name ``sqlite3`` before Django's SQLite backend is imported
-(ARCHITECTURE.md fact 2).  Use it as ``ENGINE = "pattern_site.db.sqlite_vec"``.
+the name ``sqlite3`` before Django's SQLite backend is imported.
+Use it as ``ENGINE = "pattern_site.db.sqlite_vec"``.
 """
 
 import sys
