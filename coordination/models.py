@@ -71,3 +71,21 @@ class AgentToken(models.Model):
     def __str__(self) -> str:
         state = "revoked" if self.revoked_at else "active"
         return f"{self.prefix}… ({state})"
+
+
+# The work models live in their own package; exported here so that their
+# migrations stay in the coordination app.
+from coordination.work.models import (  # noqa: E402
+    CoordinationState,
+    HandoffNote,
+    Task,
+)
+
+__all__ = [
+    "Agent",
+    "AgentToken",
+    "Constellation",
+    "CoordinationState",
+    "HandoffNote",
+    "Task",
+]

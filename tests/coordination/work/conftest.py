@@ -1,0 +1,27 @@
+from typing import Any
+
+import pytest
+
+from coordination.actors import Actor
+from coordination.work.services import task_create
+from tests.factories import AgentFactory, ConstellationFactory
+
+
+@pytest.fixture
+def flux(constellation: Any) -> Any:
+    return AgentFactory(constellation=constellation, name="Flux")
+
+
+@pytest.fixture
+def elsewhere(db: None) -> Any:
+    """An agent of another constellation."""
+    return AgentFactory(constellation=ConstellationFactory(name="Other"), name="Stray")
+
+
+@pytest.fixture
+def make_task(constellation: Any, partner: Any) -> Any:
+    def make(title: str = "fix bug", **kwargs: Any) -> Any:
+        kwargs.setdefault("actor", Actor.for_user(partner))
+        return task_create(constellation=constellation, title=title, **kwargs)
+
+    return make
