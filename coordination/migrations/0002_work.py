@@ -7,71 +7,223 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('coordination', '0001_initial'),
+        ("coordination", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='CoordinationState',
+            name="CoordinationState",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=100)),
-                ('value', models.JSONField()),
-                ('version', models.PositiveIntegerField(default=1)),
-                ('updated_by', models.CharField(max_length=64)),
-                ('updated_by_name', models.CharField(max_length=150)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('constellation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='coordination_state', to='coordination.constellation')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("key", models.CharField(max_length=100)),
+                ("value", models.JSONField()),
+                ("version", models.PositiveIntegerField(default=1)),
+                ("updated_by", models.CharField(max_length=64)),
+                ("updated_by_name", models.CharField(max_length=150)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "constellation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="coordination_state",
+                        to="coordination.constellation",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['key'],
-                'constraints': [models.UniqueConstraint(fields=('constellation', 'key'), name='coordination_state_key_unique_per_constellation')],
+                "ordering": ["key"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("constellation", "key"),
+                        name="coordination_state_key_unique_per_constellation",
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='HandoffNote',
+            name="HandoffNote",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('content', models.TextField(validators=[django.core.validators.MaxLengthValidator(8000)])),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('read_at', models.DateTimeField(blank=True, null=True)),
-                ('read_by', models.CharField(blank=True, max_length=64)),
-                ('constellation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='handoff_notes', to='coordination.constellation')),
-                ('from_agent', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='handoffs_sent', to='coordination.agent')),
-                ('to_agent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='handoffs_received', to='coordination.agent')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "content",
+                    models.TextField(
+                        validators=[django.core.validators.MaxLengthValidator(8000)]
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("read_at", models.DateTimeField(blank=True, null=True)),
+                ("read_by", models.CharField(blank=True, max_length=64)),
+                (
+                    "constellation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="handoff_notes",
+                        to="coordination.constellation",
+                    ),
+                ),
+                (
+                    "from_agent",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="handoffs_sent",
+                        to="coordination.agent",
+                    ),
+                ),
+                (
+                    "to_agent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="handoffs_received",
+                        to="coordination.agent",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['created_at'],
-                'indexes': [models.Index(fields=['constellation', 'read_at'], name='coordinatio_constel_0532b6_idx')],
+                "ordering": ["created_at"],
+                "indexes": [
+                    models.Index(
+                        fields=["constellation", "read_at"],
+                        name="coordinatio_constel_0532b6_idx",
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Task',
+            name="Task",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('title', models.CharField(max_length=200)),
-                ('description', models.TextField(blank=True, validators=[django.core.validators.MaxLengthValidator(10000)])),
-                ('status', models.CharField(choices=[('open', 'Open'), ('in_progress', 'In progress'), ('blocked', 'Blocked'), ('done', 'Done'), ('cancelled', 'Cancelled')], default='open', max_length=20)),
-                ('priority', models.PositiveSmallIntegerField(choices=[(0, 'Low'), (1, 'Normal'), (2, 'High'), (3, 'Urgent')], default=1)),
-                ('blocked_reason', models.TextField(blank=True, validators=[django.core.validators.MaxLengthValidator(10000)])),
-                ('updated_by', models.CharField(max_length=64)),
-                ('updated_by_name', models.CharField(max_length=150)),
-                ('due_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('assignee', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='assigned_tasks', to='coordination.agent')),
-                ('constellation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='tasks', to='coordination.constellation')),
-                ('created_by_agent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='created_tasks', to='coordination.agent')),
-                ('created_by_user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='created_tasks', to=settings.AUTH_USER_MODEL)),
-                ('dependencies', models.ManyToManyField(blank=True, related_name='dependents', to='coordination.task')),
-                ('parent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='subtasks', to='coordination.task')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("title", models.CharField(max_length=200)),
+                (
+                    "description",
+                    models.TextField(
+                        blank=True,
+                        validators=[django.core.validators.MaxLengthValidator(10000)],
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("open", "Open"),
+                            ("in_progress", "In progress"),
+                            ("blocked", "Blocked"),
+                            ("done", "Done"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        default="open",
+                        max_length=20,
+                    ),
+                ),
+                (
+                    "priority",
+                    models.PositiveSmallIntegerField(
+                        choices=[(0, "Low"), (1, "Normal"), (2, "High"), (3, "Urgent")],
+                        default=1,
+                    ),
+                ),
+                (
+                    "blocked_reason",
+                    models.TextField(
+                        blank=True,
+                        validators=[django.core.validators.MaxLengthValidator(10000)],
+                    ),
+                ),
+                ("updated_by", models.CharField(max_length=64)),
+                ("updated_by_name", models.CharField(max_length=150)),
+                ("due_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "assignee",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="assigned_tasks",
+                        to="coordination.agent",
+                    ),
+                ),
+                (
+                    "constellation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="tasks",
+                        to="coordination.constellation",
+                    ),
+                ),
+                (
+                    "created_by_agent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="created_tasks",
+                        to="coordination.agent",
+                    ),
+                ),
+                (
+                    "created_by_user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="created_tasks",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "dependencies",
+                    models.ManyToManyField(
+                        blank=True, related_name="dependents", to="coordination.task"
+                    ),
+                ),
+                (
+                    "parent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="subtasks",
+                        to="coordination.task",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-priority', 'created_at'],
-                'indexes': [models.Index(fields=['constellation', 'status'], name='coordinatio_constel_5b4339_idx')],
+                "ordering": ["-priority", "created_at"],
+                "indexes": [
+                    models.Index(
+                        fields=["constellation", "status"],
+                        name="coordinatio_constel_5b4339_idx",
+                    )
+                ],
             },
         ),
     ]
