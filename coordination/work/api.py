@@ -5,7 +5,7 @@ selectors, call one service, shape the answer."""
 from typing import Any
 
 from django.http import HttpRequest
-from ninja import Router
+from ninja import Router, Status
 
 from coordination.auth import request_actor
 from coordination.selectors import agent_get_for_actor
@@ -116,7 +116,7 @@ def create_task(request: HttpRequest, payload: TaskCreateIn) -> Any:
         ],
         due_at=payload.due_at,
     )
-    return 201, selectors.task_get_for_actor(actor=actor, task_id=task.pk)
+    return Status(201, selectors.task_get_for_actor(actor=actor, task_id=task.pk))
 
 
 @router.get("/tasks/{task_id}", response=TaskOut, summary="Get a task")
@@ -215,9 +215,10 @@ def create_handoff(request: HttpRequest, payload: HandoffIn) -> Any:
         if payload.to_agent_id is not None
         else None
     )
-    return 201, services.handoff_create(
+    note = services.handoff_create(
         actor=actor, to_agent=to_agent, content=payload.content
     )
+    return Status(201, note)
 
 
 @router.post(

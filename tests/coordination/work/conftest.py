@@ -1,8 +1,10 @@
 from typing import Any
 
 import pytest
+from django.test import Client
 
 from coordination.actors import Actor
+from coordination.services import agent_token_issue
 from coordination.work.services import task_create
 from tests.factories import AgentFactory, ConstellationFactory
 
@@ -25,3 +27,17 @@ def make_task(constellation: Any, partner: Any) -> Any:
         return task_create(constellation=constellation, title=title, **kwargs)
 
     return make
+
+
+@pytest.fixture
+def human_client(partner: Any) -> Client:
+    """The partner's session (CSRF is covered by tests/coordination)."""
+    client = Client()
+    client.force_login(partner)
+    return client
+
+
+@pytest.fixture
+def stray_client(elsewhere: Any) -> Client:
+    """An agent of another constellation, with its bearer token."""
+    return Client(HTTP_AUTHORIZATION=f"Bearer {agent_token_issue(agent=elsewhere).raw}")
