@@ -149,9 +149,6 @@ def test_other_constellations_ids_are_404(
 
 
 def test_handoff_inbox_and_read_over_http(agent_client, agent, flux, human_client):
-    from coordination.services import agent_token_issue
-    from django.test import Client
-
     flux_client = Client(
         HTTP_AUTHORIZATION=f"Bearer {agent_token_issue(agent=flux).raw}"
     )
