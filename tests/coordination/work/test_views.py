@@ -1,0 +1,71 @@
+"""The task board and handoff inbox pages."""
+
+import pytest
+from django.test import Client
+
+from coordination.actors import Actor
+from coordination.work.models import HandoffNote, Task
+from coordination.work.services import handoff_create, task_status_set
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_board_shows_each_task_in_its_status_column_with_links(
+    human_client, constellation, make_task, partner, agent
+):
+    parent = make_task("refactor memory")
+    step = make_task("step 1", parent=parent, assignee=agent, dependencies=[parent])
+    task_status_set(
+        actor=Actor.for_user(partner), task=parent, status="blocked", reason="waiting"
+    )
+    page = human_client.get(f"/constellations/{constellation.pk}/tasks/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    blocked = html.index('data-testid="column-blocked"')
+    done = html.index('data-testid="column-done"')
+    assert blocked < html.index(f'data-testid="task-{parent.pk}"') < done
+    assert f"subtask of {parent.ref}" in html
+    assert 'Depends on <span class="dep dep-blocked"' in html
+    assert "Blocked: waiting" in html
+    assert "@Entropy" in html
+    assert f'data-testid="task-{step.pk}"' in html
+
+
+def test_board_form_creates_a_task_and_bad_input_stores_nothing(
+    human_client, constellation, agent
+):
+    url = f"/constellations/{constellation.pk}/tasks/new/"
+    response = human_client.post(
+        url, {"title": "call the bank", "assignee_id": agent.pk, "priority": "3"}
+    )
+    assert response.status_code == 302
+    task = Task.objects.get()
+    assert (task.title, task.assignee, task.priority) == ("call the bank", agent, 3)
+    response = human_client.post(url, {"title": "  "}, follow=True)
+    assert "a task needs a title" in response.content.decode()
+    assert Task.objects.count() == 1
+
+
+def test_board_of_another_constellation_is_404(constellation, make_task):
+    client = Client()
+    client.force_login(UserFactory(username="stranger"))
+    task = make_task()
+    assert client.get(f"/constellations/{constellation.pk}/tasks/").status_code == 404
+    assert client.get(f"/tasks/{task.pk}/card/").status_code == 404
+
+
+def test_handoff_inbox_marks_a_note_read(human_client, constellation, agent, flux):
+    note = handoff_create(
+        actor=Actor.for_agent(flux), to_agent=agent, content="left off at step 3"
+    )
+    url = f"/constellations/{constellation.pk}/handoffs/"
+    html = human_client.get(url).content.decode()
+    assert "left off at step 3" in html
+    assert html.index("left off at step 3") < html.index("Mark read")
+    response = human_client.post(f"/handoffs/{note.pk}/read/")
+    assert response.status_code == 302
+    assert HandoffNote.objects.get().read_at is not None
+    html = human_client.get(url).content.decode()
+    assert "No unread handoffs." in html
+    assert "left off at step 3" in html
