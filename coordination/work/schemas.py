@@ -3,6 +3,7 @@ from typing import Any
 
 from ninja import Field, Schema
 
+from coordination.actors import Actor
 from coordination.work.models import (
     DESCRIPTION_MAX_CHARS,
     HANDOFF_MAX_CHARS,
@@ -67,11 +68,9 @@ class TaskOut(Schema):
 
     @staticmethod
     def resolve_created_by(obj: Any) -> str:
-        if obj.created_by_agent is not None:
-            return obj.created_by_agent.name
-        if obj.created_by_user is not None:
-            return obj.created_by_user.get_username()
-        return "system"
+        agent, user = obj.created_by_agent, obj.created_by_user
+        kind = "agent" if agent else "human" if user else "system"
+        return Actor(kind=kind, agent=agent, user=user).display_name
 
     @staticmethod
     def resolve_updated_by(obj: Any) -> str:

@@ -74,11 +74,16 @@ def _broadcast(*, constellation_id: int, event: dict[str, Any]) -> None:
         logger.exception("could not broadcast %s", event.get("type"))
 
 
-def _task_changed_later(task: Task) -> None:
-    event = {"type": "task.changed", "task_id": task.pk, "status": task.status}
-    constellation_id = task.constellation_id
+def _broadcast_later(*, constellation_id: int, event: dict[str, Any]) -> None:
     transaction.on_commit(
         lambda: _broadcast(constellation_id=constellation_id, event=event)
+    )
+
+
+def _task_changed_later(task: Task) -> None:
+    _broadcast_later(
+        constellation_id=task.constellation_id,
+        event={"type": "task.changed", "task_id": task.pk, "status": task.status},
     )
 
 
@@ -364,9 +369,9 @@ def handoff_create(
     )
     note.full_clean()
     note.save()
-    event = {"type": "handoff.created", "handoff_id": note.pk}
-    transaction.on_commit(
-        lambda: _broadcast(constellation_id=note.constellation_id, event=event)
+    _broadcast_later(
+        constellation_id=note.constellation_id,
+        event={"type": "handoff.created", "handoff_id": note.pk},
     )
     return note
 
@@ -380,9 +385,9 @@ def handoff_mark_read(*, actor: Actor, note: HandoffNote) -> HandoffNote:
     )
     note.refresh_from_db(fields=["read_at", "read_by"])
     if updated:
-        event = {"type": "handoff.read", "handoff_id": note.pk}
-        transaction.on_commit(
-            lambda: _broadcast(constellation_id=note.constellation_id, event=event)
+        _broadcast_later(
+            constellation_id=note.constellation_id,
+            event={"type": "handoff.read", "handoff_id": note.pk},
         )
     return note
 
