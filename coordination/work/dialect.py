@@ -250,7 +250,7 @@ def _tasks(call: _Call) -> CoordResult:
     which = call.args["filter"]
     qs = selectors.task_list_for_actor(
         actor=call.actor, constellation_id=call.constellation.pk
-    )
+    ).prefetch_related(None)
     if which == "mine":
         if call.actor.agent is None:
             raise _error("tasks", "'mine' is for agents; use open or all")

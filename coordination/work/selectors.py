@@ -219,7 +219,10 @@ STATUS_LIST_LIMIT = 10
 def coordination_status_for_actor(
     *, actor: Actor, constellation: Constellation
 ) -> CoordinationStatus:
-    tasks = task_list_for_actor(actor=actor, constellation_id=constellation.pk)
+    # The status lines show no dependencies or subtasks.
+    tasks = task_list_for_actor(
+        actor=actor, constellation_id=constellation.pk
+    ).prefetch_related(None)
     counts = {status: 0 for status in TaskStatus.values}
     for row in tasks.order_by().values("status").annotate(n=Count("id")):
         counts[row["status"]] = row["n"]

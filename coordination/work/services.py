@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 from django.utils import timezone
 
@@ -65,10 +65,14 @@ def _broadcast(*, constellation_id: int, event: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
+    group = constellation_group(constellation_id)
+    # An in-memory layer reaches only this process: skip the loop hop when
+    # no page of this constellation is open here.
+    if isinstance(layer, InMemoryChannelLayer) and not layer.groups.get(group):
+        return
     try:
         async_to_sync(layer.group_send)(
-            constellation_group(constellation_id),
-            {"type": "constellation.event", "event": event},
+            group, {"type": "constellation.event", "event": event}
         )
     except Exception:
         logger.exception("could not broadcast %s", event.get("type"))
@@ -87,16 +91,24 @@ def _task_changed_later(task: Task) -> None:
     )
 
 
-def _attribute(task: Task, actor: Actor) -> None:
+def _task_save(task: Task, actor: Actor, fields: list[str]) -> None:
+    """Attribute the change to ``actor``, validate the changed fields and
+    save only them (the others were validated when they were written)."""
     task.updated_by = actor.ref
     task.updated_by_name = actor.display_name
+    changed = {*fields, "updated_by", "updated_by_name"}
+    task.full_clean(
+        exclude=[f.name for f in Task._meta.concrete_fields if f.name not in changed]
+    )
+    task.save(update_fields=[*changed, "updated_at"])
+    _task_changed_later(task)
 
 
 def _task_locked(task: Task) -> Task:
     """``task`` re-read under this transaction's write lock."""
     locked = (
         Task.objects.select_for_update()
-        .select_related("assignee", "constellation")
+        .select_related("assignee")
         .filter(pk=task.pk)
         .first()
     )
@@ -204,7 +216,8 @@ def task_create(
         created_by_agent=actor.agent,
         created_by_user=actor.user,
     )
-    _attribute(task, actor)
+    task.updated_by = actor.ref
+    task.updated_by_name = actor.display_name
     if parent is not None:
         _same_constellation(task, parent, "parent task")
     for dependency in dependencies or []:
@@ -226,10 +239,7 @@ def task_assign(*, actor: Actor, task: Task, assignee: Agent | None) -> Task:
     task_check_assign(actor=actor, task=task, assignee=assignee)
     _check_assignee(task.constellation_id, assignee)
     task.assignee = assignee
-    _attribute(task, actor)
-    task.full_clean()
-    task.save(update_fields=["assignee", "updated_by", "updated_by_name", "updated_at"])
-    _task_changed_later(task)
+    _task_save(task, actor, ["assignee"])
     return task
 
 
@@ -254,18 +264,7 @@ def task_claim(*, actor: Actor, task: Task) -> Task:
     _check_may_progress(task, TaskStatus.IN_PROGRESS)
     task.assignee = actor.agent
     task.status = TaskStatus.IN_PROGRESS
-    _attribute(task, actor)
-    task.full_clean()
-    task.save(
-        update_fields=[
-            "assignee",
-            "status",
-            "updated_by",
-            "updated_by_name",
-            "updated_at",
-        ]
-    )
-    _task_changed_later(task)
+    _task_save(task, actor, ["assignee", "status"])
     return task
 
 
@@ -281,7 +280,7 @@ def task_status_set(*, actor: Actor, task: Task, status: str, reason: str = "") 
         raise InvalidInput(f"say why {task.ref} is blocked (a reason is required)")
     task.status = status
     task.blocked_reason = reason if status == TaskStatus.BLOCKED else ""
-    fields = ["status", "blocked_reason", "updated_by", "updated_by_name"]
+    fields = ["status", "blocked_reason"]
     # Whoever finishes or starts unassigned work is the one who did it.
     if (
         actor.agent is not None
@@ -290,10 +289,7 @@ def task_status_set(*, actor: Actor, task: Task, status: str, reason: str = "") 
     ):
         task.assignee = actor.agent
         fields.append("assignee")
-    _attribute(task, actor)
-    task.full_clean()
-    task.save(update_fields=[*fields, "updated_at"])
-    _task_changed_later(task)
+    _task_save(task, actor, fields)
     return task
 
 
@@ -330,9 +326,7 @@ def task_dependency_add(*, actor: Actor, task: Task, depends_on: Task) -> Task:
             )
         )
     task.dependencies.add(depends_on)
-    _attribute(task, actor)
-    task.save(update_fields=["updated_by", "updated_by_name", "updated_at"])
-    _task_changed_later(task)
+    _task_save(task, actor, [])
     return task
 
 
@@ -341,9 +335,7 @@ def task_dependency_remove(*, actor: Actor, task: Task, depends_on: Task) -> Tas
     task = _task_locked(task)
     task_check_dependencies(actor=actor, task=task)
     task.dependencies.remove(depends_on)
-    _attribute(task, actor)
-    task.save(update_fields=["updated_by", "updated_by_name", "updated_at"])
-    _task_changed_later(task)
+    _task_save(task, actor, [])
     return task
 
 
