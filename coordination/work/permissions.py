@@ -46,7 +46,7 @@ def _holder(task: Task) -> str:
     return task.assignee.name
 
 
-def task_check_assign(*, actor: Actor, task: Task, assignee: Agent | None) -> None:
+def task_check_assign(*, actor: Actor, task: Task) -> None:
     if actor.agent is None or task.assignee_id in (None, actor.agent.pk):
         return
     raise PermissionDenied(

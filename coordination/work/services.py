@@ -14,8 +14,8 @@ Rules, besides the rights in ``coordination.work.permissions``:
 - A task starts (in progress) or completes only when every task it depends
   on is done; a cancelled dependency does not count as done: remove it.
 - A parent task completes only when each subtask is done or cancelled.
-- Dependencies stay within one constellation and never form a cycle;
-  a subtask's parent chain never loops.
+- Dependencies and parents stay within one constellation; dependencies
+  never form a cycle.
 - Coordination state writes name the version they read (0 to create a
   key); a stale version is a ``Conflict`` carrying the current value.
 """
@@ -51,6 +51,9 @@ from coordination.work.permissions import (
     task_check_status,
 )
 from coordination.work.selectors import NOTES_KEY
+
+# Turns a model's ValidationError into InvalidInput naming each field.
+from memory.services import _full_clean
 
 logger = logging.getLogger(__name__)
 
@@ -97,8 +100,9 @@ def _task_save(task: Task, actor: Actor, fields: list[str]) -> None:
     task.updated_by = actor.ref
     task.updated_by_name = actor.display_name
     changed = {*fields, "updated_by", "updated_by_name"}
-    task.full_clean(
-        exclude=[f.name for f in Task._meta.concrete_fields if f.name not in changed]
+    _full_clean(
+        task,
+        exclude=[f.name for f in Task._meta.concrete_fields if f.name not in changed],
     )
     task.save(update_fields=[*changed, "updated_at"])
     _task_changed_later(task)
@@ -129,18 +133,6 @@ def _check_assignee(constellation_id: int, assignee: Agent | None) -> None:
         raise NotFound(f"agent {assignee.pk} does not exist")
     if not assignee.is_active:
         raise InvalidInput(f"@{assignee.name} is deactivated; assign an active agent")
-
-
-def _check_parent(task: Task, parent: Task | None) -> None:
-    seen = {task.pk} if task.pk else set()
-    node = parent
-    while node is not None:
-        if node.pk in seen:
-            raise InvalidInput(
-                f"{parent.ref} cannot be the parent of {task.ref}: that makes a loop"  # type: ignore[union-attr]
-            )
-        seen.add(node.pk)
-        node = node.parent
 
 
 def _unfinished_dependencies(task: Task) -> list[Task]:
@@ -222,7 +214,7 @@ def task_create(
         _same_constellation(task, parent, "parent task")
     for dependency in dependencies or []:
         _same_constellation(task, dependency, "dependency")
-    task.full_clean()
+    _full_clean(task)
     task.save()
     if dependencies:
         task.dependencies.add(*dependencies)
@@ -236,7 +228,7 @@ def task_assign(*, actor: Actor, task: Task, assignee: Agent | None) -> Task:
     task = _task_locked(task)
     if task.status in FINISHED_STATUSES:
         raise Conflict(f"{task.ref} is {task.status}; reopen it before assigning it")
-    task_check_assign(actor=actor, task=task, assignee=assignee)
+    task_check_assign(actor=actor, task=task)
     _check_assignee(task.constellation_id, assignee)
     task.assignee = assignee
     _task_save(task, actor, ["assignee"])
@@ -359,7 +351,7 @@ def handoff_create(
         to_agent=to_agent,
         content=content,
     )
-    note.full_clean()
+    _full_clean(note)
     note.save()
     _broadcast_later(
         constellation_id=note.constellation_id,
@@ -433,7 +425,7 @@ def coordination_state_set(
     state.version = current + 1
     state.updated_by = actor.ref
     state.updated_by_name = actor.display_name
-    state.full_clean()
+    _full_clean(state)
     state.save()
     return state
 

@@ -44,6 +44,10 @@ def test_board_form_creates_a_task_and_bad_input_stores_nothing(
     assert (task.title, task.assignee, task.priority) == ("call the bank", agent, 3)
     response = human_client.post(url, {"title": "  "}, follow=True)
     assert "a task needs a title" in response.content.decode()
+    response = human_client.post(url, {"title": "x", "priority": "9"}, follow=True)
+    assert "priority: Value 9 is not a valid choice." in response.content.decode()
+    response = human_client.post(url, {"title": "x" * 201}, follow=True)
+    assert "title: Ensure this value has at most 200" in response.content.decode()
     assert Task.objects.count() == 1
 
 
