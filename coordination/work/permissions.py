@@ -27,6 +27,10 @@ from coordination.work.models import HandoffNote, Task, TaskStatus
 
 def work_visible(actor: Actor) -> Q:
     """Rows (with a ``constellation`` field) the actor may see."""
+    if actor.agent is not None:
+        # What constellation_list_for_actor gives an agent (its own), without
+        # a subquery on the agents' hot path.
+        return Q(constellation_id=actor.agent.constellation_id)
     return Q(constellation__in=constellation_list_for_actor(actor=actor).values("pk"))
 
 
