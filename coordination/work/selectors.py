@@ -18,6 +18,7 @@ from coordination.errors import InvalidInput, NotFound
 from coordination.models import Agent, Constellation
 from coordination.selectors import agent_list_for_actor, constellation_list_for_actor
 from coordination.work.models import (
+    FINISHED_STATUSES,
     CoordinationState,
     HandoffNote,
     Task,
@@ -88,14 +89,39 @@ def task_get_for_actor(*, actor: Actor, task_id: int) -> Task:
     return task
 
 
+# Finished columns show the most recently finished tasks only.
+BOARD_FINISHED_LIMIT = 50
+
+
+@dataclass
+class BoardColumn:
+    status: str
+    label: str
+    tasks: list[Task]
+    total: int
+
+
 def task_board_for_actor(
     *, actor: Actor, constellation: Constellation
-) -> list[tuple[str, str, list[Task]]]:
-    """The board's columns: (status, label, tasks) in status order."""
-    columns: dict[str, list[Task]] = {status: [] for status in TaskStatus.values}
-    for task in task_list_for_actor(actor=actor, constellation_id=constellation.pk):
-        columns[task.status].append(task)
-    return [(s.value, s.label, columns[s.value]) for s in TaskStatus]
+) -> list[BoardColumn]:
+    """The board's columns in status order: every unfinished task, and the
+    latest ``BOARD_FINISHED_LIMIT`` of each finished status."""
+    tasks = task_list_for_actor(actor=actor, constellation_id=constellation.pk)
+    totals = dict(
+        tasks.order_by()
+        .values_list("status")
+        .annotate(n=Count("id"))
+        .values_list("status", "n")
+    )
+    columns = []
+    for status in TaskStatus:
+        rows = tasks.filter(status=status)
+        if status in FINISHED_STATUSES:
+            rows = rows.order_by("-updated_at")[:BOARD_FINISHED_LIMIT]
+        columns.append(
+            BoardColumn(status.value, status.label, list(rows), totals.get(status, 0))
+        )
+    return columns
 
 
 def agent_get_by_mention(

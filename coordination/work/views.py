@@ -8,8 +8,11 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from coordination.actors import Actor
+from coordination.errors import InvalidInput
 from coordination.selectors import agent_get_for_actor, agent_list_for_actor
 from coordination.work import selectors, services
 from coordination.work.models import TaskPriority
@@ -36,7 +39,7 @@ def task_board_page(request: HttpRequest, constellation_id: int) -> HttpResponse
             "agents": agent_list_for_actor(
                 actor=actor, constellation_id=constellation.pk
             ),
-            "parents": [t for _, _, tasks in columns for t in tasks],
+            "parents": [t for column in columns[:3] for t in column.tasks],
             "priorities": TaskPriority.choices,
         },
     )
@@ -56,6 +59,11 @@ def create_task(request: HttpRequest, constellation_id: int) -> HttpResponse:
         actor=actor, constellation_id=constellation_id
     )
     post = request.POST
+    due_at = parse_datetime(post.get("due_at") or "")
+    if post.get("due_at") and due_at is None:
+        raise InvalidInput(f"due date {post['due_at']!r} is not a date and time")
+    if due_at is not None and timezone.is_naive(due_at):
+        due_at = timezone.make_aware(due_at)
     assignee_id = post.get("assignee_id")
     parent_id = post.get("parent_id")
     priority = post.get("priority", str(TaskPriority.NORMAL))
@@ -75,6 +83,12 @@ def create_task(request: HttpRequest, constellation_id: int) -> HttpResponse:
             if parent_id and parent_id.isdigit()
             else None
         ),
+        dependencies=[
+            selectors.task_get_for_actor(actor=actor, task_id=int(pk))
+            for pk in post.getlist("depends_on")
+            if pk.isdigit()
+        ],
+        due_at=due_at,
     )
     messages.success(request, f"Created {task.ref}.")
     return redirect(reverse("work:board", args=[constellation.pk]))

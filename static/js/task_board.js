@@ -12,29 +12,27 @@ function showError(message) {
   errorBox.hidden = !message;
 }
 
-function recount() {
-  for (const column of board.querySelectorAll("[data-column]")) {
-    column.querySelector("[data-column-count]").textContent =
-      column.querySelectorAll("[data-task-card]").length;
-  }
+// Finished columns list only their latest cards, so counts move by one.
+function count(status, delta) {
+  const label = board.querySelector(`[data-column="${status}"] [data-column-count]`);
+  label.textContent = Number(label.textContent) + delta;
 }
 
 // Put the server's rendering of a task in the column of its status.
 async function refreshCard(taskId) {
   const response = await fetch(cardUrl(taskId), { credentials: "same-origin" });
   const old = board.querySelector(`[data-task-card][data-task-id="${taskId}"]`);
-  if (!response.ok) {
-    if (response.status === 404 && old) old.remove();
-    recount();
-    return;
+  if (old) {
+    count(old.dataset.status, -1);
+    old.remove();
   }
+  if (!response.ok) return;
   const template = document.createElement("template");
   template.innerHTML = (await response.text()).trim();
   const card = template.content.firstElementChild;
   const column = board.querySelector(`[data-column="${card.dataset.status}"] [data-cards]`);
-  if (old) old.remove();
-  column.append(card);
-  recount();
+  column.prepend(card);
+  count(card.dataset.status, 1);
 }
 
 async function moveTask(taskId, status) {

@@ -5,6 +5,7 @@ from django.test import Client
 
 from coordination.actors import Actor
 from coordination.work.models import HandoffNote, Task
+from coordination.work.selectors import BOARD_FINISHED_LIMIT
 from coordination.work.services import handoff_create, task_status_set
 from tests.factories import UserFactory
 
@@ -42,13 +43,24 @@ def test_board_form_creates_a_task_and_bad_input_stores_nothing(
     assert response.status_code == 302
     task = Task.objects.get()
     assert (task.title, task.assignee, task.priority) == ("call the bank", agent, 3)
+    human_client.post(
+        url,
+        {"title": "pay", "depends_on": [task.pk], "due_at": "2026-12-01T09:30"},
+    )
+    pay = Task.objects.get(title="pay")
+    assert list(pay.dependencies.all()) == [task]
+    assert pay.due_at.isoformat() == "2026-12-01T09:30:00+00:00"
+    response = human_client.post(url, {"title": "y", "due_at": "soon"}, follow=True)
+    assert (
+        "due date &#x27;soon&#x27; is not a date and time" in response.content.decode()
+    )
     response = human_client.post(url, {"title": "  "}, follow=True)
     assert "a task needs a title" in response.content.decode()
     response = human_client.post(url, {"title": "x", "priority": "9"}, follow=True)
     assert "priority: Value 9 is not a valid choice." in response.content.decode()
     response = human_client.post(url, {"title": "x" * 201}, follow=True)
     assert "title: Ensure this value has at most 200" in response.content.decode()
-    assert Task.objects.count() == 1
+    assert Task.objects.count() == 2
 
 
 def test_board_of_another_constellation_is_404(constellation, make_task):
@@ -73,3 +85,20 @@ def test_handoff_inbox_marks_a_note_read(human_client, constellation, agent, flu
     html = human_client.get(url).content.decode()
     assert "No unread handoffs." in html
     assert "left off at step 3" in html
+
+
+def test_board_lists_only_the_latest_finished_tasks_but_counts_all(
+    human_client, constellation, make_task, partner
+):
+    actor = Actor.for_user(partner)
+    tasks = [make_task(f"t{n}") for n in range(BOARD_FINISHED_LIMIT + 2)]
+    for task in tasks:
+        task_status_set(actor=actor, task=task, status="done")
+    html = human_client.get(f"/constellations/{constellation.pk}/tasks/").content
+    html = html.decode()
+    done = html[html.index('data-testid="column-done"') :]
+    done = done[: done.index("</section>")]
+    assert f"data-column-count>{BOARD_FINISHED_LIMIT + 2}<" in done
+    assert done.count("data-task-card") == BOARD_FINISHED_LIMIT
+    assert f'data-testid="task-{tasks[-1].pk}"' in done
+    assert f'data-testid="task-{tasks[0].pk}"' not in done
