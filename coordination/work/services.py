@@ -26,7 +26,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from coordination.actors import Actor
@@ -110,12 +110,9 @@ def _task_save(task: Task, actor: Actor, fields: list[str]) -> None:
 
 def _task_locked(task: Task) -> Task:
     """``task`` re-read under this transaction's write lock."""
-    locked = (
-        Task.objects.select_for_update()
-        .select_related("assignee")
-        .filter(pk=task.pk)
-        .first()
-    )
+    # No joins: on PostgreSQL a row re-read after waiting for its lock comes
+    # back fresh, but a joined row (the assignee) would be the stale one.
+    locked = Task.objects.select_for_update().filter(pk=task.pk).first()
     if locked is None:
         raise NotFound(f"{task.ref} does not exist")
     return locked
@@ -425,8 +422,17 @@ def coordination_state_set(
     state.version = current + 1
     state.updated_by = actor.ref
     state.updated_by_name = actor.display_name
-    _full_clean(state)
-    state.save()
+    _full_clean(state, validate_unique=False, validate_constraints=False)
+    try:
+        # Two creators of one key lock no row; the unique key decides.
+        with transaction.atomic():
+            state.save()
+    except IntegrityError as exc:
+        raise Conflict(
+            f"state {key!r} was just created by someone else; read it and retry "
+            "with its version",
+            extra={"key": key},
+        ) from exc
     return state
 
 
