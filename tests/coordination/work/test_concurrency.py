@@ -95,43 +95,29 @@ def test_concurrent_completions_have_exactly_one_winner(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_state_writes_at_one_version_keep_exactly_one(constellation, racers):
-    coordination_state_set(
-        actor=racers[0],
-        constellation=constellation,
-        key="focus",
-        value="start",
-        expected_version=0,
-    )
+@pytest.mark.parametrize("version", [0, 1], ids=["create", "update"])
+def test_concurrent_state_writes_at_one_version_keep_exactly_one(
+    constellation, racers, version
+):
+    if version:
+        coordination_state_set(
+            actor=racers[0],
+            constellation=constellation,
+            key="focus",
+            value="start",
+            expected_version=0,
+        )
     wins, errors = race(
         lambda n: coordination_state_set(
             actor=racers[n],
             constellation=constellation,
             key="focus",
             value=f"writer {n}",
-            expected_version=1,
+            expected_version=version,
         )
     )
     assert len(wins) == 1
     assert len(errors) == RACERS - 1
     assert all(isinstance(e, Conflict) for e in errors), errors
     state = CoordinationState.objects.get(key="focus")
-    assert (state.version, state.value) == (2, wins[0].value)
-
-
-@pytest.mark.django_db(transaction=True)
-def test_concurrent_creators_of_one_key_keep_exactly_one(constellation, racers):
-    wins, errors = race(
-        lambda n: coordination_state_set(
-            actor=racers[n],
-            constellation=constellation,
-            key="plan",
-            value=f"writer {n}",
-            expected_version=0,
-        )
-    )
-    assert len(wins) == 1
-    assert len(errors) == RACERS - 1
-    assert all(isinstance(e, Conflict) for e in errors), errors
-    state = CoordinationState.objects.get(key="plan")
-    assert (state.version, state.value) == (1, wins[0].value)
+    assert (state.version, state.value) == (version + 1, wins[0].value)
