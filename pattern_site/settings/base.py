@@ -2,8 +2,9 @@
 
 Every variable read here is listed with its default in ``.env.example``.
 With no variable set, the site runs embedded: one SQLite file (WAL, with
-sqlite-vec and FTS5), an in-memory channel layer and a Celery broker on the
-local filesystem, so nothing but Python is needed.  ``PATTERN_REDIS_URL``
+sqlite-vec and FTS5), an in-memory channel layer and a Celery broker on a
+SQLite file of its own (``pattern_site.broker``), so nothing but Python is
+needed.  ``PATTERN_REDIS_URL``
 moves the channel layer and the broker to Redis; ``DATABASE_URL`` moves the
 database (e.g. to PostgreSQL).
 """
@@ -11,6 +12,13 @@ database (e.g. to PostgreSQL).
 from pathlib import Path
 
 import environ
+
+from pattern_site.broker import (
+    sqlite_broker_options,
+    sqlite_broker_path,
+    sqlite_broker_prepare,
+    sqlite_broker_url,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -130,22 +138,16 @@ else:
         }
     }
 
-CELERY_BROKER_DIR = DATA_DIR / "celery-broker"
+CELERY_BROKER_FILE = DATA_DIR / "celery-broker.sqlite3"
 CELERY_BROKER_URL = env.str(
-    "PATTERN_CELERY_BROKER_URL", default=REDIS_URL or "filesystem://"
+    "PATTERN_CELERY_BROKER_URL",
+    default=REDIS_URL or sqlite_broker_url(CELERY_BROKER_FILE),
 )
+CELERY_TASK_DEFAULT_QUEUE = "celery"
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
-if CELERY_BROKER_URL.startswith("filesystem://"):
-    (CELERY_BROKER_DIR / "queue").mkdir(parents=True, exist_ok=True)
-    (CELERY_BROKER_DIR / "processed").mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
-        "data_folder_out": str(CELERY_BROKER_DIR / "queue"),
-        "processed_folder": str(CELERY_BROKER_DIR / "processed"),
-        "control_folder": str(CELERY_BROKER_DIR / "control"),
-        "store_processed": False,
-        "polling_interval": 0.05,
-    }
+if _broker_file := sqlite_broker_path(CELERY_BROKER_URL):
+    sqlite_broker_prepare(_broker_file, (CELERY_TASK_DEFAULT_QUEUE,))
+    CELERY_BROKER_TRANSPORT_OPTIONS = sqlite_broker_options(_broker_file)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = env.bool("PATTERN_CELERY_EAGER", default=False)
 CELERY_TASK_EAGER_PROPAGATES = True

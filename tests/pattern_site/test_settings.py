@@ -77,7 +77,7 @@ def test_default_settings_need_no_server(tmp_path):
     assert cfg["engine"] == "pattern_site.db.sqlite_vec"
     assert cfg["layer"]["BACKEND"] == "channels.layers.InMemoryChannelLayer"
     assert cfg["layer"]["CONFIG"]["capacity"] >= 1500  # overflow drops silently
-    assert cfg["broker"] == "filesystem://"
+    assert cfg["broker"] == f"sqla+sqlite:///{tmp_path}/celery-broker.sqlite3"
 
 
 def test_redis_url_moves_channel_layer_and_broker_to_redis(tmp_path):
