@@ -19,6 +19,7 @@ from pattern_site.broker import (
     sqlite_broker_prepare,
     sqlite_broker_url,
 )
+from pattern_site.heartbeat import HEARTBEAT_SECONDS
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -155,7 +156,16 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 4
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+CELERY_IMPORTS = ["pattern_site.tasks"]
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
+    "worker-heartbeat": {
+        "task": "pattern_site.worker_heartbeat",
+        "schedule": HEARTBEAT_SECONDS,
+        # A heartbeat queued behind a backlog is stale by the time it runs.
+        "options": {"expires": HEARTBEAT_SECONDS},
+    },
+    "broker-prune": {"task": "pattern_site.broker_prune", "schedule": 300.0},
+}
 
 # --- Embeddings -------------------------------------------------------------
 EMBEDDING_MODEL = env.str(
