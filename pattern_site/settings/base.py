@@ -140,9 +140,12 @@ else:
     }
 
 CELERY_BROKER_FILE = DATA_DIR / "celery-broker.sqlite3"
-CELERY_BROKER_URL = env.str(
-    "PATTERN_CELERY_BROKER_URL",
-    default=REDIS_URL or sqlite_broker_url(CELERY_BROKER_FILE),
+# Empty (as .env.example has it) counts as unset: Celery would otherwise
+# fall back to AMQP on localhost.
+CELERY_BROKER_URL = (
+    env.str("PATTERN_CELERY_BROKER_URL", default="")
+    or REDIS_URL
+    or sqlite_broker_url(CELERY_BROKER_FILE)
 )
 CELERY_TASK_DEFAULT_QUEUE = "celery"
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
