@@ -35,6 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.database import migrated_agent  # noqa: E402
 from pattern_site.processes import free_port, throwaway_dir, wait_for_port  # noqa: E402
 
 WORDS = [
@@ -64,22 +65,11 @@ WORDS = [
 def setup_database(env: dict[str, str]) -> tuple[str, int]:
     """Migrate a fresh database: an agent, its token, a block to append to,
     a co-editing block (its id) and some archival entries to search."""
-    os.environ.update(env)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
+    agent = migrated_agent(env, partner="soak", agent="soaker")
     from coordination.actors import Actor
-    from coordination.models import Constellation
     from coordination.services import agent_token_issue
     from memory.services import archival_entry_create, block_create
-    from tests.factories import AgentFactory, UserFactory
 
-    call_command("migrate", verbosity=0)
-    partner = UserFactory(username="soak")
-    constellation = Constellation.objects.create(name="Soak", partner=partner)
-    agent = AgentFactory(constellation=constellation, name="soaker")
     blocks = {
         label: block_create(
             actor=Actor.system(),
