@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -81,3 +82,23 @@ def test_prune_deletes_delivered_messages_only(celery_worker_process: Any, agent
         channel = conn.default_channel
         assert channel.session.query(channel.message_cls).count() == 0
         channel.session.commit()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_message_interrupted_mid_write_is_never_delivered(
+    celery_worker_process: Any, agent: Any
+):
+    # A producer that dies mid-publish: its empty message is written inside
+    # a transaction that never commits (the filesystem transport's worker
+    # read such a file and died).
+    with celery_app.connection_for_write() as conn:
+        channel = conn.default_channel
+        queue = channel._get_or_create(settings.CELERY_TASK_DEFAULT_QUEUE)
+        channel.session.add(channel.message_cls("", queue))
+        channel.session.flush()
+        time.sleep(2)
+        channel.session.rollback()
+    agent_touch_task.delay(agent.pk, datetime.now(UTC).isoformat())
+    wait_until(lambda: Agent.objects.get(pk=agent.pk).last_active_at is not None)
+    assert celery_worker_process.poll() is None
