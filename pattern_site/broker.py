@@ -59,6 +59,8 @@ def sqlite_broker_prepare(path: Path, queues: tuple[str, ...]) -> None:
     gets "table already exists" or a unique-constraint error on its first
     publish.  Here the first process does it under an exclusive file lock.
     """
+    if _prepared(path, queues):
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = path.with_name(path.name + ".lock")
     with lock.open("w") as handle:
@@ -73,6 +75,21 @@ def sqlite_broker_prepare(path: Path, queues: tuple[str, ...]) -> None:
             channel = broker.default_channel
             for queue in queues:
                 channel._new_queue(queue)
+
+
+def _prepared(path: Path, queues: tuple[str, ...]) -> bool:
+    """Whether an earlier start prepared ``path`` (it set WAL first): every
+    process of the site checks, and opening kombu's engine costs more."""
+    if not path.exists():
+        return False
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT)
+    try:
+        names = {row[0] for row in conn.execute("SELECT name FROM kombu_queue")}
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        conn.close()
+    return set(queues) <= names
 
 
 def broker_prune() -> int:

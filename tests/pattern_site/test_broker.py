@@ -11,7 +11,13 @@ from django.conf import settings
 
 from coordination.models import Agent
 from coordination.tasks import agent_touch_task
-from pattern_site.broker import broker_prune, sqlite_broker_path
+from pattern_site.broker import (
+    broker_prune,
+    sqlite_broker_options,
+    sqlite_broker_path,
+    sqlite_broker_prepare,
+    sqlite_broker_url,
+)
 from pattern_site.celery import app as celery_app
 from tests.conftest import REPO, subprocess_env, wait_until
 from tests.factories import AgentFactory
@@ -36,6 +42,21 @@ def test_default_broker_is_a_sqlite_file_in_wal_mode():
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     finally:
         conn.close()
+
+
+def test_prepare_adds_queues_to_an_already_prepared_file(tmp_path: Any):
+    from kombu import Connection
+
+    path = tmp_path / "broker.sqlite3"
+    sqlite_broker_prepare(path, ("first",))
+    sqlite_broker_prepare(path, ("first",))
+    sqlite_broker_prepare(path, ("first", "second"))
+    url = sqlite_broker_url(path)
+    with Connection(url, transport_options=sqlite_broker_options(path)) as conn:
+        channel = conn.default_channel
+        names = {q.name for q in channel.session.query(channel.queue_cls)}
+        channel.session.commit()
+    assert names == {"first", "second"}
 
 
 @pytest.mark.slow
