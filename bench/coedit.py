@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 NODE_DIR = REPO / "bench" / "node"
 sys.path.insert(0, str(REPO))
 
+from bench.database import migrated_agent
 from pattern_site.processes import (
     daphne_command,
     free_port,
@@ -47,22 +48,11 @@ TARGET_P99_MS = 50.0
 
 def setup_database(env: dict[str, str], rooms: list[int]) -> tuple[str, dict]:
     """Migrate a fresh database; an agent, its token and one block per run."""
-    os.environ.update(env)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
+    agent = migrated_agent(env, partner="bench", agent="bencher")
     from coordination.actors import Actor
     from coordination.agents.services import agent_token_issue
-    from coordination.models import Constellation
     from memory.blocks.services import block_create
-    from tests.factories import AgentFactory, UserFactory
 
-    call_command("migrate", verbosity=0)
-    partner = UserFactory(username="bench")
-    constellation = Constellation.objects.create(name="Bench", partner=partner)
-    agent = AgentFactory(constellation=constellation, name="bencher")
     blocks = {
         n: block_create(
             actor=Actor.system(),

@@ -20,11 +20,12 @@ _PROJECT = Path(__file__).resolve().parent.parent
 
 
 def _task_packages() -> Iterator[str]:
-    """The project's apps and each package inside them."""
+    """The project's own apps (top-level folders of the repository) and each
+    package inside them."""
     from django.apps import apps
 
     for config in apps.get_app_configs():
-        if not Path(config.path).is_relative_to(_PROJECT):
+        if Path(config.path).parent != _PROJECT:
             continue
         yield config.name
         for sub in pkgutil.walk_packages([config.path], config.name + "."):

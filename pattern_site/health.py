@@ -1,4 +1,10 @@
-"""What ``GET /api/health`` reports: each subsystem the site depends on."""
+"""What ``GET /api/health`` reports: each subsystem the site depends on.
+
+Database, channel layer or broker down: ``unavailable`` (HTTP 503).  No
+worker heartbeat for a minute: ``degraded`` (HTTP 200: pages and tools
+answer, background work waits).  No embedding model: the embeddings entry
+says so and search uses keywords; that is a supported setup, not a fault.
+"""
 
 import time
 import uuid
@@ -11,6 +17,7 @@ from django.db import connection
 
 from memory.search.embedder import embedding_status
 from pattern_site.celery import app as celery_app
+from pattern_site.heartbeat import STALE_AFTER_SECONDS, worker_heartbeat_at
 
 
 def _database() -> dict[str, Any]:
@@ -51,6 +58,25 @@ def _broker() -> dict[str, Any]:
     return {"ok": True, "transport": url.split("://", 1)[0] or "unknown"}
 
 
+def _worker() -> dict[str, Any]:
+    if celery_app.conf.task_always_eager:
+        return {"ok": True, "detail": "tasks run inline (eager mode)"}
+    at = worker_heartbeat_at()
+    if at is None:
+        return {
+            "ok": False,
+            "last_heartbeat_seconds_ago": None,
+            "detail": "no worker heartbeat recorded yet",
+        }
+    age = round(max(0.0, time.time() - at), 1)
+    ok = age < STALE_AFTER_SECONDS
+    return {
+        "ok": ok,
+        "last_heartbeat_seconds_ago": age,
+        "detail": "" if ok else f"no worker heartbeat for {age:.0f} s",
+    }
+
+
 def _embeddings() -> dict[str, Any]:
     status = embedding_status()
     return {
@@ -62,7 +88,7 @@ def _embeddings() -> dict[str, Any]:
 
 
 def health_report() -> tuple[bool, dict[str, Any]]:
-    """(healthy, report).  Embeddings being absent degrades, it is not down."""
+    """(healthy, report): healthy is False only when the site cannot answer."""
     report: dict[str, Any] = {"request_id": uuid.uuid4().hex}
     healthy = True
     for name, check in (
@@ -75,7 +101,14 @@ def health_report() -> tuple[bool, dict[str, Any]]:
         except Exception as exc:
             healthy = False
             report[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    try:
+        report["worker"] = _worker()
+    except Exception as exc:
+        report["worker"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     report["embeddings"] = _embeddings()
-    report["status"] = "ok" if healthy else "unavailable"
+    if not healthy:
+        report["status"] = "unavailable"
+    else:
+        report["status"] = "ok" if report["worker"]["ok"] else "degraded"
     report["debug"] = settings.DEBUG
     return healthy, report

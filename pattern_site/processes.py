@@ -38,6 +38,10 @@ def celery_worker_command(*options: str) -> list[str]:
     return [sys.executable, "-m", "celery", "-A", "pattern_site", "worker", *options]
 
 
+def celery_beat_command(*options: str) -> list[str]:
+    return [sys.executable, "-m", "celery", "-A", "pattern_site", "beat", *options]
+
+
 def worker_embedding_threads(*, concurrency: int, configured: int) -> int:
     """ONNX Runtime threads for each of ``concurrency`` worker processes:
     ``configured`` if set, else this machine's cores shared out (at least

@@ -8,6 +8,7 @@ missing one fails the run instead.
 import os
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -147,7 +148,7 @@ def celery_worker_process(request: pytest.FixtureRequest) -> Iterator[Any]:
     """A real ``celery worker`` process on the configured (or given) broker.
 
     Parametrize indirectly with a broker URL to use Redis; the default is the
-    embedded filesystem broker.  Tasks sent from the test are not eager.
+    embedded SQLite broker.  Tasks sent from the test are not eager.
     """
     broker = getattr(request, "param", None) or settings.CELERY_BROKER_URL
     old = (celery_app.conf.task_always_eager, celery_app.conf.broker_url)
@@ -173,6 +174,9 @@ def celery_worker_process(request: pytest.FixtureRequest) -> Iterator[Any]:
     else:
         proc.kill()
         raise TimeoutError("celery worker not ready:\n" + "".join(lines))
+    # Keep reading its log: a worker logging into a full pipe blocks mid-task.
+    drain = threading.Thread(target=proc.stdout.read, daemon=True)
+    drain.start()
     try:
         yield proc
     finally:

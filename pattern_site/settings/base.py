@@ -2,8 +2,9 @@
 
 Every variable read here is listed with its default in ``.env.example``.
 With no variable set, the site runs embedded: one SQLite file (WAL, with
-sqlite-vec and FTS5), an in-memory channel layer and a Celery broker on the
-local filesystem, so nothing but Python is needed.  ``PATTERN_REDIS_URL``
+sqlite-vec and FTS5), an in-memory channel layer and a Celery broker on a
+SQLite file of its own (``pattern_site.broker``), so nothing but Python is
+needed.  ``PATTERN_REDIS_URL``
 moves the channel layer and the broker to Redis; ``DATABASE_URL`` moves the
 database (e.g. to PostgreSQL).
 """
@@ -11,6 +12,14 @@ database (e.g. to PostgreSQL).
 from pathlib import Path
 
 import environ
+
+from pattern_site.broker import (
+    sqlite_broker_options,
+    sqlite_broker_path,
+    sqlite_broker_prepare,
+    sqlite_broker_url,
+)
+from pattern_site.heartbeat import HEARTBEAT_SECONDS
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -128,22 +137,19 @@ else:
         }
     }
 
-CELERY_BROKER_DIR = DATA_DIR / "celery-broker"
-CELERY_BROKER_URL = env.str(
-    "PATTERN_CELERY_BROKER_URL", default=REDIS_URL or "filesystem://"
+CELERY_BROKER_FILE = DATA_DIR / "celery-broker.sqlite3"
+# Empty (as .env.example has it) counts as unset: Celery would otherwise
+# fall back to AMQP on localhost.
+CELERY_BROKER_URL = (
+    env.str("PATTERN_CELERY_BROKER_URL", default="")
+    or REDIS_URL
+    or sqlite_broker_url(CELERY_BROKER_FILE)
 )
+CELERY_TASK_DEFAULT_QUEUE = "celery"
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
-if CELERY_BROKER_URL.startswith("filesystem://"):
-    (CELERY_BROKER_DIR / "queue").mkdir(parents=True, exist_ok=True)
-    (CELERY_BROKER_DIR / "processed").mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
-        "data_folder_out": str(CELERY_BROKER_DIR / "queue"),
-        "processed_folder": str(CELERY_BROKER_DIR / "processed"),
-        "control_folder": str(CELERY_BROKER_DIR / "control"),
-        "store_processed": False,
-        "polling_interval": 0.05,
-    }
+if _broker_file := sqlite_broker_path(CELERY_BROKER_URL):
+    sqlite_broker_prepare(_broker_file, (CELERY_TASK_DEFAULT_QUEUE,))
+    CELERY_BROKER_TRANSPORT_OPTIONS = sqlite_broker_options(_broker_file)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = env.bool("PATTERN_CELERY_EAGER", default=False)
 CELERY_TASK_EAGER_PROPAGATES = True
@@ -151,7 +157,16 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 4
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+CELERY_IMPORTS = ["pattern_site.tasks"]
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
+    "worker-heartbeat": {
+        "task": "pattern_site.worker_heartbeat",
+        "schedule": HEARTBEAT_SECONDS,
+        # A heartbeat queued behind a backlog is stale by the time it runs.
+        "options": {"expires": HEARTBEAT_SECONDS},
+    },
+    "broker-prune": {"task": "pattern_site.broker_prune", "schedule": 300.0},
+}
 
 # --- Embeddings -------------------------------------------------------------
 EMBEDDING_MODEL = env.str(

@@ -113,10 +113,14 @@ def no_embedding_model(settings: Any, tmp_path: Any) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def embedding_model_loaded() -> Any:
-    """The one model of this test process (skips when none is installed)."""
+    """The one model of this test process, which workers started by tests
+    load too; a missing model skips (or fails in CI, like Redis)."""
     model = embedder.embedding_model()
     if model is None:
-        pytest.skip(embedder.embedding_status().reason)
+        missing(
+            f"{embedder.embedding_status().reason} "
+            "(set PATTERN_EMBEDDING_MODEL_DIR to a local all-MiniLM-L6-v2 ONNX model)"
+        )
     return model
 
 

@@ -77,7 +77,26 @@ def test_default_settings_need_no_server(tmp_path):
     assert cfg["engine"] == "pattern_site.db.sqlite_vec"
     assert cfg["layer"]["BACKEND"] == "channels.layers.InMemoryChannelLayer"
     assert cfg["layer"]["CONFIG"]["capacity"] >= 1500  # overflow drops silently
-    assert cfg["broker"] == "filesystem://"
+    assert cfg["broker"] == f"sqla+sqlite:///{tmp_path}/celery-broker.sqlite3"
+
+
+def test_an_empty_broker_override_means_the_default_broker(tmp_path):
+    cfg = _settings_in_subprocess(
+        PATTERN_DATA_DIR=str(tmp_path),
+        PATTERN_REDIS_URL="",
+        PATTERN_CELERY_BROKER_URL="",
+    )
+    assert cfg["broker"] == f"sqla+sqlite:///{tmp_path}/celery-broker.sqlite3"
+
+
+def test_broker_override_wins_over_redis(tmp_path):
+    cfg = _settings_in_subprocess(
+        PATTERN_DATA_DIR=str(tmp_path),
+        PATTERN_REDIS_URL="redis://127.0.0.1:6379/3",
+        PATTERN_CELERY_BROKER_URL=f"sqla+sqlite:///{tmp_path}/other.sqlite3",
+    )
+    assert cfg["broker"] == f"sqla+sqlite:///{tmp_path}/other.sqlite3"
+    assert (tmp_path / "other.sqlite3").exists()
 
 
 def test_redis_url_moves_channel_layer_and_broker_to_redis(tmp_path):

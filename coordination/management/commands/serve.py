@@ -1,13 +1,13 @@
-"""Run the whole site: Daphne (HTTP + websockets) and a Celery worker with beat.
+"""Run the whole site: Daphne (HTTP + websockets), a Celery worker and beat.
 
-One command for a working installation: if any process dies, the others are
-stopped and the command exits non-zero; Ctrl-C stops all of them.
+One command for a working installation.  Each process is supervised
+(``pattern_site.supervisor``): one that dies is restarted with a backoff and
+a log line while the others keep serving; SIGTERM or Ctrl-C stops all of
+them, with whatever processes they started.
 """
 
 import os
-import signal
-import subprocess
-import time
+import sys
 from argparse import ArgumentParser
 from typing import Any
 
@@ -15,14 +15,16 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from pattern_site.processes import (
+    celery_beat_command,
     celery_worker_command,
     daphne_command,
     worker_embedding_threads,
 )
+from pattern_site.supervisor import Child, Supervisor
 
 
 class Command(BaseCommand):
-    help = "Start Daphne and a Celery worker (with embedded beat) side by side."
+    help = "Start Daphne, a Celery worker and beat, and keep them running."
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
@@ -38,48 +40,33 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        commands = {
-            "web": daphne_command(host=options["host"], port=options["port"]),
-            "worker": celery_worker_command(
-                "--beat",
-                "--loglevel",
-                "INFO",
-                "--concurrency",
-                str(options["concurrency"]),
-            ),
-        }
         threads = worker_embedding_threads(
             concurrency=options["concurrency"], configured=settings.EMBEDDING_THREADS
         )
-        envs = {
-            "web": None,
-            "worker": {**os.environ, "PATTERN_EMBEDDING_THREADS": str(threads)},
-        }
-        procs = {
-            name: subprocess.Popen(cmd, env=envs[name])
-            for name, cmd in commands.items()
-        }
+        worker = celery_worker_command(
+            "--loglevel", "INFO", "--concurrency", str(options["concurrency"])
+        )
+        beat = celery_beat_command(
+            "--loglevel",
+            "INFO",
+            "--schedule",
+            settings.CELERY_BEAT_SCHEDULE_FILENAME,
+        )
+        children = [
+            Child("web", daphne_command(host=options["host"], port=options["port"])),
+            Child(
+                "worker",
+                worker,
+                env={**os.environ, "PATTERN_EMBEDDING_THREADS": str(threads)},
+            ),
+            Child("beat", beat),
+        ]
         self.stdout.write(
             f"Serving on http://{options['host']}:{options['port']}/ (Ctrl-C to stop)"
         )
 
-        def stop(*_: Any) -> None:
-            for proc in procs.values():
-                if proc.poll() is None:
-                    proc.terminate()
+        def log(line: str) -> None:
+            self.stdout.write(f"serve: {line}")
+            sys.stdout.flush()
 
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
-        try:
-            while all(proc.poll() is None for proc in procs.values()):
-                time.sleep(0.5)
-        finally:
-            stop()
-            for proc in procs.values():
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-        failed = [n for n, p in procs.items() if p.returncode not in (0, -15, None)]
-        if failed:
-            raise SystemExit(f"stopped because {', '.join(failed)} exited")
+        Supervisor(children, log=log).run()

@@ -27,7 +27,7 @@ def _all_ready(model: Any, index: Any) -> bool:
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("celery_worker_process", [REDIS_URL], indirect=True)
 def test_entries_and_messages_get_vectors_after_commit_on_a_worker(
-    redis_url: str, celery_worker_process: Any, agent: Any
+    embedding_model_loaded: Any, redis_url: str, celery_worker_process: Any, agent: Any
 ):
     for i in range(3):
         archival_entry_create(agent=agent, content=f"fact number {i}")
@@ -45,7 +45,11 @@ def test_entries_and_messages_get_vectors_after_commit_on_a_worker(
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("celery_worker_process", [REDIS_URL], indirect=True)
 def test_backfill_fills_missing_vectors_on_a_worker(
-    redis_url: str, celery_worker_process: Any, agent: Any, monkeypatch: Any
+    embedding_model_loaded: Any,
+    redis_url: str,
+    celery_worker_process: Any,
+    agent: Any,
+    monkeypatch: Any,
 ):
     # The rows' own embedding tasks are lost (e.g. written while no worker
     # had a model); only the periodic backfill can fill them in.
