@@ -11,6 +11,11 @@ changes made through the API or the dashboard arrive the same way.  A
 ``%EPH`` room (same id) relays presence - cursors, selections, names,
 colours - between the peers of a block and stores nothing.
 
+A frame that is not a message of the protocol closes the socket with
+:data:`CLOSE_PROTOCOL_ERROR` (4002): WebSocket's own 1002 is reserved to the
+websocket layer, and Daphne lets an application close only with 1000 or
+3000-4999 (anything else becomes 1011 after a timeout and a traceback).
+
 Thin: framing is ``memory.blocks.sync.protocol``; decisions are the
 permission module's and the services'.
 """
@@ -51,6 +56,8 @@ from memory.blocks.sync.broadcast import RoomPeer, block_room_join, block_room_l
 logger = logging.getLogger(__name__)
 
 EPHEMERAL_TIMEOUT_MS = 30_000
+# Close code for a frame that is not a protocol message (see module doc).
+CLOSE_PROTOCOL_ERROR = 4002
 # Domain errors of an update, as the protocol's Ack statuses.
 UPDATE_ERROR_STATUS: dict[type[ApplicationError], sp.UpdateStatus] = {
     InvalidInput: sp.UpdateStatus.INVALID_UPDATE,
@@ -197,8 +204,12 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         try:
             message = sp.decode(bytes_data or b"")
         except sp.ProtocolError as exc:
-            logger.info("closing a sync socket after a bad frame: %s", exc)
-            await self.close(code=1002)
+            logger.info(
+                "closing a sync socket (%s) after a bad frame: %s",
+                CLOSE_PROTOCOL_ERROR,
+                exc,
+            )
+            await self.close(code=CLOSE_PROTOCOL_ERROR)
             return
         if len(bytes_data or b"") > sp.MAX_MESSAGE_SIZE:
             if isinstance(message, sp.DocUpdate):

@@ -11,10 +11,11 @@ from coordination.agents.services import agent_token_issue
 from memory.blocks.selectors import block_document_load
 from memory.blocks.services import block_create, block_operate
 from memory.blocks.sync import protocol as sp
-from memory.blocks.sync.consumer import BlockSyncConsumer
+from memory.blocks.sync.consumer import CLOSE_PROTOCOL_ERROR, BlockSyncConsumer
 from memory.models import BlockUpdate
 from pattern_site.asgi import application
 from tests.factories import AgentFactory, ConstellationFactory
+from tests.wsclient import WebSocket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 LOR = sp.CrdtType.LORO
@@ -380,7 +381,9 @@ async def test_malformed_frame_closes_the_socket(partner):
     peer = await Peer.open(user=partner)
     await peer.ws.send_to(bytes_data=b"%LOR\x00\x09")
     output = await peer.ws.receive_output(timeout=2)
-    assert output == {"type": "websocket.close", "code": 1002}
+    assert output == {"type": "websocket.close", "code": CLOSE_PROTOCOL_ERROR}
+    # Daphne accepts only 1000 and 3000-4999 from an application.
+    assert 4000 <= CLOSE_PROTOCOL_ERROR <= 4999
 
 
 async def test_leave_stops_the_updates(partner, block):
@@ -485,3 +488,25 @@ async def test_a_dashboard_form_edit_reaches_open_rooms(partner, block):
     relayed = await peer.receive()
     peer.doc.import_batch(list(relayed.updates))
     assert peer.text() == "rewritten in a form"
+
+
+def test_malformed_frame_closes_with_the_application_code_through_daphne(
+    daphne_server,
+):
+    ws_url = daphne_server.replace("http://", "ws://") + "/ws/sync/"
+    ws = WebSocket(ws_url, headers={"Origin": "http://127.0.0.1"})
+    try:
+        assert ws.status == 101
+        ws.send_binary(b"%LOR\x00\x09")
+        assert ws.close_code() == CLOSE_PROTOCOL_ERROR
+    finally:
+        ws.close()
+
+
+async def test_malformed_frame_is_logged_in_one_line(partner, caplog):
+    peer = await Peer.open(user=partner)
+    with caplog.at_level("INFO", logger="memory.blocks.sync.consumer"):
+        await peer.ws.send_to(bytes_data=b"%LOR\x00\x09")
+        await peer.ws.receive_output(timeout=2)
+    (record,) = caplog.records
+    assert record.exc_info is None and "\n" not in record.getMessage()
