@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import CharField, Count, QuerySet
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Length
 from loro import LoroDoc
 
 from coordination.actors import Actor
@@ -148,6 +148,17 @@ def block_snapshot_data(*, block_id: Any) -> bytes:
         .first()
     )
     return bytes(data or b"")
+
+
+def block_snapshot_size(*, block_id: Any) -> int:
+    """Bytes of a block's stored snapshot (0 before its first compaction);
+    the database reads the length without the blob."""
+    size = (
+        BlockSnapshot.objects.filter(block_id=block_id)
+        .values_list(Length("data"), flat=True)
+        .first()
+    )
+    return size or 0
 
 
 def block_document_load(*, block: MemoryBlock) -> LoroDoc:

@@ -2,12 +2,14 @@
 
 One path changes a block's content, :func:`_block_change`: under the block's
 row lock it loads the document (snapshot + log), applies the change, checks
-the actor's rights (``memory.blocks.permissions``) and the character limit
-on the result, appends one attributed ``BlockUpdate`` and compacts the log
-past the thresholds of ``settings.MEMORY_COMPACT_UPDATES`` /
-``MEMORY_COMPACT_BYTES`` - all in one transaction, so a concurrent change can
-never be lost.  After commit the update is broadcast to the block's room
-(``memory.blocks.sync.broadcast``).
+the actor's rights (``memory.blocks.permissions``), that the change wrote
+only to the containers of the block's schema, the character limit on
+everything the result holds and the byte cap on the whole stored document
+(``settings.MEMORY_BLOCK_MAX_BYTES``, history included), appends one
+attributed ``BlockUpdate`` and compacts the log past the thresholds of
+``settings.MEMORY_COMPACT_UPDATES`` / ``MEMORY_COMPACT_BYTES`` - all in
+one transaction, so a concurrent change can never be lost.  After commit
+the update is broadcast to the block's room (``memory.blocks.sync.broadcast``).
 
 Agents' changes to Partner/Human blocks become approval requests; approving
 one applies it as the agent's change.  Services are keyword-only, typed and
@@ -26,7 +28,7 @@ from django.db import (
     transaction,
 )
 from django.utils import timezone
-from loro import LoroDoc
+from loro import Frontiers, LoroDoc
 
 from coordination.actors import Actor
 from coordination.agents.models import Agent, Constellation
@@ -65,6 +67,7 @@ from memory.blocks.selectors import (
     block_document_load,
     block_log_pending,
     block_snapshot_data,
+    block_snapshot_size,
     block_version_get,
 )
 from memory.blocks.sync.broadcast import block_broadcast
@@ -113,6 +116,31 @@ def _check_limit(*, block: MemoryBlock, old_size: int, new_size: int) -> None:
                 "limit": block.char_limit,
                 "change_size": change,
             },
+        )
+
+
+def _check_layout(*, block: MemoryBlock, doc: LoroDoc, since: Any) -> None:
+    foreign = documents.foreign_roots(doc, block.schema, since)
+    if foreign:
+        allowed = ", ".join(
+            f"{name} ({ctype})"
+            for name, ctype in sorted(documents.schema_roots(block.schema))
+        )
+        raise InvalidInput(
+            f"block {block.label!r} holds only {allowed}; this change writes to "
+            + ", ".join(foreign)
+        )
+
+
+def _check_bytes(*, block: MemoryBlock, added: int) -> None:
+    """The stored document (snapshot, log and this change) within the cap."""
+    cap = settings.MEMORY_BLOCK_MAX_BYTES
+    stored = block_snapshot_size(block_id=block.pk) + block.log_bytes
+    if stored + added > cap:
+        raise LimitExceeded(
+            f"block {block.label!r} stores {stored} bytes with its history; "
+            f"this change adds {added} and a block may store at most {cap}",
+            extra={"block": block.label, "bytes": stored, "max_bytes": cap},
         )
 
 
@@ -170,6 +198,7 @@ def _block_change(
     locked = _lock(block)
     doc = _locked_document(locked)
     before = doc.oplog_vv
+    before_frontiers = doc.oplog_frontiers
     needs_old = access == "append" or (
         read_only_binds(actor) and documents.has_read_only(locked.schema)
     )
@@ -182,14 +211,17 @@ def _block_change(
     if doc.oplog_vv.encode() == before.encode():
         _cache_on_commit(locked, doc)
         return BlockChange(block=locked)
+    _check_layout(block=locked, doc=doc, since=before_frontiers)
     new_value = documents.document_value(doc, locked.schema)
     if needs_old:
         block_change_check(
             actor=actor, block=locked, access=access, old=old_value, new=new_value
         )
     rendered = documents.render_value(locked.schema, new_value)
-    _check_limit(block=locked, old_size=locked.size, new_size=len(rendered))
+    held = documents.held_size(doc, locked.schema, rendered)
+    _check_limit(block=locked, old_size=locked.size, new_size=held)
     data = documents.updates_since(doc, before)
+    _check_bytes(block=locked, added=len(data))
     update = _block_record(
         block=locked,
         doc=doc,
@@ -673,8 +705,11 @@ def _label_free(block: MemoryBlock, *, exclude: Any = None) -> None:
 
 def _block_adopt_snapshot(*, block: MemoryBlock, actor: Actor, snapshot: bytes) -> None:
     doc = documents.document_load(snapshot, [])
+    _check_layout(block=block, doc=doc, since=Frontiers())
     rendered = documents.render(doc, block.schema)
-    _check_limit(block=block, old_size=0, new_size=len(rendered))
+    held = documents.held_size(doc, block.schema, rendered)
+    _check_limit(block=block, old_size=0, new_size=held)
+    _check_bytes(block=block, added=len(snapshot))
     update = _block_record(
         block=block,
         doc=doc,

@@ -510,3 +510,29 @@ async def test_malformed_frame_is_logged_in_one_line(partner, caplog):
         await peer.ws.receive_output(timeout=2)
     (record,) = caplog.records
     assert record.exc_info is None and "\n" not in record.getMessage()
+
+
+async def test_updates_to_containers_outside_the_schema_are_refused_and_not_stored(
+    partner, block
+):
+    peer = await Peer.open(user=partner, peer_id=41)
+    await peer.join(str(block.pk))
+    stored = await sync_to_async(_stored_updates)(block)
+    for n in range(10):
+        before = peer.doc.oplog_vv
+        peer.doc.get_text(f"x{n}").insert(0, "y" * 300_000)
+        peer.doc.commit()
+        update = peer.doc.export(loro.ExportMode.Updates(from_=before))
+        frames = sp.doc_update_frames(LOR, str(block.pk), [update], b"")
+        header = sp.decode(frames[0])
+        assert isinstance(header, sp.DocUpdateFragmentHeader)
+        for frame in frames:
+            await peer.ws.send_to(bytes_data=frame)
+        ack = await peer.receive()
+        assert ack == sp.Ack(
+            LOR, str(block.pk), header.batch_id, sp.UpdateStatus.INVALID_UPDATE
+        )
+    assert await sync_to_async(_stored_updates)(block) == stored
+    joiner = await Peer.open(user=partner, peer_id=42)
+    await joiner.join(str(block.pk))
+    assert joiner.doc.get_value().keys() == {"content"}
