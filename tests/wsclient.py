@@ -64,6 +64,15 @@ class WebSocket:
             length = struct.unpack("!Q", self._read(8))[0]
         return first & 0x0F, self._read(length)
 
+    def receive_binary(self) -> bytes:
+        """The next binary frame's payload (a close frame is an error)."""
+        while True:
+            opcode, payload = self.receive()
+            if opcode == OP_BINARY:
+                return payload
+            if opcode == OP_CLOSE:
+                raise ConnectionError(f"closed by the server: {payload!r}")
+
     def close_code(self) -> int:
         """Read frames until the server's close frame; its status code."""
         while True:

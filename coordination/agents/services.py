@@ -20,6 +20,7 @@ from django.utils import timezone
 from coordination.agents.models import Agent, AgentToken, Constellation
 from coordination.agents.tasks import agent_touch_task
 from coordination.errors import AuthenticationFailed, Conflict
+from coordination.rights import rights_revoke_send
 from pattern_site.db.compiled import CompiledQuery
 
 TOKEN_PREFIX = "pat_"
@@ -99,11 +100,16 @@ def agent_token_issue(*, agent: Agent) -> IssuedToken:
 
 
 @transaction.atomic
+@transaction.atomic
 def agent_token_revoke(*, agent: Agent) -> int:
-    """Revoke every active token of ``agent``; returns how many."""
-    return AgentToken.objects.filter(agent=agent, revoked_at__isnull=True).update(
+    """Revoke every active token of ``agent``; returns how many.  The
+    agent's open sockets lose what they joined with a token at once."""
+    revoked = AgentToken.objects.filter(agent=agent, revoked_at__isnull=True).update(
         revoked_at=timezone.now()
     )
+    if revoked:
+        rights_revoke_send(agent_id=agent.pk)
+    return revoked
 
 
 # Every tool-API request runs this: compiled once (see pattern_site.db.compiled).

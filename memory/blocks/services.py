@@ -39,6 +39,7 @@ from coordination.errors import (
     NotFound,
     PermissionDenied,
 )
+from coordination.rights import rights_revoke_send
 from memory.blocks import doc_cache, documents
 from memory.blocks.models import (
     ApprovalStatus,
@@ -184,18 +185,21 @@ def _block_change(
 
     ``change`` mutates the (uncommitted) document and may return entries it
     pruned (log blocks).  ``access`` overrides the actor's right (approved
-    requests were authorised by a human).
+    requests were authorised by a human); otherwise the right is decided on
+    the locked row.
 
     The document comes from the per-process cache (``memory.blocks.doc_cache``)
     when it is at the locked row's version; it goes back into the cache only
     when this transaction commits, so a failed or rolled-back change never
     leaves a changed document behind.
     """
-    if access is None:
-        access = block_access_for_actor(actor=actor, block=block)
-    if access == "read":
-        block_require_access(actor=actor, block=block, needed="append")
     locked = _lock(block)
+    if access is None:
+        # From the locked row, never ``block``: a caller (an open socket)
+        # may hold it from before a permission or a share changed.
+        access = block_access_for_actor(actor=actor, block=locked)
+    if access == "read":
+        block_require_access(actor=actor, block=locked, needed="append")
     doc = _locked_document(locked)
     before = doc.oplog_vv
     before_frontiers = doc.oplog_frontiers
@@ -763,6 +767,9 @@ def block_configure(
     if permission is not None:
         _choice(permission, Permission, "permission")
         block_configure_check(actor=actor, block=block, permission=permission)
+        if permission != block.permission:
+            # Open sockets check their right again (looser: nothing happens).
+            rights_revoke_send(block_id=block.pk)
         block.permission = permission
         fields.append("permission")
     if char_limit is not None:
@@ -793,6 +800,7 @@ def block_delete(*, actor: Actor, block: MemoryBlock) -> None:
         raise PermissionDenied(
             f"deleting block {block.label!r} needs Admin permission on your own block"
         )
+    rights_revoke_send(block_id=block.pk)
     block.delete()
 
 
@@ -839,6 +847,8 @@ def block_share(
     attachment = BlockAttachment.objects.filter(block=block, agent=agent).first()
     if attachment is None:
         attachment = BlockAttachment(block=block, agent=agent, access=access)
+    elif attachment.access != access:
+        rights_revoke_send(agent_id=agent.pk, block_id=block.pk)
     attachment.access = access
     attachment.full_clean(validate_unique=False)
     try:
@@ -853,6 +863,8 @@ def block_unshare(*, actor: Actor, block: MemoryBlock, agent: Agent) -> bool:
     if not block_can_share(actor=actor, block=block):
         raise PermissionDenied(f"you cannot unshare block {block.label!r}")
     deleted, _ = BlockAttachment.objects.filter(block=block, agent=agent).delete()
+    if deleted:
+        rights_revoke_send(agent_id=agent.pk, block_id=block.pk)
     return bool(deleted)
 
 

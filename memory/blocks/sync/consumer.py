@@ -11,6 +11,13 @@ changes made through the API or the dashboard arrive the same way.  A
 ``%EPH`` room (same id) relays presence - cursors, selections, names,
 colours - between the peers of a block and stores nothing.
 
+Rights hold only while they last: when a service takes one away
+(``coordination.rights``), the block's room hub asks each matching socket to
+check again, with the credentials it joined with.  A socket that lost its
+right to the block gets the protocol's ``RoomError`` (``EVICTED``) for the
+block's rooms and leaves them; one left with read access keeps receiving,
+and its updates are refused with ``permission_denied``.
+
 A frame that is not a message of the protocol closes the socket with
 :data:`CLOSE_PROTOCOL_ERROR` (4002): WebSocket's own 1002 is reserved to the
 websocket layer, and Daphne lets an application close only with 1000 or
@@ -106,6 +113,8 @@ class _Room:
     room_id: str
     permission: sp.Permission
     actor: Actor
+    # The join's auth bytes: rights are checked again with them.
+    auth: bytes = b""
     # %LOR only: the block, and this socket as a peer of its room hub.
     block: MemoryBlock | None = None
     peer: RoomPeer | None = None
@@ -139,6 +148,10 @@ def _join_block(
     except (ValueError, TypeError) as exc:  # not a UUID
         raise NotFound(f"no block {block_id!r}") from exc
     return actor, block, block_access_for_actor(actor=actor, block=block)
+
+
+def _permission(access: str) -> sp.Permission:
+    return sp.Permission.READ if access == "read" else sp.Permission.WRITE
 
 
 def _backfill(
@@ -277,9 +290,22 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         if message.crdt == sp.CrdtType.LORO_EPHEMERAL:
             await self._join_presence(message, actor)
             return
-        permission = sp.Permission.READ if access == "read" else sp.Permission.WRITE
-        peer = RoomPeer(message.room_id, self.channel_name, self._send_frame)
-        room = _Room(message.crdt, message.room_id, permission, actor, block, peer)
+        peer = RoomPeer(
+            message.room_id,
+            self.channel_name,
+            self._send_frame,
+            agent_id=actor.agent.pk if actor.agent is not None else None,
+        )
+        room = _Room(
+            message.crdt,
+            message.room_id,
+            _permission(access),
+            actor,
+            message.auth,
+            block,
+            peer,
+        )
+        peer.recheck = lambda: self._recheck(room)
         # Join the room before computing the backfill, so that an update
         # committed in between is relayed rather than lost (held until the
         # backfill is out).
@@ -296,7 +322,7 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             return
         version, missing = backfill
         await self._send_message(
-            sp.JoinResponseOk(message.crdt, message.room_id, permission, version)
+            sp.JoinResponseOk(message.crdt, message.room_id, room.permission, version)
         )
         await self._send_updates(room, [missing], sp.new_batch_id())
         await peer.open()
@@ -307,6 +333,7 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             message.room_id,
             sp.Permission.WRITE,
             actor,
+            message.auth,
             group=ephemeral_group(message.room_id),
             presence=loro.EphemeralStore(EPHEMERAL_TIMEOUT_MS),
         )
@@ -344,6 +371,34 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             await block_room_leave(block_id=room.block.id, peer=room.peer)
         if room.group is not None:
             await self.channel_layer.group_discard(room.group, self.channel_name)
+
+    async def _recheck(self, room: _Room) -> None:
+        """Check the room's rights again (a revocation was announced)."""
+        assert room.peer is not None
+        try:
+            actor, block, access = await database_sync_to_async(_join_block)(
+                user=self.scope.get("user"), auth=room.auth, block_id=room.room_id
+            )
+        except ApplicationError as exc:
+            await self._evict(room.room_id, exc.message)
+            return
+        if self.rooms.get((room.crdt, room.room_id)) is not room:
+            return  # left, or joined again, meanwhile
+        room.actor, room.block, room.permission = actor, block, _permission(access)
+        if room.peer.suspended:
+            room.peer.suspended = False
+            await room.peer.open()
+
+    async def _evict(self, room_id: str, text: str) -> None:
+        """Leave the block's rooms, telling the client why."""
+        for crdt in (sp.CrdtType.LORO, sp.CrdtType.LORO_EPHEMERAL):
+            room = self.rooms.get((crdt, room_id))
+            if room is None:
+                continue
+            await self._leave(room)
+            await self._send_message(
+                sp.RoomError(crdt, room_id, sp.RoomErrorCode.EVICTED, text)
+            )
 
     # --- updates ---------------------------------------------------------------
 

@@ -7,13 +7,20 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from coordination.actors import Actor
-from coordination.agents.services import agent_token_issue
+from coordination.agents.services import agent_token_issue, agent_token_revoke
 from memory.blocks.selectors import block_document_load
-from memory.blocks.services import block_create, block_operate
+from memory.blocks.services import (
+    block_configure,
+    block_create,
+    block_operate,
+    block_share,
+    block_unshare,
+)
 from memory.blocks.sync import protocol as sp
 from memory.blocks.sync.consumer import CLOSE_PROTOCOL_ERROR, BlockSyncConsumer
 from memory.models import BlockUpdate
 from pattern_site.asgi import application
+from tests.conftest import daphne
 from tests.factories import AgentFactory, ConstellationFactory
 from tests.wsclient import WebSocket
 
@@ -536,3 +543,134 @@ async def test_updates_to_containers_outside_the_schema_are_refused_and_not_stor
     joiner = await Peer.open(user=partner, peer_id=42)
     await joiner.join(str(block.pk))
     assert joiner.doc.get_value().keys() == {"content"}
+
+
+# --- rights that change while a socket is open ----------------------------
+
+
+@pytest.fixture
+def shared_block(agent, other_agent):
+    block = _block(agent)
+    block_share(
+        actor=Actor.system(), block=block, agent=other_agent, access="read_write"
+    )
+    return block
+
+
+async def _evicted(peer: Peer, room: str) -> sp.RoomError:
+    message = await peer.receive()
+    assert message == sp.RoomError(LOR, room, sp.RoomErrorCode.EVICTED, message.message)
+    return message
+
+
+async def test_unsharing_evicts_the_agents_open_socket_at_once(
+    partner, other_agent, shared_block
+):
+    room = str(shared_block.pk)
+    token = await sync_to_async(agent_token_issue)(agent=other_agent)
+    guest = await Peer.open(peer_id=51)
+    await guest.join(room, token=token.raw)
+    owner_side = await Peer.open(user=partner, peer_id=52)
+    await owner_side.join(room)
+
+    await sync_to_async(block_unshare)(
+        actor=Actor.system(), block=shared_block, agent=other_agent
+    )
+
+    await _evicted(guest, room)
+    assert (await owner_side.edit(room, "!")).status == sp.UpdateStatus.OK
+    assert await guest.nothing_more()  # the edit was not relayed to it
+    assert (await guest.edit(room, "?")).status == sp.UpdateStatus.PERMISSION_DENIED
+    assert await sync_to_async(_text)(shared_block) == "hello!"
+
+
+async def test_a_share_downgraded_to_read_refuses_updates_but_still_relays(
+    partner, other_agent, shared_block
+):
+    room = str(shared_block.pk)
+    token = await sync_to_async(agent_token_issue)(agent=other_agent)
+    guest = await Peer.open(peer_id=53)
+    await guest.join(room, token=token.raw)
+    writer = await Peer.open(user=partner, peer_id=54)
+    await writer.join(room)
+
+    await sync_to_async(block_share)(
+        actor=Actor.system(), block=shared_block, agent=other_agent, access="read_only"
+    )
+
+    ack = await guest.edit(room, "?")
+    assert ack.status == sp.UpdateStatus.PERMISSION_DENIED
+    assert (await writer.edit(room, "!")).status == sp.UpdateStatus.OK
+    relayed = await guest.receive()
+    assert isinstance(relayed, sp.DocUpdate)
+    assert await sync_to_async(_text)(shared_block) == "hello!"
+
+
+async def test_a_permission_downgrade_refuses_the_owners_next_update(
+    partner, agent, agent_token, block
+):
+    room = str(block.pk)
+    peer = await Peer.open(peer_id=55)
+    await peer.join(room, token=agent_token.raw)
+    await sync_to_async(block_configure)(
+        actor=Actor.for_user(partner), block=block, permission="read_only"
+    )
+    assert (await peer.edit(room, "?")).status == sp.UpdateStatus.PERMISSION_DENIED
+    assert await sync_to_async(_text)(block) == "hello"
+
+
+async def test_revoking_the_token_evicts_every_socket_joined_with_it(
+    partner, agent, agent_token, block
+):
+    room = str(block.pk)
+    first, second = await Peer.open(peer_id=56), await Peer.open(peer_id=57)
+    await first.join(room, token=agent_token.raw)
+    await second.join(room, token=agent_token.raw)
+    await second.join(room, token=agent_token.raw, crdt=EPH)
+    session = await Peer.open(user=partner, peer_id=58)
+    await session.join(room)
+
+    await sync_to_async(agent_token_revoke)(agent=agent)
+
+    await _evicted(first, room)
+    await _evicted(second, room)
+    presence = await second.receive()
+    assert presence == sp.RoomError(
+        EPH, room, sp.RoomErrorCode.EVICTED, presence.message
+    )
+    assert "revoked" in presence.message
+    # The human's session socket is untouched.
+    assert (await session.edit(room, "!")).status == sp.UpdateStatus.OK
+    assert await first.nothing_more() and await second.nothing_more()
+
+
+@pytest.mark.redis
+def test_a_revoked_token_evicts_its_sockets_in_every_daphne_process(
+    agent, agent_token, redis_url, redis_channel_layer
+):
+    block = _block(agent)
+    room = str(block.pk)
+    join = sp.JoinRequest(LOR, room, agent_token.raw.encode(), b"")
+    with (
+        daphne(PATTERN_REDIS_URL=redis_url) as (url_a, _),
+        daphne(PATTERN_REDIS_URL=redis_url) as (url_b, _),
+    ):
+        sockets = [
+            WebSocket(url, headers={"Origin": "http://127.0.0.1"})
+            for url in (url_a, url_b)
+        ]
+        try:
+            for ws in sockets:
+                ws.send_binary(sp.encode(join))
+                assert isinstance(sp.decode(ws.receive_binary()), sp.JoinResponseOk)
+                assert isinstance(sp.decode(ws.receive_binary()), sp.DocUpdate)
+
+            agent_token_revoke(agent=agent)  # in this process, sent over Redis
+
+            for ws in sockets:
+                evicted = sp.decode(ws.receive_binary())
+                assert isinstance(evicted, sp.RoomError)
+                assert evicted.code == sp.RoomErrorCode.EVICTED
+        finally:
+            for ws in sockets:
+                ws.close()

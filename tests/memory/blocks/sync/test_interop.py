@@ -4,9 +4,6 @@ processes: convergence, scale-out over Redis, durability across kill -9."""
 import json
 import signal
 import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -15,32 +12,10 @@ from coordination.actors import Actor
 from coordination.agents.services import agent_token_issue
 from memory.blocks.selectors import block_document_load
 from memory.blocks.services import block_create
-from tests.conftest import REPO, free_port, subprocess_env, wait_for_port
+from tests.conftest import REPO, daphne, free_port
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-DAPHNE = [sys.executable, "-m", "daphne", "-b", "127.0.0.1"]
 CLIENTS = Path(__file__).parent / "node" / "coedit_clients.mjs"
-
-
-@contextmanager
-def daphne(port: int = 0, **env: str) -> Iterator[tuple[str, subprocess.Popen]]:
-    """A Daphne process on this test database; yields (ws url, process)."""
-    port = port or free_port()
-    proc = subprocess.Popen(
-        [*DAPHNE, "-p", str(port), "pattern_site.asgi:application"],
-        cwd=REPO,
-        env=subprocess_env(**env),
-    )
-    try:
-        wait_for_port(port, proc=proc)
-        yield f"ws://127.0.0.1:{port}/ws/sync/", proc
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
 
 
 def run_clients(node: str, mode: str, block, token: str, *urls: str, edits=10):
