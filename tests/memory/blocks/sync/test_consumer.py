@@ -674,3 +674,29 @@ def test_a_revoked_token_evicts_its_sockets_in_every_daphne_process(
         finally:
             for ws in sockets:
                 ws.close()
+
+
+async def test_a_socket_without_origin_or_session_cookie_is_accepted(block):
+    communicator = WebsocketCommunicator(application, "/ws/sync/")
+    connected, _ = await communicator.connect()
+    assert connected
+    await communicator.disconnect()
+
+
+async def test_a_session_cookie_without_origin_is_refused(partner, block):
+    client = Client()
+    await sync_to_async(client.force_login)(partner)
+    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
+    communicator = WebsocketCommunicator(
+        application, "/ws/sync/", headers=[(b"cookie", cookie)]
+    )
+    connected, _ = await communicator.connect()
+    assert not connected
+
+
+async def test_a_cross_site_origin_is_refused(block):
+    communicator = WebsocketCommunicator(
+        application, "/ws/sync/", headers=[(b"origin", b"https://evil.example")]
+    )
+    connected, _ = await communicator.connect()
+    assert not connected

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from django.test import Client
 
 from coordination.actors import Actor
 from coordination.agents.services import agent_token_issue
@@ -133,3 +134,36 @@ def test_edits_made_offline_merge_when_the_client_reconnects(node, text_block, t
     markers = [f"<on{k}>" for k in range(5)] + [f"<off{k}>" for k in range(5)]
     assert all(marker in final for marker in markers)
     assert stored_text(text_block) == final
+
+
+def join_once(node: str, url: str, block, **options: str) -> dict:
+    """One npm client's attempt to connect and join (see the driver)."""
+    flags = [part for name, value in options.items() for part in (f"--{name}", value)]
+    result = subprocess.run(
+        [node, str(CLIENTS), "join", "--room", str(block.pk), *flags, url],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_an_agent_client_sending_no_origin_joins_with_its_token(
+    node, text_block, token
+):
+    with daphne() as (url, _):
+        out = join_once(node, url, text_block, token=token, origin="none")
+    assert out == {"joined": True, "texts": ["start;"]}
+
+
+def test_a_session_cookie_joins_only_with_a_same_site_origin(node, text_block, partner):
+    browser = Client()
+    browser.force_login(partner)
+    cookie = f"sessionid={browser.cookies['sessionid'].value}"
+    with daphne() as (url, _):
+        without_origin = join_once(node, url, text_block, cookie=cookie, origin="none")
+        same_site = join_once(node, url, text_block, cookie=cookie)
+    assert without_origin["joined"] is False
+    assert same_site == {"joined": True, "texts": ["start;"]}
