@@ -42,9 +42,17 @@ def rights_revoke_send(
         "block_id": None if block_id is None else uuid.UUID(str(block_id)).hex,
     }
 
-    def send() -> None:  # a def: Django's robust on_commit logs __qualname__
+    def send() -> None:
         layer = get_channel_layer()
-        if layer is not None:
-            layer_send(layer, layer.group_send(RIGHTS_GROUP, message))
+        if layer is None:
+            return
+        sending = layer.group_send(RIGHTS_GROUP, message)
+        try:
+            layer_send(layer, sending)
+        except Exception as exc:
+            # The layer is down: when it returns, every process's sockets
+            # check their rights again (memory.blocks.sync.broadcast).
+            sending.close()
+            logger.warning("rights revocation %s not sent (%s)", message, exc)
 
-    transaction.on_commit(send, robust=True)
+    transaction.on_commit(send)

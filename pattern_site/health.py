@@ -1,4 +1,11 @@
-"""What ``GET /api/health`` reports: each subsystem the site depends on."""
+"""What ``GET /api/health`` reports: each subsystem the site depends on.
+
+``status`` is ``ok``; ``unavailable`` (HTTP 503) when the database fails,
+since nothing works without it; or ``degraded`` (HTTP 200) when only the
+channel layer or the broker fails (Redis, with ``PATTERN_REDIS_URL``):
+reads and writes go on and are committed, and ``degraded`` says, for each
+failing part, what waits or is lost until it returns.
+"""
 
 import time
 import uuid
@@ -61,10 +68,28 @@ def _embeddings() -> dict[str, Any]:
     }
 
 
+# What a failing part stops while writes go on (see module doc).
+DEGRADED = {
+    "channel_layer": (
+        "live edits and rights revocations reach only the websockets of the "
+        "process that made them; when the channel layer returns, every other "
+        "process asks its sockets to rejoin, and they get what they missed"
+    ),
+    "broker": (
+        "background tasks are not queued: new rows wait for their embedding "
+        "(pending) until the backfill task picks them up, every "
+        f"{settings.EMBEDDING_BACKFILL_MINUTES} minutes once the broker is "
+        "back; archival access counts and agents' last-active times of the "
+        "outage are not recorded"
+    ),
+}
+
+
 def health_report() -> tuple[bool, dict[str, Any]]:
-    """(healthy, report).  Embeddings being absent degrades, it is not down."""
+    """(serving, report): serving unless the database fails.  Embeddings
+    being absent, like the parts in ``DEGRADED``, degrades."""
     report: dict[str, Any] = {"request_id": uuid.uuid4().hex}
-    healthy = True
+    failed = []
     for name, check in (
         ("database", _database),
         ("channel_layer", _channel_layer),
@@ -73,9 +98,14 @@ def health_report() -> tuple[bool, dict[str, Any]]:
         try:
             report[name] = check()
         except Exception as exc:
-            healthy = False
+            failed.append(name)
             report[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     report["embeddings"] = _embeddings()
-    report["status"] = "ok" if healthy else "unavailable"
+    serving = "database" not in failed
+    report["degraded"] = {name: DEGRADED[name] for name in failed if name in DEGRADED}
+    if not serving:
+        report["status"] = "unavailable"
+    else:
+        report["status"] = "degraded" if failed else "ok"
     report["debug"] = settings.DEBUG
-    return healthy, report
+    return serving, report

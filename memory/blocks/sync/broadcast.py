@@ -15,6 +15,13 @@ any change to a block.  Delivery has two legs:
   first leg delivered.  An in-memory layer reaches no other process: the
   message is sent only if something else joined the group.
 
+When the layer fails (Redis down), a hub keeps serving its own process's
+rooms and tries the layer every second; once it answers, the hub joins its
+groups again and asks each of its sockets to rejoin (the protocol's
+``RoomError`` ``rejoin_suggested``): a client rejoins with its version and
+gets the updates it missed.  A send that fails is logged in one line; the
+write it follows is committed all the same.
+
 Rights: while a hub has peers, its channel is also in
 ``coordination.rights.RIGHTS_GROUP`` (on any layer, the in-memory one
 included, so a revocation reaches this process's sockets the same way as
@@ -44,7 +51,7 @@ from memory.blocks.sync import protocol as sp
 logger = logging.getLogger(__name__)
 
 MESSAGE_TYPE = "block.updates"
-# How long a hub waits before listening again after its channel layer failed.
+# How often a hub tries its channel layer again after it failed.
 RECEIVE_RETRY_SECONDS = 1.0
 
 
@@ -130,7 +137,16 @@ def block_broadcast(
             "process": _process_mark(),
         },
     )
-    layer_send(layer, send)
+    try:
+        layer_send(layer, send)
+    except Exception as exc:
+        send.close()  # never awaited when the layer failed before the call
+        logger.warning(
+            "block %s: other processes not told of a change (%s: %s)",
+            key,
+            type(exc).__name__,
+            exc,
+        )
 
 
 def _key(block_id: uuid.UUID | str) -> str:
@@ -255,19 +271,32 @@ class _RoomHub:
         async with self.membership:
             if self.channel is None:
                 self.channel = await self.layer.new_channel()
+            # The wanted membership first: if the layer fails, _recover
+            # makes it so once the layer is back.
+            changes = []
             wanted = self.cross and key in self.rooms
             if wanted and key not in self.listening:
-                await self.layer.group_add(block_group(key), self.channel)
                 self.listening.add(key)
+                changes.append((self.layer.group_add, block_group(key)))
             elif not wanted and key in self.listening:
-                await self.layer.group_discard(block_group(key), self.channel)
                 self.listening.discard(key)
+                changes.append((self.layer.group_discard, block_group(key)))
             if bool(self.rooms) != self.rights:
-                if self.rooms:
-                    await self.layer.group_add(rights.RIGHTS_GROUP, self.channel)
-                else:
-                    await self.layer.group_discard(rights.RIGHTS_GROUP, self.channel)
                 self.rights = bool(self.rooms)
+                change = (
+                    self.layer.group_add if self.rights else self.layer.group_discard
+                )
+                changes.append((change, rights.RIGHTS_GROUP))
+            try:
+                for change, group in changes:
+                    await change(group, self.channel)
+            except Exception as exc:
+                logger.warning(
+                    "the channel layer failed (%s: %s); block room groups are "
+                    "joined when it returns",
+                    type(exc).__name__,
+                    exc,
+                )
             if (self.listening or self.rights) and self.receiver is None:
                 self.receiver = self.loop.create_task(self._receive())
             elif not (self.listening or self.rights) and self.receiver is not None:
@@ -281,9 +310,14 @@ class _RoomHub:
                 message = await self.layer.receive(self.channel)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                logger.exception("receiving block updates from other processes")
-                await asyncio.sleep(RECEIVE_RETRY_SECONDS)
+            except Exception as exc:
+                logger.warning(
+                    "the channel layer failed (%s: %s); block rooms here miss "
+                    "other processes' changes until it returns",
+                    type(exc).__name__,
+                    exc,
+                )
+                await self._recover()
                 continue
             if (
                 message.get("type") == MESSAGE_TYPE
@@ -296,6 +330,44 @@ class _RoomHub:
                 )
             elif message.get("type") == rights.MESSAGE_TYPE:
                 self.revoke(message.get("block_id"), message.get("agent_id"))
+
+    async def _recover(self) -> None:
+        """Wait until the layer answers again, rejoin this hub's groups (a
+        restarted Redis forgot them), then make up for what was missed:
+        every peer is asked to rejoin (its client sends its version and gets
+        the updates it lacks) and checks its rights again (a revocation may
+        have been lost)."""
+        assert self.layer is not None and self.channel is not None
+        while True:
+            await asyncio.sleep(RECEIVE_RETRY_SECONDS)
+            try:
+                async with self.membership:
+                    for key in self.listening:
+                        await self.layer.group_add(block_group(key), self.channel)
+                    if self.rights:
+                        await self.layer.group_add(rights.RIGHTS_GROUP, self.channel)
+            except Exception:
+                continue
+            break
+        logger.warning("the channel layer is back; block rooms here resync")
+        for peers in list(self.rooms.values()):
+            for peer in list(peers):
+                frame = sp.encode(
+                    sp.RoomError(
+                        sp.CrdtType.LORO,
+                        peer.room_id,
+                        sp.RoomErrorCode.REJOIN_SUGGESTED,
+                        "changes from other servers may have been missed",
+                    )
+                )
+                if peer.held is not None:
+                    peer.held.append(frame)
+                    continue
+                try:
+                    await peer.send(frame)
+                except Exception:
+                    logger.exception("asking a socket of a block room to rejoin")
+        self.revoke(None, None)
 
     def revoke(self, key: str | None, agent_id: int | None) -> None:
         """Hold the frames of the matching peers now, and have each check

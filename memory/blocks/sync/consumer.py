@@ -33,6 +33,7 @@ import asyncio
 import hashlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +64,9 @@ from memory.blocks.sync.broadcast import RoomPeer, block_room_join, block_room_l
 logger = logging.getLogger(__name__)
 
 EPHEMERAL_TIMEOUT_MS = 30_000
+EPHEMERAL_GROUP_PREFIX = "blockeph."
+# How often a socket's channel is read again while the channel layer fails.
+LAYER_RETRY_SECONDS = 1.0
 # Close code for a frame that is not a protocol message (see module doc).
 CLOSE_PROTOCOL_ERROR = 4002
 # Domain errors of an update, as the protocol's Ack statuses.
@@ -77,7 +81,9 @@ UPDATE_ERROR_STATUS: dict[type[ApplicationError], sp.UpdateStatus] = {
 
 def ephemeral_group(block_id: str) -> str:
     """Channel-layer group of a block's presence room (ASCII, < 100 chars)."""
-    return "blockeph." + hashlib.sha256(str(block_id).encode()).hexdigest()[:40]
+    return (
+        EPHEMERAL_GROUP_PREFIX + hashlib.sha256(str(block_id).encode()).hexdigest()[:40]
+    )
 
 
 def update_error_status(error: ApplicationError) -> sp.UpdateStatus:
@@ -175,6 +181,28 @@ def _backfill(
 
 class BlockSyncConsumer(AsyncWebsocketConsumer):
     fragment_timeout = sp.FRAGMENT_TIMEOUT_SECONDS
+
+    # Channels sets this to the channel layer's receive for this socket's
+    # channel and ends the consumer - closing the socket - if it raises.  A
+    # failing layer (Redis down) costs presence, not the socket: wrapped.
+    @property
+    def channel_receive(self) -> Callable[[], Awaitable[dict[str, Any]]]:
+        return self._channel_receive
+
+    @channel_receive.setter
+    def channel_receive(self, receive: Callable[[], Awaitable[Any]]) -> None:
+        async def receive_while_the_layer_fails() -> dict[str, Any]:
+            failing = False
+            while True:
+                try:
+                    return await receive()
+                except Exception as exc:
+                    if not failing:
+                        logger.warning("sync socket: channel layer failed (%s)", exc)
+                        failing = True
+                    await asyncio.sleep(LAYER_RETRY_SECONDS)
+
+        self._channel_receive = receive_while_the_layer_fails
 
     async def connect(self) -> None:
         self.rooms: dict[tuple[sp.CrdtType, str], _Room] = {}
@@ -337,13 +365,20 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             group=ephemeral_group(message.room_id),
             presence=loro.EphemeralStore(EPHEMERAL_TIMEOUT_MS),
         )
-        await self.channel_layer.group_add(room.group, self.channel_name)
+        try:
+            await self.channel_layer.group_add(room.group, self.channel_name)
+        except Exception as exc:
+            logger.warning("presence unavailable: channel layer failed (%s)", exc)
+            await self._join_error(
+                message, sp.JoinErrorCode.APP_ERROR, "presence is unavailable now"
+            )
+            return
         self.rooms[(message.crdt, message.room_id)] = room
         await self._send_message(
             sp.JoinResponseOk(message.crdt, message.room_id, sp.Permission.WRITE)
         )
         # Ask the peers (in any process) for the presence their clients hold.
-        await self.channel_layer.group_send(
+        await self._presence_send(
             room.group,
             {
                 "type": "presence.hello",
@@ -370,7 +405,10 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             assert room.block is not None
             await block_room_leave(block_id=room.block.id, peer=room.peer)
         if room.group is not None:
-            await self.channel_layer.group_discard(room.group, self.channel_name)
+            try:
+                await self.channel_layer.group_discard(room.group, self.channel_name)
+            except Exception as exc:  # the membership expires by itself
+                logger.warning("presence: channel layer failed (%s)", exc)
 
     async def _recheck(self, room: _Room) -> None:
         """Check the room's rights again (a revocation was announced)."""
@@ -441,7 +479,7 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
                         room.presence.apply(update)
         except InvalidInput:
             return sp.UpdateStatus.INVALID_UPDATE
-        await self.channel_layer.group_send(
+        relayed = await self._presence_send(
             room.group,
             {
                 "type": "presence.updates",
@@ -450,7 +488,21 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
                 "origin": self.channel_name,
             },
         )
-        return sp.UpdateStatus.OK
+        return sp.UpdateStatus.OK if relayed else sp.UpdateStatus.APP_ERROR
+
+    async def _presence_send(self, to: str, event: dict[str, Any]) -> bool:
+        """Send a presence event to a group (``ephemeral_group``) or one
+        channel; False when the channel layer failed (presence is best
+        effort)."""
+        try:
+            if to.startswith(EPHEMERAL_GROUP_PREFIX):
+                await self.channel_layer.group_send(to, event)
+            else:
+                await self.channel_layer.send(to, event)
+        except Exception as exc:
+            logger.warning("presence not relayed: channel layer failed (%s)", exc)
+            return False
+        return True
 
     async def _send_updates(
         self, room: _Room, updates: list[bytes], batch_id: bytes
@@ -517,7 +569,7 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         room = self.rooms.get((sp.CrdtType.LORO_EPHEMERAL, event["room_id"]))
         if room is None or room.presence is None or not room.presence.keys():
             return
-        await self.channel_layer.send(
+        await self._presence_send(
             event["reply_to"],
             {
                 "type": "presence.updates",
