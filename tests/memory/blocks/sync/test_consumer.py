@@ -563,15 +563,22 @@ async def _evicted(peer: Peer, room: str) -> sp.RoomError:
     return message
 
 
+async def _guest_and_partner(block, guest_agent, partner) -> tuple[Peer, Peer]:
+    """The block's room joined by ``guest_agent`` (with a token of its own)
+    and by the partner (with the session)."""
+    token = await sync_to_async(agent_token_issue)(agent=guest_agent)
+    guest = await Peer.open(peer_id=51)
+    await guest.join(str(block.pk), token=token.raw)
+    session = await Peer.open(user=partner, peer_id=52)
+    await session.join(str(block.pk))
+    return guest, session
+
+
 async def test_unsharing_evicts_the_agents_open_socket_at_once(
     partner, other_agent, shared_block
 ):
     room = str(shared_block.pk)
-    token = await sync_to_async(agent_token_issue)(agent=other_agent)
-    guest = await Peer.open(peer_id=51)
-    await guest.join(room, token=token.raw)
-    owner_side = await Peer.open(user=partner, peer_id=52)
-    await owner_side.join(room)
+    guest, owner_side = await _guest_and_partner(shared_block, other_agent, partner)
 
     await sync_to_async(block_unshare)(
         actor=Actor.system(), block=shared_block, agent=other_agent
@@ -588,11 +595,7 @@ async def test_a_share_downgraded_to_read_refuses_updates_but_still_relays(
     partner, other_agent, shared_block
 ):
     room = str(shared_block.pk)
-    token = await sync_to_async(agent_token_issue)(agent=other_agent)
-    guest = await Peer.open(peer_id=53)
-    await guest.join(room, token=token.raw)
-    writer = await Peer.open(user=partner, peer_id=54)
-    await writer.join(room)
+    guest, writer = await _guest_and_partner(shared_block, other_agent, partner)
 
     await sync_to_async(block_share)(
         actor=Actor.system(), block=shared_block, agent=other_agent, access="read_only"

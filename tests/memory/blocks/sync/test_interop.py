@@ -19,19 +19,25 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 CLIENTS = Path(__file__).parent / "node" / "coedit_clients.mjs"
 
 
-def run_clients(node: str, mode: str, block, token: str, *urls: str, edits=10):
+def drive(node: str, *args: str, timeout: float = 90) -> dict:
+    """Run the node driver; its last line of output, as JSON."""
     result = subprocess.run(
-        [
-            *(node, str(CLIENTS), mode, "--room", str(block.pk), "--token", token),
-            *("--container", "content", "--edits", str(edits), *urls),
-        ],
+        [node, str(CLIENTS), *args],
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=timeout,
     )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def run_clients(node: str, mode: str, block, token: str, *urls: str, edits=10):
+    return drive(
+        node,
+        *(mode, "--room", str(block.pk), "--token", token),
+        *("--container", "content", "--edits", str(edits), *urls),
+    )
 
 
 @pytest.fixture
@@ -139,15 +145,7 @@ def test_edits_made_offline_merge_when_the_client_reconnects(node, text_block, t
 def join_once(node: str, url: str, block, **options: str) -> dict:
     """One npm client's attempt to connect and join (see the driver)."""
     flags = [part for name, value in options.items() for part in (f"--{name}", value)]
-    result = subprocess.run(
-        [node, str(CLIENTS), "join", "--room", str(block.pk), *flags, url],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return drive(node, "join", "--room", str(block.pk), *flags, url, timeout=60)
 
 
 def test_an_agent_client_sending_no_origin_joins_with_its_token(
