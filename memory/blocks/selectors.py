@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import CharField, Count, QuerySet
-from django.db.models.functions import Cast, Length
+from django.db.models.functions import Cast
 from loro import LoroDoc
 
 from coordination.actors import Actor
@@ -37,7 +37,7 @@ from memory.blocks.permissions import (
     blocks_visible,
 )
 from pattern_site.db.compiled import CompiledQuery
-from pattern_site.db.rows import rows_fetch
+from pattern_site.db.rows import row_field_size, rows_fetch
 
 
 def _parse_id(block_id: object) -> uuid.UUID:
@@ -151,14 +151,9 @@ def block_snapshot_data(*, block_id: Any) -> bytes:
 
 
 def block_snapshot_size(*, block_id: Any) -> int:
-    """Bytes of a block's stored snapshot (0 before its first compaction);
-    the database reads the length without the blob."""
-    size = (
-        BlockSnapshot.objects.filter(block_id=block_id)
-        .values_list(Length("data"), flat=True)
-        .first()
-    )
-    return size or 0
+    """Bytes of a block's stored snapshot (0 before its first compaction).
+    On every write: a statement built once, not the ORM's."""
+    return row_field_size(BlockSnapshot, key="block", value=block_id, field="data")
 
 
 def block_document_load(*, block: MemoryBlock) -> LoroDoc:

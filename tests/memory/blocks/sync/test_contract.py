@@ -1,6 +1,7 @@
 """The contract the live co-editing consumer builds on: importing remote Loro
 updates, the rights checked on them, compaction and the broadcast."""
 
+import secrets
 from typing import Any
 
 import pytest
@@ -367,16 +368,20 @@ def test_the_char_limit_counts_map_keys_the_schema_does_not_name(make_block, age
     assert "x" not in block_document_load(block=block).get_map("fields").get_value()
 
 
+# 1: every change is folded into the snapshot, so the bytes counted are the
+# snapshot's; 16: they are the log's.
+@pytest.mark.parametrize("compact_updates", [1, 16])
 def test_the_stored_document_is_capped_in_bytes_history_included(
-    make_block, agent, settings
+    make_block, agent, settings, compact_updates
 ):
     settings.MEMORY_BLOCK_MAX_BYTES = 4000
+    settings.MEMORY_COMPACT_UPDATES = compact_updates
     block = make_block(content="", char_limit=100_000)
     actor = Actor.for_agent(agent)
 
     def write_and_erase(doc: LoroDoc) -> None:
         text = doc.get_text("content")
-        text.insert(0, "z" * 3000)
+        text.insert(0, secrets.token_hex(1500))  # does not compress
         text.delete(0, 3000)
 
     # The content stays empty: only the history grows.
