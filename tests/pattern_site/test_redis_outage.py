@@ -33,6 +33,7 @@ from tests.wsclient import WebSocket
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 LOR = sp.CrdtType.LORO
+EPH = sp.CrdtType.LORO_EPHEMERAL
 
 
 class OwnRedis:
@@ -162,3 +163,45 @@ def test_writes_go_on_while_redis_is_down_and_what_was_missed_follows(
     embedding_backfill()
     stored.refresh_from_db()
     assert stored.embedding_state == EmbeddingState.READY
+
+
+def test_presence_between_processes_comes_back_after_redis_restarts(
+    agent, agent_token, own_redis
+):
+    block = block_create(actor=Actor.system(), label="notes", owner=agent)
+    room, token = str(block.pk), agent_token.raw.encode()
+    with (
+        daphne(PATTERN_REDIS_URL=own_redis.url) as (url_a, _),
+        daphne(PATTERN_REDIS_URL=own_redis.url) as (url_b, _),
+    ):
+        sender, watcher = (
+            WebSocket(url, headers={"Origin": "http://127.0.0.1"})
+            for url in (url_a, url_b)
+        )
+        for ws in (sender, watcher):
+            ws.send_binary(sp.encode(sp.JoinRequest(EPH, room, token)))
+            assert isinstance(sp.decode(ws.receive_binary()), sp.JoinResponseOk)
+
+        own_redis.stop()
+        own_redis.start()  # empty: the presence groups are gone
+
+        store = loro.EphemeralStore(30_000)
+        store.set("cursor", "line 3")
+        update = store.encode("cursor")
+        watcher.sock.settimeout(0.5)
+
+        def relayed() -> bool:
+            # Sent until the watcher's process has joined its group again.
+            sender.send_binary(
+                sp.encode(sp.DocUpdate(EPH, room, (update,), sp.new_batch_id()))
+            )
+            sender.receive_binary()  # the ack
+            try:
+                message = sp.decode(watcher.receive_binary())
+            except TimeoutError:
+                return False
+            return isinstance(message, sp.DocUpdate) and message.updates == (update,)
+
+        wait_until(relayed, timeout=30)
+        sender.close()
+        watcher.close()

@@ -192,17 +192,32 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
     @channel_receive.setter
     def channel_receive(self, receive: Callable[[], Awaitable[Any]]) -> None:
         async def receive_while_the_layer_fails() -> dict[str, Any]:
-            failing = False
+            failing = False  # log an outage once, not every retry
             while True:
                 try:
                     return await receive()
                 except Exception as exc:
                     if not failing:
                         logger.warning("sync socket: channel layer failed (%s)", exc)
-                        failing = True
-                    await asyncio.sleep(LAYER_RETRY_SECONDS)
+                    failing = True
+                    await self._presence_groups_rejoin()
 
         self._channel_receive = receive_while_the_layer_fails
+
+    async def _presence_groups_rejoin(self) -> None:
+        """Wait for the channel layer to answer again and join this socket's
+        presence groups again (a restarted Redis forgot them)."""
+        while True:
+            await asyncio.sleep(LAYER_RETRY_SECONDS)
+            try:
+                for room in list(self.rooms.values()):
+                    if room.group is not None:
+                        await self.channel_layer.group_add(
+                            room.group, self.channel_name
+                        )
+            except Exception:
+                continue
+            return
 
     async def connect(self) -> None:
         self.rooms: dict[tuple[sp.CrdtType, str], _Room] = {}
@@ -419,6 +434,21 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             )
         except ApplicationError as exc:
             await self._evict(room.room_id, exc.message)
+            return
+        except Exception:
+            # Not known to hold: out of the room, and the client is asked
+            # to join again (a join checks the rights).
+            logger.exception("checking the rights on block %s failed", room.room_id)
+            if self.rooms.get((room.crdt, room.room_id)) is room:
+                await self._leave(room)
+                await self._send_message(
+                    sp.RoomError(
+                        room.crdt,
+                        room.room_id,
+                        sp.RoomErrorCode.REJOIN_SUGGESTED,
+                        "your rights could not be checked; join again",
+                    )
+                )
             return
         if self.rooms.get((room.crdt, room.room_id)) is not room:
             return  # left, or joined again, meanwhile

@@ -16,6 +16,7 @@ from memory.blocks.services import (
     block_share,
     block_unshare,
 )
+from memory.blocks.sync import consumer as consumer_module
 from memory.blocks.sync import protocol as sp
 from memory.blocks.sync.consumer import CLOSE_PROTOCOL_ERROR, BlockSyncConsumer
 from memory.models import BlockUpdate
@@ -703,3 +704,23 @@ async def test_a_cross_site_origin_is_refused(block):
     )
     connected, _ = await communicator.connect()
     assert not connected
+
+
+async def test_a_recheck_that_fails_asks_the_client_to_join_again(
+    partner, agent, agent_token, block, monkeypatch
+):
+    room = str(block.pk)
+    peer = await Peer.open(peer_id=59)
+    await peer.join(room, token=agent_token.raw)
+
+    def database_gone(**kwargs):
+        raise RuntimeError("database is locked")
+
+    monkeypatch.setattr(consumer_module, "_join_block", database_gone)
+    await sync_to_async(block_configure)(
+        actor=Actor.for_user(partner), block=block, permission="read_only"
+    )
+    message = await peer.receive()
+    assert message == sp.RoomError(
+        LOR, room, sp.RoomErrorCode.REJOIN_SUGGESTED, message.message
+    )
