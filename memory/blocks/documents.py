@@ -15,7 +15,8 @@ its containers with ``"s:"``):
 A document holds nothing else: :func:`foreign_roots` names the root
 containers a change touched outside this layout, and :func:`held_size`
 counts what the document holds beyond its rendering (map keys the schema
-does not name), so that the char limit covers everything.
+does not name, log entries past ``max_entries``), so that the char limit
+covers everything.
 
 Loro raises ``BaseException`` (not ``Exception``) on bad input;
 :func:`loro_guard` turns exactly those into
@@ -408,22 +409,27 @@ def foreign_roots(doc: LoroDoc, schema: dict[str, Any], since: Frontiers) -> lis
 
 
 def held_size(doc: LoroDoc, schema: dict[str, Any], rendered: str) -> int:
-    """Characters the document holds: its rendering plus, as JSON, the
-    values of map keys no schema field names (a peer can write them;
-    rendering leaves them out)."""
-    return len(rendered) + _map_unnamed(doc, schema, None)
+    """Characters the document holds: its rendering plus, as JSON, what a
+    peer can write that rendering leaves out and the schema does not bound -
+    the values of map keys no field names, and log entries past
+    ``max_entries`` (the server prunes them; a peer need not)."""
+    return len(rendered) + _unbounded(doc, schema, None)
 
 
-def _map_unnamed(doc: LoroDoc, schema: dict[str, Any], section: str | None) -> int:
-    if schema["kind"] == "composite":
-        return sum(
-            _map_unnamed(doc, s["schema"], s["name"]) for s in schema["sections"]
-        )
-    if schema["kind"] != "map":
+def _unbounded(doc: LoroDoc, schema: dict[str, Any], section: str | None) -> int:
+    kind = schema["kind"]
+    if kind == "composite":
+        return sum(_unbounded(doc, s["schema"], s["name"]) for s in schema["sections"])
+    if kind == "map":
+        named = {f["name"] for f in schema["fields"]}
+        raw = doc.get_map(_prefix(section) + "fields").get_deep_value()
+        extra: Any = {k: v for k, v in raw.items() if k not in named}
+    elif kind == "log":
+        entries = doc.get_list(_prefix(section) + "entries")
+        excess = len(entries) - schema["max_entries"]
+        extra = entries.get_deep_value()[:excess] if excess > 0 else None
+    else:
         return 0
-    named = {f["name"] for f in schema["fields"]}
-    raw = doc.get_map(_prefix(section) + "fields").get_deep_value()
-    extra = {k: v for k, v in raw.items() if k not in named}
     return len(json.dumps(extra, ensure_ascii=False, default=str)) if extra else 0
 
 

@@ -394,3 +394,22 @@ def test_the_stored_document_is_capped_in_bytes_history_included(
         )
     block.refresh_from_db()
     assert block.size == 0
+
+
+def test_the_char_limit_counts_log_entries_past_max_entries(make_block, partner):
+    log = make_block(
+        label="events",
+        schema={"kind": "log", "display_limit": 2, "max_entries": 3},
+        char_limit=500,
+    )
+
+    def flood(doc: LoroDoc) -> None:
+        entries = doc.get_list("entries")
+        for n in range(20):
+            entries.push({"message": f"hidden entry {n} " + "e" * 40})
+
+    with pytest.raises(LimitExceeded):
+        block_update_import(
+            block=log, actor=Actor.for_user(partner), updates=[remote_edit(log, flood)]
+        )
+    assert block_value(block=log) == []
