@@ -2,12 +2,15 @@
 
 Agents send ``Authorization: Bearer <token>``; humans use their Django
 session (with CSRF enforced on writes).  A present but wrong bearer token is
-a 401 with its reason; it never falls back to the session.
+a 401 with its reason; it never falls back to the session.  Websockets:
+:func:`websocket_origin_validator` (agents join with their token).
 """
 
 from typing import Any
 
-from django.http import HttpRequest
+from channels.security.websocket import AllowedHostsOriginValidator
+from django.conf import settings
+from django.http import HttpRequest, parse_cookie
 from ninja.security import HttpBearer, SessionAuth
 
 from coordination.actors import Actor
@@ -35,3 +38,30 @@ def request_actor(request: HttpRequest) -> Actor:
     actor = request.auth  # type: ignore[attr-defined]
     assert isinstance(actor, Actor)
     return actor
+
+
+def websocket_origin_validator(application: Any) -> Any:
+    """Channels' same-site ``Origin`` check for websockets, except for a
+    connection that sends neither an ``Origin`` nor a session cookie.
+
+    The check stops another site's page from opening a socket with the
+    partner's session cookie; a browser always sends ``Origin``.  Agent
+    clients (not browsers) send no ``Origin`` and no cookie: they
+    authenticate with their token in each join, so nothing of a session can
+    be borrowed, and they are let through (as anonymous).  A session
+    cookie without an ``Origin`` is refused.
+    """
+    checked = AllowedHostsOriginValidator(application)
+
+    async def validate(scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        headers = dict(scope.get("headers") or ())
+        if b"origin" not in headers and not _has_session_cookie(headers):
+            return await application(scope, receive, send)
+        return await checked(scope, receive, send)
+
+    return validate
+
+
+def _has_session_cookie(headers: dict[bytes, bytes]) -> bool:
+    cookies = parse_cookie(headers.get(b"cookie", b"").decode("latin1"))
+    return settings.SESSION_COOKIE_NAME in cookies

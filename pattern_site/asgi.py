@@ -99,14 +99,14 @@ django_asgi_app = SyncChainASGIHandler()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from coordination.auth import websocket_origin_validator  # noqa: E402
 from pattern_site.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
+        "websocket": websocket_origin_validator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
     }

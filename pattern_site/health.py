@@ -1,9 +1,12 @@
 """What ``GET /api/health`` reports: each subsystem the site depends on.
 
-Database, channel layer or broker down: ``unavailable`` (HTTP 503).  No
-worker heartbeat for a minute: ``degraded`` (HTTP 200: pages and tools
-answer, background work waits).  No embedding model: the embeddings entry
-says so and search uses keywords; that is a supported setup, not a fault.
+``status`` is ``ok``; ``unavailable`` (HTTP 503) when the database fails,
+since nothing works without it; or ``degraded`` (HTTP 200) when the channel
+layer or the broker fails (Redis, with ``PATTERN_REDIS_URL``), or no worker
+heartbeat was seen for a minute: reads and writes go on and are committed,
+and ``degraded`` says, for each failing part, what waits or is lost until it
+returns.  No embedding model: the embeddings entry says so and search uses
+keywords; that is a supported setup, not a fault.
 """
 
 import time
@@ -87,10 +90,32 @@ def _embeddings() -> dict[str, Any]:
     }
 
 
+# What a failing part stops while writes go on (see module doc).
+DEGRADED = {
+    "channel_layer": (
+        "live edits and rights revocations reach only the websockets of the "
+        "process that made them; when the channel layer returns, every other "
+        "process asks its sockets to rejoin, and they get what they missed"
+    ),
+    "broker": (
+        "background tasks are not queued: new rows wait for their embedding "
+        "(pending) until the backfill task picks them up, every "
+        f"{settings.EMBEDDING_BACKFILL_MINUTES} minutes once the broker is "
+        "back; archival access counts and agents' last-active times of the "
+        "outage are not recorded"
+    ),
+    "worker": (
+        "no worker has run a task for a minute: embeddings, activity and "
+        "summaries wait until one runs again"
+    ),
+}
+
+
 def health_report() -> tuple[bool, dict[str, Any]]:
-    """(healthy, report): healthy is False only when the site cannot answer."""
+    """(serving, report): serving unless the database fails; the parts in
+    ``DEGRADED`` and a silent worker degrade."""
     report: dict[str, Any] = {"request_id": uuid.uuid4().hex}
-    healthy = True
+    failed = []
     for name, check in (
         ("database", _database),
         ("channel_layer", _channel_layer),
@@ -99,16 +124,20 @@ def health_report() -> tuple[bool, dict[str, Any]]:
         try:
             report[name] = check()
         except Exception as exc:
-            healthy = False
+            failed.append(name)
             report[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     try:
         report["worker"] = _worker()
     except Exception as exc:
         report["worker"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     report["embeddings"] = _embeddings()
-    if not healthy:
+    serving = "database" not in failed
+    if not report["worker"]["ok"]:
+        failed.append("worker")
+    report["degraded"] = {name: DEGRADED[name] for name in failed if name in DEGRADED}
+    if not serving:
         report["status"] = "unavailable"
     else:
-        report["status"] = "ok" if report["worker"]["ok"] else "degraded"
+        report["status"] = "degraded" if failed else "ok"
     report["debug"] = settings.DEBUG
-    return healthy, report
+    return serving, report

@@ -11,6 +11,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -196,6 +197,26 @@ def wait_until(predicate: Any, timeout: float = 20.0, interval: float = 0.1) -> 
             return value
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout} s")
+
+
+@contextmanager
+def daphne(port: int = 0, **env: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    """A Daphne process on this test database with ``env`` added; yields
+    (its /ws/sync/ url, the process), which a test may kill."""
+    port = port or free_port()
+    proc = subprocess.Popen(
+        daphne_command(port=port), cwd=REPO, env=subprocess_env(**env)
+    )
+    try:
+        wait_for_port(port, proc=proc)
+        yield f"ws://127.0.0.1:{port}/ws/sync/", proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 @pytest.fixture

@@ -5,12 +5,17 @@ import { LoroDoc } from "loro-crdt";
 import { LoroWebsocketClient } from "loro-websocket";
 import { LoroAdaptor } from "loro-adaptors/loro";
 
-// Node 20 has no global WebSocket.  Channels' AllowedHostsOriginValidator
-// refuses sockets without an Origin, so send the server's own origin.
+// Node 20 has no global WebSocket.  By default a client sends the server's
+// own origin, as a page of the site would; `joinedClient({origin: false})`
+// sends none, as an agent's client does, and `cookie` sends a Cookie header
+// (a session).  The options apply to the sockets opened after the call.
+let socketOptions = { origin: true, cookie: undefined };
 class OriginWebSocket extends WebSocketImpl {
   constructor(url, protocols) {
-    const origin = new URL(url.replace(/^ws/, "http")).origin;
-    super(url, protocols, { origin });
+    const options = {};
+    if (socketOptions.origin) options.origin = new URL(url.replace(/^ws/, "http")).origin;
+    if (socketOptions.cookie) options.headers = { cookie: socketOptions.cookie };
+    super(url, protocols, options);
   }
 }
 globalThis.WebSocket = OriginWebSocket;
@@ -46,7 +51,16 @@ export async function waitFor(predicate, timeoutMs, what) {
  * every update this client sent has been acknowledged; `errors` collects the
  * reasons of refused updates.
  */
-export async function joinedClient({ url, roomId, token, doc, peerId }) {
+export async function joinedClient({
+  url,
+  roomId,
+  token,
+  doc,
+  peerId,
+  origin = true,
+  cookie,
+}) {
+  socketOptions = { origin, cookie };
   doc = doc ?? new LoroDoc();
   if (peerId !== undefined) doc.setPeerId(BigInt(peerId));
   const errors = [];

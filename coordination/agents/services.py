@@ -6,10 +6,12 @@ earlier ones (rotation).
 """
 
 import hashlib
+import logging
 import secrets
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
@@ -20,7 +22,10 @@ from django.utils import timezone
 from coordination.agents.models import Agent, AgentToken, Constellation
 from coordination.agents.tasks import agent_touch_task
 from coordination.errors import AuthenticationFailed, Conflict
+from coordination.rights import rights_revoke_send
 from pattern_site.db.compiled import CompiledQuery
+
+logger = logging.getLogger(__name__)
 
 TOKEN_PREFIX = "pat_"
 # How stale ``last_active_at`` may get before a request refreshes it; keeps
@@ -99,11 +104,16 @@ def agent_token_issue(*, agent: Agent) -> IssuedToken:
 
 
 @transaction.atomic
+@transaction.atomic
 def agent_token_revoke(*, agent: Agent) -> int:
-    """Revoke every active token of ``agent``; returns how many."""
-    return AgentToken.objects.filter(agent=agent, revoked_at__isnull=True).update(
+    """Revoke every active token of ``agent``; returns how many.  The
+    agent's open sockets lose what they joined with a token at once."""
+    revoked = AgentToken.objects.filter(agent=agent, revoked_at__isnull=True).update(
         revoked_at=timezone.now()
     )
+    if revoked:
+        rights_revoke_send(agent_id=agent.pk)
+    return revoked
 
 
 # Every tool-API request runs this: compiled once (see pattern_site.db.compiled).
@@ -153,7 +163,16 @@ def _agent_touch_enqueue(*, agent: Agent, now: datetime) -> None:
         _touch_enqueued.clear()
     _touch_enqueued[key] = at
     # Recorded by the worker, so authenticating never writes to the database.
-    agent_touch_task.delay_on_commit(agent.pk, now.isoformat())
+    transaction.on_commit(partial(_agent_touch_send, agent.pk, now.isoformat()))
+
+
+def _agent_touch_send(agent_id: int, at: str) -> None:
+    """Queue the touch, once: with the broker down the request goes on, and
+    this window's activity is not recorded (the next window's will be)."""
+    try:
+        agent_touch_task.apply_async((agent_id, at), retry=False)
+    except Exception as exc:
+        logger.warning("agent %s: activity not queued (%s)", agent_id, exc)
 
 
 def agent_touch(*, agent_id: int, at: datetime) -> None:

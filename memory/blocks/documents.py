@@ -12,6 +12,12 @@ its containers with ``"s:"``):
 - list: root ``LoroList`` ``items``
 - log: root ``LoroList`` ``entries`` of JSON objects
 
+A document holds nothing else: :func:`foreign_roots` names the root
+containers a change touched outside this layout, and :func:`held_size`
+counts what the document holds beyond its rendering (map keys the schema
+does not name, log entries past ``max_entries``), so that the char limit
+covers everything.
+
 Loro raises ``BaseException`` (not ``Exception``) on bad input;
 :func:`loro_guard` turns exactly those into
 ``InvalidInput`` and lets everything else through.
@@ -28,6 +34,7 @@ from typing import Any, Literal
 
 from loro import (
     ID,
+    ContainerID,
     ExportMode,
     Frontiers,
     LoroCounter,
@@ -354,6 +361,76 @@ def log_entry_render(entry: Any) -> str:
 
 def render(doc: LoroDoc, schema: dict[str, Any]) -> str:
     return render_value(schema, document_value(doc, schema))
+
+
+# --- what a document may hold ----------
+
+# Root container of each schema kind: (name, Loro container type).
+_ROOTS = {
+    "text": ("content", "Text"),
+    "map": ("fields", "Map"),
+    "list": ("items", "List"),
+    "log": ("entries", "List"),
+}
+
+
+def schema_roots(schema: dict[str, Any]) -> set[tuple[str, str]]:
+    """The root containers of the schema's layout, as (name, type)."""
+    if schema["kind"] != "composite":
+        return {_ROOTS[schema["kind"]]}
+    return {
+        (_prefix(s["name"]) + name, ctype)
+        for s in schema["sections"]
+        for name, ctype in schema_roots(s["schema"])
+    }
+
+
+def foreign_roots(doc: LoroDoc, schema: dict[str, Any], since: Frontiers) -> list[str]:
+    """Root containers outside the schema's layout that the changes after
+    ``since`` wrote to (directly or through a child container), as
+    ``name (Type)``.  A child container no longer attached to the document
+    has no root; its bytes still count against the document's byte cap."""
+    allowed = schema_roots(schema)
+    found: set[tuple[str, str]] = set()
+    with loro_guard("cannot read the update's changes"):
+        spans = doc.find_id_spans_between(since, doc.oplog_frontiers).forward
+        for peer, (start, end) in spans.inner().items():
+            if end <= start:
+                continue
+            for cid in doc.get_changed_containers_in(ID(peer, start), end - start):
+                path = doc.get_path_to_container(cid)
+                root = path[0][0] if path else cid
+                if not isinstance(root, ContainerID.Root):
+                    continue
+                key = (root.name, str(root.container_type))
+                if key not in allowed:
+                    found.add(key)
+    return sorted(f"{name} ({ctype})" for name, ctype in found)
+
+
+def held_size(doc: LoroDoc, schema: dict[str, Any], rendered: str) -> int:
+    """Characters the document holds: its rendering plus, as JSON, what a
+    peer can write that rendering leaves out and the schema does not bound -
+    the values of map keys no field names, and log entries past
+    ``max_entries`` (the server prunes them; a peer need not)."""
+    return len(rendered) + _unbounded(doc, schema, None)
+
+
+def _unbounded(doc: LoroDoc, schema: dict[str, Any], section: str | None) -> int:
+    kind = schema["kind"]
+    if kind == "composite":
+        return sum(_unbounded(doc, s["schema"], s["name"]) for s in schema["sections"])
+    if kind == "map":
+        named = {f["name"] for f in schema["fields"]}
+        raw = doc.get_map(_prefix(section) + "fields").get_deep_value()
+        extra: Any = {k: v for k, v in raw.items() if k not in named}
+    elif kind == "log":
+        entries = doc.get_list(_prefix(section) + "entries")
+        excess = len(entries) - schema["max_entries"]
+        extra = entries.get_deep_value()[:excess] if excess > 0 else None
+    else:
+        return 0
+    return len(json.dumps(extra, ensure_ascii=False, default=str)) if extra else 0
 
 
 # --- changing a document ----------

@@ -37,7 +37,7 @@ from memory.blocks.permissions import (
     blocks_visible,
 )
 from pattern_site.db.compiled import CompiledQuery
-from pattern_site.db.rows import rows_fetch
+from pattern_site.db.rows import row_field_size, rows_fetch
 
 
 def _parse_id(block_id: object) -> uuid.UUID:
@@ -148,6 +148,12 @@ def block_snapshot_data(*, block_id: Any) -> bytes:
         .first()
     )
     return bytes(data or b"")
+
+
+def block_snapshot_size(*, block_id: Any) -> int:
+    """Bytes of a block's stored snapshot (0 before its first compaction).
+    On every write: a statement built once, not the ORM's."""
+    return row_field_size(BlockSnapshot, key="block", value=block_id, field="data")
 
 
 def block_document_load(*, block: MemoryBlock) -> LoroDoc:

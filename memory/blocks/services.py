@@ -2,12 +2,14 @@
 
 One path changes a block's content, :func:`_block_change`: under the block's
 row lock it loads the document (snapshot + log), applies the change, checks
-the actor's rights (``memory.blocks.permissions``) and the character limit
-on the result, appends one attributed ``BlockUpdate`` and compacts the log
-past the thresholds of ``settings.MEMORY_COMPACT_UPDATES`` /
-``MEMORY_COMPACT_BYTES`` - all in one transaction, so a concurrent change can
-never be lost.  After commit the update is broadcast to the block's room
-(``memory.blocks.sync.broadcast``).
+the actor's rights (``memory.blocks.permissions``), that the change wrote
+only to the containers of the block's schema, the character limit on
+everything the result holds and the byte cap on the whole stored document
+(``settings.MEMORY_BLOCK_MAX_BYTES``, history included), appends one
+attributed ``BlockUpdate`` and compacts the log past the thresholds of
+``settings.MEMORY_COMPACT_UPDATES`` / ``MEMORY_COMPACT_BYTES`` - all in
+one transaction, so a concurrent change can never be lost.  After commit
+the update is broadcast to the block's room (``memory.blocks.sync.broadcast``).
 
 Agents' changes to Partner/Human blocks become approval requests; approving
 one applies it as the agent's change.  Services are keyword-only, typed and
@@ -26,7 +28,7 @@ from django.db import (
     transaction,
 )
 from django.utils import timezone
-from loro import LoroDoc
+from loro import Frontiers, LoroDoc
 
 from coordination.actors import Actor
 from coordination.agents.models import Agent, Constellation
@@ -37,6 +39,7 @@ from coordination.errors import (
     NotFound,
     PermissionDenied,
 )
+from coordination.rights import rights_revoke_send
 from memory.blocks import doc_cache, documents
 from memory.blocks.models import (
     ApprovalStatus,
@@ -65,6 +68,7 @@ from memory.blocks.selectors import (
     block_document_load,
     block_log_pending,
     block_snapshot_data,
+    block_snapshot_size,
     block_version_get,
 )
 from memory.blocks.sync.broadcast import block_broadcast
@@ -116,6 +120,31 @@ def _check_limit(*, block: MemoryBlock, old_size: int, new_size: int) -> None:
         )
 
 
+def _check_layout(*, block: MemoryBlock, doc: LoroDoc, since: Any) -> None:
+    foreign = documents.foreign_roots(doc, block.schema, since)
+    if foreign:
+        allowed = ", ".join(
+            f"{name} ({ctype})"
+            for name, ctype in sorted(documents.schema_roots(block.schema))
+        )
+        raise InvalidInput(
+            f"block {block.label!r} holds only {allowed}; this change writes to "
+            + ", ".join(foreign)
+        )
+
+
+def _check_bytes(*, block: MemoryBlock, added: int) -> None:
+    """The stored document (snapshot, log and this change) within the cap."""
+    cap = settings.MEMORY_BLOCK_MAX_BYTES
+    stored = block_snapshot_size(block_id=block.pk) + block.log_bytes
+    if stored + added > cap:
+        raise LimitExceeded(
+            f"block {block.label!r} stores {stored} bytes with its history; "
+            f"this change adds {added} and a block may store at most {cap}",
+            extra={"block": block.label, "bytes": stored, "max_bytes": cap},
+        )
+
+
 def _summary(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= SUMMARY_MAX else text[: SUMMARY_MAX - 1] + "…"
@@ -156,20 +185,24 @@ def _block_change(
 
     ``change`` mutates the (uncommitted) document and may return entries it
     pruned (log blocks).  ``access`` overrides the actor's right (approved
-    requests were authorised by a human).
+    requests were authorised by a human); otherwise the right is decided on
+    the locked row.
 
     The document comes from the per-process cache (``memory.blocks.doc_cache``)
     when it is at the locked row's version; it goes back into the cache only
     when this transaction commits, so a failed or rolled-back change never
     leaves a changed document behind.
     """
-    if access is None:
-        access = block_access_for_actor(actor=actor, block=block)
-    if access == "read":
-        block_require_access(actor=actor, block=block, needed="append")
     locked = _lock(block)
+    if access is None:
+        # From the locked row, never ``block``: a caller (an open socket)
+        # may hold it from before a permission or a share changed.
+        access = block_access_for_actor(actor=actor, block=locked)
+    if access == "read":
+        block_require_access(actor=actor, block=locked, needed="append")
     doc = _locked_document(locked)
     before = doc.oplog_vv
+    before_frontiers = doc.oplog_frontiers
     needs_old = access == "append" or (
         read_only_binds(actor) and documents.has_read_only(locked.schema)
     )
@@ -182,14 +215,17 @@ def _block_change(
     if doc.oplog_vv.encode() == before.encode():
         _cache_on_commit(locked, doc)
         return BlockChange(block=locked)
+    _check_layout(block=locked, doc=doc, since=before_frontiers)
     new_value = documents.document_value(doc, locked.schema)
     if needs_old:
         block_change_check(
             actor=actor, block=locked, access=access, old=old_value, new=new_value
         )
     rendered = documents.render_value(locked.schema, new_value)
-    _check_limit(block=locked, old_size=locked.size, new_size=len(rendered))
+    held = documents.held_size(doc, locked.schema, rendered)
+    _check_limit(block=locked, old_size=locked.size, new_size=held)
     data = documents.updates_since(doc, before)
+    _check_bytes(block=locked, added=len(data))
     update = _block_record(
         block=locked,
         doc=doc,
@@ -673,8 +709,11 @@ def _label_free(block: MemoryBlock, *, exclude: Any = None) -> None:
 
 def _block_adopt_snapshot(*, block: MemoryBlock, actor: Actor, snapshot: bytes) -> None:
     doc = documents.document_load(snapshot, [])
+    _check_layout(block=block, doc=doc, since=Frontiers())
     rendered = documents.render(doc, block.schema)
-    _check_limit(block=block, old_size=0, new_size=len(rendered))
+    held = documents.held_size(doc, block.schema, rendered)
+    _check_limit(block=block, old_size=0, new_size=held)
+    _check_bytes(block=block, added=len(snapshot))
     update = _block_record(
         block=block,
         doc=doc,
@@ -728,6 +767,9 @@ def block_configure(
     if permission is not None:
         _choice(permission, Permission, "permission")
         block_configure_check(actor=actor, block=block, permission=permission)
+        if permission != block.permission:
+            # Open sockets check their right again (looser: nothing happens).
+            rights_revoke_send(block_id=block.pk)
         block.permission = permission
         fields.append("permission")
     if char_limit is not None:
@@ -758,6 +800,7 @@ def block_delete(*, actor: Actor, block: MemoryBlock) -> None:
         raise PermissionDenied(
             f"deleting block {block.label!r} needs Admin permission on your own block"
         )
+    rights_revoke_send(block_id=block.pk)
     block.delete()
 
 
@@ -804,6 +847,8 @@ def block_share(
     attachment = BlockAttachment.objects.filter(block=block, agent=agent).first()
     if attachment is None:
         attachment = BlockAttachment(block=block, agent=agent, access=access)
+    elif attachment.access != access:
+        rights_revoke_send(agent_id=agent.pk, block_id=block.pk)
     attachment.access = access
     attachment.full_clean(validate_unique=False)
     try:
@@ -818,6 +863,8 @@ def block_unshare(*, actor: Actor, block: MemoryBlock, agent: Agent) -> bool:
     if not block_can_share(actor=actor, block=block):
         raise PermissionDenied(f"you cannot unshare block {block.label!r}")
     deleted, _ = BlockAttachment.objects.filter(block=block, agent=agent).delete()
+    if deleted:
+        rights_revoke_send(agent_id=agent.pk, block_id=block.pk)
     return bool(deleted)
 
 

@@ -113,6 +113,32 @@ def rows_set_in_range(
         cursor.execute(sql, [target.get_db_prep_save(value, conn), key, after, upto])
 
 
+@functools.cache
+def _size_statement(
+    model: type[Model], key: str, field: str, vendor: str
+) -> tuple[str, Field]:
+    meta = model._meta
+    quote = _connection().ops.quote_name
+    key_field, target = meta.get_field(key), meta.get_field(field)
+    sql = (
+        f"SELECT LENGTH({quote(target.column)}) FROM {quote(meta.db_table)} "
+        f"WHERE {quote(key_field.column)} = %s"
+    )
+    return sql, key_field
+
+
+def row_field_size(model: type[Model], *, key: str, value: Any, field: str) -> int:
+    """Bytes in binary ``field`` of the row of ``model`` whose ``key`` is
+    ``value`` (0 without a row); the database reads the length, not the
+    bytes."""
+    conn = _connection()
+    sql, key_field = _size_statement(model, key, field, conn.vendor)
+    with conn.cursor() as cursor:
+        cursor.execute(sql, [key_field.get_db_prep_value(value, conn)])
+        row = cursor.fetchone()
+    return (row[0] or 0) if row else 0
+
+
 def rows_fetch(queryset: Any) -> list[tuple]:
     """A values_list queryset's rows as plain tuples, fetched in one go.
 

@@ -196,6 +196,9 @@ MEMORY_COMPACT_BYTES = env.int("PATTERN_MEMORY_COMPACT_BYTES", default=16 * 1024
 # Block documents kept per process (least recently used go first); 0: none.
 MEMORY_DOCUMENT_CACHE_SIZE = env.int("PATTERN_MEMORY_DOCUMENT_CACHE", default=256)
 MEMORY_DEFAULT_CHAR_LIMIT = env.int("PATTERN_MEMORY_CHAR_LIMIT", default=5000)
+# Bytes a block's stored document (snapshot and log, history included) may
+# reach: the fence behind the char limit, which counts only the content.
+MEMORY_BLOCK_MAX_BYTES = env.int("PATTERN_MEMORY_BLOCK_MAX_BYTES", default=4 * 1024**2)
 # Dotted path of ``callable(agent) -> str | None`` that renders the activity
 # section of an agent's context (empty: no activity section).
 MEMORY_CONTEXT_ACTIVITY_RENDERER = env.str(

@@ -8,6 +8,8 @@ import pytest
 import yaml
 from django.db import connection, connections
 
+from pattern_site import health
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -165,3 +167,33 @@ def test_django_stays_on_the_series_whose_internals_pattern_site_db_uses():
     assert "Django~=5.2.0" in project["dependencies"]
     constraints = (REPO / "constraints.txt").read_text().splitlines()
     assert any(line.startswith("Django==5.2.") for line in constraints)
+
+
+def test_health_is_degraded_not_down_when_only_redis_parts_fail(
+    client, db, monkeypatch
+):
+    def down() -> None:
+        raise ConnectionError("Error 111 connecting to 127.0.0.1:6379")
+
+    monkeypatch.setattr(health, "_broker", down)
+    monkeypatch.setattr(health, "_channel_layer", down)
+    response = client.get("/api/health")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "degraded"
+    assert body["broker"] == {
+        "ok": False,
+        "error": "ConnectionError: Error 111 connecting to 127.0.0.1:6379",
+    }
+    assert set(body["degraded"]) == {"broker", "channel_layer"}
+    assert "backfill" in body["degraded"]["broker"]
+
+
+def test_health_is_unavailable_when_the_database_fails(client, db, monkeypatch):
+    def down() -> None:
+        raise RuntimeError("database is locked")
+
+    monkeypatch.setattr(health, "_database", down)
+    response = client.get("/api/health")
+    assert response.status_code == 503
+    assert response.json()["status"] == "unavailable"

@@ -14,6 +14,20 @@ any change to a block.  Delivery has two legs:
   what arrives to its peers; it skips its own process's messages, which the
   first leg delivered.  An in-memory layer reaches no other process: the
   message is sent only if something else joined the group.
+
+When the layer fails (Redis down), a hub keeps serving its own process's
+rooms and tries the layer every second; once it answers, the hub joins its
+groups again and asks each of its sockets to rejoin (the protocol's
+``RoomError`` ``rejoin_suggested``): a client rejoins with its version and
+gets the updates it missed.  A send that fails is logged in one line; the
+write it follows is committed all the same.
+
+Rights: while a hub has peers, its channel is also in
+``coordination.rights.RIGHTS_GROUP`` (on any layer, the in-memory one
+included, so a revocation reaches this process's sockets the same way as
+other processes').  A revocation holds the matching peers' frames at once
+and asks each peer to check its rights again (``RoomPeer.recheck``); the
+peer reopens (sending what was held) or leaves.
 """
 
 from __future__ import annotations
@@ -28,15 +42,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
 
+from coordination import rights
+from coordination.layer_send import layer_send
 from memory.blocks.sync import protocol as sp
 
 logger = logging.getLogger(__name__)
 
 MESSAGE_TYPE = "block.updates"
-# How long a hub waits before listening again after its channel layer failed.
+# How often a hub tries its channel layer again after it failed.
 RECEIVE_RETRY_SECONDS = 1.0
 
 
@@ -53,12 +68,19 @@ class RoomPeer:
     ``origin`` marks the updates the socket sent itself, which it is not sent
     back; ``send`` writes one frame.  Frames are held until :meth:`open`, so
     nothing reaches the client before the join's answer and backfill.
+
+    ``agent_id`` is the agent the socket joined as (None: a human);
+    ``recheck`` checks the socket's rights again after a revocation, during
+    which its frames are held (``suspended``).
     """
 
     room_id: str
     origin: str
     send: Callable[[bytes], Awaitable[None]]
     held: list[bytes] | None = field(default_factory=list)
+    agent_id: int | None = None
+    recheck: Callable[[], Awaitable[None]] | None = None
+    suspended: bool = False
 
     async def open(self) -> None:
         """Send what was held since the join, then send as updates come."""
@@ -115,10 +137,16 @@ def block_broadcast(
             "process": _process_mark(),
         },
     )
-    if _server_loop() is not None or isinstance(layer, InMemoryChannelLayer):
-        async_to_sync(_awaited)(send)
-    else:
-        _sender_loop().run(send)
+    try:
+        layer_send(layer, send)
+    except Exception as exc:
+        send.close()  # never awaited when the layer failed before the call
+        logger.warning(
+            "block %s: other processes not told of a change (%s: %s)",
+            key,
+            type(exc).__name__,
+            exc,
+        )
 
 
 def _key(block_id: uuid.UUID | str) -> str:
@@ -153,10 +181,11 @@ class _RoomHub:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.rooms: dict[str, set[RoomPeer]] = {}
-        layer = get_channel_layer()
-        self.layer = layer if _reaches_other_processes(layer) else None
+        self.layer = get_channel_layer()
+        self.cross = _reaches_other_processes(self.layer)
         self.channel: str | None = None
         self.listening: set[str] = set()  # blocks whose group self.channel is in
+        self.rights = False  # whether self.channel is in the rights group
         self.membership = asyncio.Lock()
         self.receiver: asyncio.Task[None] | None = None
         self.deliveries: set[asyncio.Task[None]] = set()
@@ -235,24 +264,42 @@ class _RoomHub:
 
     async def _listen(self, key: str) -> None:
         """Be in the block's group exactly while it has peers here (and the
-        layer reaches other processes); receive while in any group."""
+        layer reaches other processes), in the rights group while any block
+        has; receive while in any group."""
         if self.layer is None:
             return
         async with self.membership:
-            wanted = key in self.rooms
-            if wanted == (key in self.listening):
-                return
             if self.channel is None:
                 self.channel = await self.layer.new_channel()
-            if wanted:
-                await self.layer.group_add(block_group(key), self.channel)
+            # The wanted membership first: if the layer fails, _recover
+            # makes it so once the layer is back.
+            changes = []
+            wanted = self.cross and key in self.rooms
+            if wanted and key not in self.listening:
                 self.listening.add(key)
-            else:
-                await self.layer.group_discard(block_group(key), self.channel)
+                changes.append((self.layer.group_add, block_group(key)))
+            elif not wanted and key in self.listening:
                 self.listening.discard(key)
-            if self.listening and self.receiver is None:
+                changes.append((self.layer.group_discard, block_group(key)))
+            if bool(self.rooms) != self.rights:
+                self.rights = bool(self.rooms)
+                change = (
+                    self.layer.group_add if self.rights else self.layer.group_discard
+                )
+                changes.append((change, rights.RIGHTS_GROUP))
+            try:
+                for change, group in changes:
+                    await change(group, self.channel)
+            except Exception as exc:
+                logger.warning(
+                    "the channel layer failed (%s: %s); block room groups are "
+                    "joined when it returns",
+                    type(exc).__name__,
+                    exc,
+                )
+            if (self.listening or self.rights) and self.receiver is None:
                 self.receiver = self.loop.create_task(self._receive())
-            elif not self.listening and self.receiver is not None:
+            elif not (self.listening or self.rights) and self.receiver is not None:
                 self.receiver.cancel()
                 self.receiver = None
 
@@ -263,9 +310,14 @@ class _RoomHub:
                 message = await self.layer.receive(self.channel)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                logger.exception("receiving block updates from other processes")
-                await asyncio.sleep(RECEIVE_RETRY_SECONDS)
+            except Exception as exc:
+                logger.warning(
+                    "the channel layer failed (%s: %s); block rooms here miss "
+                    "other processes' changes until it returns",
+                    type(exc).__name__,
+                    exc,
+                )
+                await self._recover()
                 continue
             if (
                 message.get("type") == MESSAGE_TYPE
@@ -276,47 +328,56 @@ class _RoomHub:
                     list(message["updates"]),
                     message.get("origin"),
                 )
+            elif message.get("type") == rights.MESSAGE_TYPE:
+                self.revoke(message.get("block_id"), message.get("agent_id"))
 
+    async def _recover(self) -> None:
+        """Wait until the layer answers again, rejoin this hub's groups (a
+        restarted Redis forgot them), then make up for what was missed:
+        every peer is asked to rejoin (its client sends its version and gets
+        the updates it lacks) and checks its rights again (a revocation may
+        have been lost)."""
+        assert self.layer is not None and self.channel is not None
+        while True:
+            await asyncio.sleep(RECEIVE_RETRY_SECONDS)
+            try:
+                async with self.membership:
+                    for key in self.listening:
+                        await self.layer.group_add(block_group(key), self.channel)
+                    if self.rights:
+                        await self.layer.group_add(rights.RIGHTS_GROUP, self.channel)
+            except Exception:
+                continue
+            break
+        logger.warning("the channel layer is back; block rooms here resync")
+        for peers in list(self.rooms.values()):
+            for peer in list(peers):
+                frame = sp.encode(
+                    sp.RoomError(
+                        sp.CrdtType.LORO,
+                        peer.room_id,
+                        sp.RoomErrorCode.REJOIN_SUGGESTED,
+                        "changes from other servers may have been missed",
+                    )
+                )
+                if peer.held is not None:
+                    peer.held.append(frame)
+                    continue
+                try:
+                    await peer.send(frame)
+                except Exception:
+                    logger.exception("asking a socket of a block room to rejoin")
+        self.revoke(None, None)
 
-# --- sends from sync code ---------------------------------------------------
-
-
-async def _awaited(awaitable: Awaitable[None]) -> None:
-    await awaitable
-
-
-def _server_loop() -> asyncio.AbstractEventLoop | None:
-    """The event loop of the ASGI server that called into this thread."""
-    if getattr(SyncToAsync.threadlocal, "main_event_loop_pid", None) != os.getpid():
-        return None
-    return getattr(SyncToAsync.threadlocal, "main_event_loop", None)
-
-
-class _SenderLoop:
-    """One daemon thread running an event loop, for sends from sync code."""
-
-    TIMEOUT = 10.0
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(
-            target=self.loop.run_forever, name="block-broadcast", daemon=True
-        )
-        self.thread.start()
-
-    def run(self, awaitable: Awaitable[None]) -> None:
-        future = asyncio.run_coroutine_threadsafe(_awaited(awaitable), self.loop)
-        future.result(timeout=self.TIMEOUT)
-
-
-_sender: tuple[int, _SenderLoop] | None = None
-_sender_lock = threading.Lock()
-
-
-def _sender_loop() -> _SenderLoop:
-    """This process's sender (a forked child starts its own)."""
-    global _sender
-    with _sender_lock:
-        if _sender is None or _sender[0] != os.getpid():
-            _sender = (os.getpid(), _SenderLoop())
-        return _sender[1]
+    def revoke(self, key: str | None, agent_id: int | None) -> None:
+        """Hold the frames of the matching peers now, and have each check
+        its rights again (concurrently: a database call each)."""
+        for room in [key] if key is not None else list(self.rooms):
+            for peer in list(self.rooms.get(room, ())):
+                if peer.recheck is None or agent_id not in (None, peer.agent_id):
+                    continue
+                if peer.held is None:
+                    peer.held, peer.suspended = [], True
+                task = self.loop.create_task(peer.recheck())
+                self.deliveries.add(task)
+                task.add_done_callback(self.deliveries.discard)

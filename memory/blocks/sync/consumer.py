@@ -11,6 +11,18 @@ changes made through the API or the dashboard arrive the same way.  A
 ``%EPH`` room (same id) relays presence - cursors, selections, names,
 colours - between the peers of a block and stores nothing.
 
+Rights hold only while they last: when a service takes one away
+(``coordination.rights``), the block's room hub asks each matching socket to
+check again, with the credentials it joined with.  A socket that lost its
+right to the block gets the protocol's ``RoomError`` (``EVICTED``) for the
+block's rooms and leaves them; one left with read access keeps receiving,
+and its updates are refused with ``permission_denied``.
+
+A frame that is not a message of the protocol closes the socket with
+:data:`CLOSE_PROTOCOL_ERROR` (4002): WebSocket's own 1002 is reserved to the
+websocket layer, and Daphne lets an application close only with 1000 or
+3000-4999 (anything else becomes 1011 after a timeout and a traceback).
+
 Thin: framing is ``memory.blocks.sync.protocol``; decisions are the
 permission module's and the services'.
 """
@@ -21,6 +33,7 @@ import asyncio
 import hashlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +64,11 @@ from memory.blocks.sync.broadcast import RoomPeer, block_room_join, block_room_l
 logger = logging.getLogger(__name__)
 
 EPHEMERAL_TIMEOUT_MS = 30_000
+EPHEMERAL_GROUP_PREFIX = "blockeph."
+# How often a socket's channel is read again while the channel layer fails.
+LAYER_RETRY_SECONDS = 1.0
+# Close code for a frame that is not a protocol message (see module doc).
+CLOSE_PROTOCOL_ERROR = 4002
 # Domain errors of an update, as the protocol's Ack statuses.
 UPDATE_ERROR_STATUS: dict[type[ApplicationError], sp.UpdateStatus] = {
     InvalidInput: sp.UpdateStatus.INVALID_UPDATE,
@@ -63,7 +81,9 @@ UPDATE_ERROR_STATUS: dict[type[ApplicationError], sp.UpdateStatus] = {
 
 def ephemeral_group(block_id: str) -> str:
     """Channel-layer group of a block's presence room (ASCII, < 100 chars)."""
-    return "blockeph." + hashlib.sha256(str(block_id).encode()).hexdigest()[:40]
+    return (
+        EPHEMERAL_GROUP_PREFIX + hashlib.sha256(str(block_id).encode()).hexdigest()[:40]
+    )
 
 
 def update_error_status(error: ApplicationError) -> sp.UpdateStatus:
@@ -99,6 +119,8 @@ class _Room:
     room_id: str
     permission: sp.Permission
     actor: Actor
+    # The join's auth bytes: rights are checked again with them.
+    auth: bytes = b""
     # %LOR only: the block, and this socket as a peer of its room hub.
     block: MemoryBlock | None = None
     peer: RoomPeer | None = None
@@ -134,6 +156,10 @@ def _join_block(
     return actor, block, block_access_for_actor(actor=actor, block=block)
 
 
+def _permission(access: str) -> sp.Permission:
+    return sp.Permission.READ if access == "read" else sp.Permission.WRITE
+
+
 def _backfill(
     *, block: MemoryBlock, client_version: bytes
 ) -> tuple[bytes, bytes] | None:
@@ -155,6 +181,43 @@ def _backfill(
 
 class BlockSyncConsumer(AsyncWebsocketConsumer):
     fragment_timeout = sp.FRAGMENT_TIMEOUT_SECONDS
+
+    # Channels sets this to the channel layer's receive for this socket's
+    # channel and ends the consumer - closing the socket - if it raises.  A
+    # failing layer (Redis down) costs presence, not the socket: wrapped.
+    @property
+    def channel_receive(self) -> Callable[[], Awaitable[dict[str, Any]]]:
+        return self._channel_receive
+
+    @channel_receive.setter
+    def channel_receive(self, receive: Callable[[], Awaitable[Any]]) -> None:
+        async def receive_while_the_layer_fails() -> dict[str, Any]:
+            failing = False  # log an outage once, not every retry
+            while True:
+                try:
+                    return await receive()
+                except Exception as exc:
+                    if not failing:
+                        logger.warning("sync socket: channel layer failed (%s)", exc)
+                    failing = True
+                    await self._presence_groups_rejoin()
+
+        self._channel_receive = receive_while_the_layer_fails
+
+    async def _presence_groups_rejoin(self) -> None:
+        """Wait for the channel layer to answer again and join this socket's
+        presence groups again (a restarted Redis forgot them)."""
+        while True:
+            await asyncio.sleep(LAYER_RETRY_SECONDS)
+            try:
+                for room in list(self.rooms.values()):
+                    if room.group is not None:
+                        await self.channel_layer.group_add(
+                            room.group, self.channel_name
+                        )
+            except Exception:
+                continue
+            return
 
     async def connect(self) -> None:
         self.rooms: dict[tuple[sp.CrdtType, str], _Room] = {}
@@ -197,8 +260,12 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         try:
             message = sp.decode(bytes_data or b"")
         except sp.ProtocolError as exc:
-            logger.info("closing a sync socket after a bad frame: %s", exc)
-            await self.close(code=1002)
+            logger.info(
+                "closing a sync socket (%s) after a bad frame: %s",
+                CLOSE_PROTOCOL_ERROR,
+                exc,
+            )
+            await self.close(code=CLOSE_PROTOCOL_ERROR)
             return
         if len(bytes_data or b"") > sp.MAX_MESSAGE_SIZE:
             if isinstance(message, sp.DocUpdate):
@@ -266,9 +333,22 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         if message.crdt == sp.CrdtType.LORO_EPHEMERAL:
             await self._join_presence(message, actor)
             return
-        permission = sp.Permission.READ if access == "read" else sp.Permission.WRITE
-        peer = RoomPeer(message.room_id, self.channel_name, self._send_frame)
-        room = _Room(message.crdt, message.room_id, permission, actor, block, peer)
+        peer = RoomPeer(
+            message.room_id,
+            self.channel_name,
+            self._send_frame,
+            agent_id=actor.agent.pk if actor.agent is not None else None,
+        )
+        room = _Room(
+            message.crdt,
+            message.room_id,
+            _permission(access),
+            actor,
+            message.auth,
+            block,
+            peer,
+        )
+        peer.recheck = lambda: self._recheck(room)
         # Join the room before computing the backfill, so that an update
         # committed in between is relayed rather than lost (held until the
         # backfill is out).
@@ -285,7 +365,7 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             return
         version, missing = backfill
         await self._send_message(
-            sp.JoinResponseOk(message.crdt, message.room_id, permission, version)
+            sp.JoinResponseOk(message.crdt, message.room_id, room.permission, version)
         )
         await self._send_updates(room, [missing], sp.new_batch_id())
         await peer.open()
@@ -296,16 +376,24 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             message.room_id,
             sp.Permission.WRITE,
             actor,
+            message.auth,
             group=ephemeral_group(message.room_id),
             presence=loro.EphemeralStore(EPHEMERAL_TIMEOUT_MS),
         )
-        await self.channel_layer.group_add(room.group, self.channel_name)
+        try:
+            await self.channel_layer.group_add(room.group, self.channel_name)
+        except Exception as exc:
+            logger.warning("presence unavailable: channel layer failed (%s)", exc)
+            await self._join_error(
+                message, sp.JoinErrorCode.APP_ERROR, "presence is unavailable now"
+            )
+            return
         self.rooms[(message.crdt, message.room_id)] = room
         await self._send_message(
             sp.JoinResponseOk(message.crdt, message.room_id, sp.Permission.WRITE)
         )
         # Ask the peers (in any process) for the presence their clients hold.
-        await self.channel_layer.group_send(
+        await self._presence_send(
             room.group,
             {
                 "type": "presence.hello",
@@ -332,7 +420,53 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             assert room.block is not None
             await block_room_leave(block_id=room.block.id, peer=room.peer)
         if room.group is not None:
-            await self.channel_layer.group_discard(room.group, self.channel_name)
+            try:
+                await self.channel_layer.group_discard(room.group, self.channel_name)
+            except Exception as exc:  # the membership expires by itself
+                logger.warning("presence: channel layer failed (%s)", exc)
+
+    async def _recheck(self, room: _Room) -> None:
+        """Check the room's rights again (a revocation was announced)."""
+        assert room.peer is not None
+        try:
+            actor, block, access = await database_sync_to_async(_join_block)(
+                user=self.scope.get("user"), auth=room.auth, block_id=room.room_id
+            )
+        except ApplicationError as exc:
+            await self._evict(room.room_id, exc.message)
+            return
+        except Exception:
+            # Not known to hold: out of the room, and the client is asked
+            # to join again (a join checks the rights).
+            logger.exception("checking the rights on block %s failed", room.room_id)
+            if self.rooms.get((room.crdt, room.room_id)) is room:
+                await self._leave(room)
+                await self._send_message(
+                    sp.RoomError(
+                        room.crdt,
+                        room.room_id,
+                        sp.RoomErrorCode.REJOIN_SUGGESTED,
+                        "your rights could not be checked; join again",
+                    )
+                )
+            return
+        if self.rooms.get((room.crdt, room.room_id)) is not room:
+            return  # left, or joined again, meanwhile
+        room.actor, room.block, room.permission = actor, block, _permission(access)
+        if room.peer.suspended:
+            room.peer.suspended = False
+            await room.peer.open()
+
+    async def _evict(self, room_id: str, text: str) -> None:
+        """Leave the block's rooms, telling the client why."""
+        for crdt in (sp.CrdtType.LORO, sp.CrdtType.LORO_EPHEMERAL):
+            room = self.rooms.get((crdt, room_id))
+            if room is None:
+                continue
+            await self._leave(room)
+            await self._send_message(
+                sp.RoomError(crdt, room_id, sp.RoomErrorCode.EVICTED, text)
+            )
 
     # --- updates ---------------------------------------------------------------
 
@@ -375,7 +509,7 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
                         room.presence.apply(update)
         except InvalidInput:
             return sp.UpdateStatus.INVALID_UPDATE
-        await self.channel_layer.group_send(
+        relayed = await self._presence_send(
             room.group,
             {
                 "type": "presence.updates",
@@ -384,7 +518,21 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
                 "origin": self.channel_name,
             },
         )
-        return sp.UpdateStatus.OK
+        return sp.UpdateStatus.OK if relayed else sp.UpdateStatus.APP_ERROR
+
+    async def _presence_send(self, to: str, event: dict[str, Any]) -> bool:
+        """Send a presence event to a group (``ephemeral_group``) or one
+        channel; False when the channel layer failed (presence is best
+        effort)."""
+        try:
+            if to.startswith(EPHEMERAL_GROUP_PREFIX):
+                await self.channel_layer.group_send(to, event)
+            else:
+                await self.channel_layer.send(to, event)
+        except Exception as exc:
+            logger.warning("presence not relayed: channel layer failed (%s)", exc)
+            return False
+        return True
 
     async def _send_updates(
         self, room: _Room, updates: list[bytes], batch_id: bytes
@@ -451,7 +599,7 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         room = self.rooms.get((sp.CrdtType.LORO_EPHEMERAL, event["room_id"]))
         if room is None or room.presence is None or not room.presence.keys():
             return
-        await self.channel_layer.send(
+        await self._presence_send(
             event["reply_to"],
             {
                 "type": "presence.updates",

@@ -101,7 +101,7 @@ async def test_message_crosses_two_processes_through_redis(
         f"constellation.{constellation.pk}",
     )
     assert await proc.wait() == 0
-    message = await communicator.receive_json_from(timeout=5)
+    message = await communicator.receive_json_from(timeout=20)
     assert message == {"type": "activity.event", "summary": "from another process"}
     await communicator.disconnect()
 

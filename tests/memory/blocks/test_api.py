@@ -1,8 +1,11 @@
 """The memory tool API: agent tools, block resources, approvals, export/import
 and the context builder, over HTTP with agent tokens and human sessions."""
 
+import base64
+
 import pytest
 from django.test import Client
+from loro import ExportMode, LoroDoc
 
 from coordination.actors import Actor
 from coordination.agents.services import agent_token_issue
@@ -344,3 +347,23 @@ def test_malformed_operations_body_is_rejected(agent_client, make_block):
     )
     assert response.status_code in (400, 422)
     assert block_value(block=block) == "x"
+
+
+def test_import_of_a_snapshot_with_containers_outside_the_schema_is_422(
+    human_client, make_block, agent, other_agent
+):
+    make_block(label="persona", content="I plan things")
+    exported = human_client.get(f"/api/agents/{agent.pk}/memory/export").json()
+    doc = LoroDoc()
+    doc.import_(base64.b64decode(exported["blocks"][0]["loro_snapshot"]))
+    doc.get_text("hidden").insert(0, "h" * 10_000)
+    doc.commit()
+    exported["blocks"][0]["loro_snapshot"] = base64.b64encode(
+        doc.export(ExportMode.Snapshot())
+    ).decode()
+    response = post(
+        human_client, f"/api/agents/{other_agent.pk}/memory/import", exported
+    )
+    assert response.status_code == 422, response.content
+    assert "hidden" in response.json()["detail"]
+    assert not MemoryBlock.objects.filter(owner=other_agent).exists()

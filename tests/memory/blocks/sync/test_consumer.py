@@ -7,14 +7,23 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from coordination.actors import Actor
-from coordination.agents.services import agent_token_issue
+from coordination.agents.services import agent_token_issue, agent_token_revoke
 from memory.blocks.selectors import block_document_load
-from memory.blocks.services import block_create, block_operate
+from memory.blocks.services import (
+    block_configure,
+    block_create,
+    block_operate,
+    block_share,
+    block_unshare,
+)
+from memory.blocks.sync import consumer as consumer_module
 from memory.blocks.sync import protocol as sp
-from memory.blocks.sync.consumer import BlockSyncConsumer
+from memory.blocks.sync.consumer import CLOSE_PROTOCOL_ERROR, BlockSyncConsumer
 from memory.models import BlockUpdate
 from pattern_site.asgi import application
+from tests.conftest import daphne
 from tests.factories import AgentFactory, ConstellationFactory
+from tests.wsclient import WebSocket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 LOR = sp.CrdtType.LORO
@@ -380,7 +389,9 @@ async def test_malformed_frame_closes_the_socket(partner):
     peer = await Peer.open(user=partner)
     await peer.ws.send_to(bytes_data=b"%LOR\x00\x09")
     output = await peer.ws.receive_output(timeout=2)
-    assert output == {"type": "websocket.close", "code": 1002}
+    assert output == {"type": "websocket.close", "code": CLOSE_PROTOCOL_ERROR}
+    # Daphne accepts only 1000 and 3000-4999 from an application.
+    assert 4000 <= CLOSE_PROTOCOL_ERROR <= 4999
 
 
 async def test_leave_stops_the_updates(partner, block):
@@ -485,3 +496,231 @@ async def test_a_dashboard_form_edit_reaches_open_rooms(partner, block):
     relayed = await peer.receive()
     peer.doc.import_batch(list(relayed.updates))
     assert peer.text() == "rewritten in a form"
+
+
+def test_malformed_frame_closes_with_the_application_code_through_daphne(
+    daphne_server,
+):
+    ws_url = daphne_server.replace("http://", "ws://") + "/ws/sync/"
+    ws = WebSocket(ws_url, headers={"Origin": "http://127.0.0.1"})
+    try:
+        assert ws.status == 101
+        ws.send_binary(b"%LOR\x00\x09")
+        assert ws.close_code() == CLOSE_PROTOCOL_ERROR
+    finally:
+        ws.close()
+
+
+async def test_malformed_frame_is_logged_in_one_line(partner, caplog):
+    peer = await Peer.open(user=partner)
+    with caplog.at_level("INFO", logger="memory.blocks.sync.consumer"):
+        await peer.ws.send_to(bytes_data=b"%LOR\x00\x09")
+        await peer.ws.receive_output(timeout=2)
+    (record,) = caplog.records
+    assert record.exc_info is None and "\n" not in record.getMessage()
+
+
+async def test_updates_to_containers_outside_the_schema_are_refused_and_not_stored(
+    partner, block
+):
+    peer = await Peer.open(user=partner, peer_id=41)
+    await peer.join(str(block.pk))
+    stored = await sync_to_async(_stored_updates)(block)
+    for n in range(10):
+        before = peer.doc.oplog_vv
+        peer.doc.get_text(f"x{n}").insert(0, "y" * 300_000)
+        peer.doc.commit()
+        update = peer.doc.export(loro.ExportMode.Updates(from_=before))
+        frames = sp.doc_update_frames(LOR, str(block.pk), [update], b"")
+        header = sp.decode(frames[0])
+        assert isinstance(header, sp.DocUpdateFragmentHeader)
+        for frame in frames:
+            await peer.ws.send_to(bytes_data=frame)
+        ack = await peer.receive()
+        assert ack == sp.Ack(
+            LOR, str(block.pk), header.batch_id, sp.UpdateStatus.INVALID_UPDATE
+        )
+    assert await sync_to_async(_stored_updates)(block) == stored
+    joiner = await Peer.open(user=partner, peer_id=42)
+    await joiner.join(str(block.pk))
+    assert joiner.doc.get_value().keys() == {"content"}
+
+
+# --- rights that change while a socket is open ----------------------------
+
+
+@pytest.fixture
+def shared_block(agent, other_agent):
+    block = _block(agent)
+    block_share(
+        actor=Actor.system(), block=block, agent=other_agent, access="read_write"
+    )
+    return block
+
+
+async def _evicted(peer: Peer, room: str) -> sp.RoomError:
+    message = await peer.receive()
+    assert message == sp.RoomError(LOR, room, sp.RoomErrorCode.EVICTED, message.message)
+    return message
+
+
+async def _guest_and_partner(block, guest_agent, partner) -> tuple[Peer, Peer]:
+    """The block's room joined by ``guest_agent`` (with a token of its own)
+    and by the partner (with the session)."""
+    token = await sync_to_async(agent_token_issue)(agent=guest_agent)
+    guest = await Peer.open(peer_id=51)
+    await guest.join(str(block.pk), token=token.raw)
+    session = await Peer.open(user=partner, peer_id=52)
+    await session.join(str(block.pk))
+    return guest, session
+
+
+async def test_unsharing_evicts_the_agents_open_socket_at_once(
+    partner, other_agent, shared_block
+):
+    room = str(shared_block.pk)
+    guest, owner_side = await _guest_and_partner(shared_block, other_agent, partner)
+
+    await sync_to_async(block_unshare)(
+        actor=Actor.system(), block=shared_block, agent=other_agent
+    )
+
+    await _evicted(guest, room)
+    assert (await owner_side.edit(room, "!")).status == sp.UpdateStatus.OK
+    assert await guest.nothing_more()  # the edit was not relayed to it
+    assert (await guest.edit(room, "?")).status == sp.UpdateStatus.PERMISSION_DENIED
+    assert await sync_to_async(_text)(shared_block) == "hello!"
+
+
+async def test_a_share_downgraded_to_read_refuses_updates_but_still_relays(
+    partner, other_agent, shared_block
+):
+    room = str(shared_block.pk)
+    guest, writer = await _guest_and_partner(shared_block, other_agent, partner)
+
+    await sync_to_async(block_share)(
+        actor=Actor.system(), block=shared_block, agent=other_agent, access="read_only"
+    )
+
+    ack = await guest.edit(room, "?")
+    assert ack.status == sp.UpdateStatus.PERMISSION_DENIED
+    assert (await writer.edit(room, "!")).status == sp.UpdateStatus.OK
+    relayed = await guest.receive()
+    assert isinstance(relayed, sp.DocUpdate)
+    assert await sync_to_async(_text)(shared_block) == "hello!"
+
+
+async def test_a_permission_downgrade_refuses_the_owners_next_update(
+    partner, agent, agent_token, block
+):
+    room = str(block.pk)
+    peer = await Peer.open(peer_id=55)
+    await peer.join(room, token=agent_token.raw)
+    await sync_to_async(block_configure)(
+        actor=Actor.for_user(partner), block=block, permission="read_only"
+    )
+    assert (await peer.edit(room, "?")).status == sp.UpdateStatus.PERMISSION_DENIED
+    assert await sync_to_async(_text)(block) == "hello"
+
+
+async def test_revoking_the_token_evicts_every_socket_joined_with_it(
+    partner, agent, agent_token, block
+):
+    room = str(block.pk)
+    first, second = await Peer.open(peer_id=56), await Peer.open(peer_id=57)
+    await first.join(room, token=agent_token.raw)
+    await second.join(room, token=agent_token.raw)
+    await second.join(room, token=agent_token.raw, crdt=EPH)
+    session = await Peer.open(user=partner, peer_id=58)
+    await session.join(room)
+
+    await sync_to_async(agent_token_revoke)(agent=agent)
+
+    await _evicted(first, room)
+    await _evicted(second, room)
+    presence = await second.receive()
+    assert presence == sp.RoomError(
+        EPH, room, sp.RoomErrorCode.EVICTED, presence.message
+    )
+    assert "revoked" in presence.message
+    # The human's session socket is untouched.
+    assert (await session.edit(room, "!")).status == sp.UpdateStatus.OK
+    assert await first.nothing_more() and await second.nothing_more()
+
+
+@pytest.mark.redis
+def test_a_revoked_token_evicts_its_sockets_in_every_daphne_process(
+    agent, agent_token, redis_url, redis_channel_layer
+):
+    block = _block(agent)
+    room = str(block.pk)
+    join = sp.JoinRequest(LOR, room, agent_token.raw.encode(), b"")
+    with (
+        daphne(PATTERN_REDIS_URL=redis_url) as (url_a, _),
+        daphne(PATTERN_REDIS_URL=redis_url) as (url_b, _),
+    ):
+        sockets = [
+            WebSocket(url, headers={"Origin": "http://127.0.0.1"})
+            for url in (url_a, url_b)
+        ]
+        try:
+            for ws in sockets:
+                ws.send_binary(sp.encode(join))
+                assert isinstance(sp.decode(ws.receive_binary()), sp.JoinResponseOk)
+                assert isinstance(sp.decode(ws.receive_binary()), sp.DocUpdate)
+
+            agent_token_revoke(agent=agent)  # in this process, sent over Redis
+
+            for ws in sockets:
+                evicted = sp.decode(ws.receive_binary())
+                assert isinstance(evicted, sp.RoomError)
+                assert evicted.code == sp.RoomErrorCode.EVICTED
+        finally:
+            for ws in sockets:
+                ws.close()
+
+
+async def test_a_socket_without_origin_or_session_cookie_is_accepted(block):
+    communicator = WebsocketCommunicator(application, "/ws/sync/")
+    connected, _ = await communicator.connect()
+    assert connected
+    await communicator.disconnect()
+
+
+async def test_a_session_cookie_without_origin_is_refused(partner, block):
+    client = Client()
+    await sync_to_async(client.force_login)(partner)
+    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
+    communicator = WebsocketCommunicator(
+        application, "/ws/sync/", headers=[(b"cookie", cookie)]
+    )
+    connected, _ = await communicator.connect()
+    assert not connected
+
+
+async def test_a_cross_site_origin_is_refused(block):
+    communicator = WebsocketCommunicator(
+        application, "/ws/sync/", headers=[(b"origin", b"https://evil.example")]
+    )
+    connected, _ = await communicator.connect()
+    assert not connected
+
+
+async def test_a_recheck_that_fails_asks_the_client_to_join_again(
+    partner, agent, agent_token, block, monkeypatch
+):
+    room = str(block.pk)
+    peer = await Peer.open(peer_id=59)
+    await peer.join(room, token=agent_token.raw)
+
+    def database_gone(**kwargs):
+        raise RuntimeError("database is locked")
+
+    monkeypatch.setattr(consumer_module, "_join_block", database_gone)
+    await sync_to_async(block_configure)(
+        actor=Actor.for_user(partner), block=block, permission="read_only"
+    )
+    message = await peer.receive()
+    assert message == sp.RoomError(
+        LOR, room, sp.RoomErrorCode.REJOIN_SUGGESTED, message.message
+    )

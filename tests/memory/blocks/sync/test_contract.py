@@ -1,12 +1,13 @@
 """The contract the live co-editing consumer builds on: importing remote Loro
 updates, the rights checked on them, compaction and the broadcast."""
 
+import secrets
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from loro import ExportMode, LoroDoc
+from loro import ExportMode, LoroDoc, LoroText
 
 from coordination.actors import Actor
 from coordination.errors import InvalidInput, LimitExceeded, NotFound, PermissionDenied
@@ -305,3 +306,110 @@ def test_failed_broadcast_is_logged_and_the_change_stays(
 
     assert block_value(block=block) == "Hello there"
     assert "channel layer down" in caplog.text
+
+
+def test_import_writing_to_a_root_container_outside_the_schema_stores_nothing(
+    make_block, agent
+):
+    block = make_block(content="hello")
+    stored_before = BlockUpdate.objects.filter(block=block).count()
+    update = remote_edit(block, lambda doc: doc.get_text("x0").insert(0, "a" * 1000))
+
+    with pytest.raises(InvalidInput, match=r"holds only content \(Text\).*x0"):
+        block_update_import(block=block, actor=Actor.for_agent(agent), updates=[update])
+
+    assert BlockUpdate.objects.filter(block=block).count() == stored_before
+    assert "x0" not in block_document_load(block=block).get_value()
+
+
+def test_import_into_a_schema_name_with_another_container_type_is_refused(
+    make_block, agent
+):
+    block = make_block(content="hello")
+    update = remote_edit(block, lambda doc: doc.get_map("content").insert("k", "v"))
+
+    with pytest.raises(InvalidInput, match=r"content \(Map\)"):
+        block_update_import(block=block, actor=Actor.for_agent(agent), updates=[update])
+
+
+def test_import_through_a_child_of_a_foreign_root_is_refused(make_block, agent):
+    block = make_block(content="hello")
+
+    def edit(doc: LoroDoc) -> None:
+        child = doc.get_map("junk").insert_container("deep", LoroText())
+        child.insert(0, "b" * 1000)
+
+    with pytest.raises(InvalidInput, match=r"junk \(Map\)"):
+        block_update_import(
+            block=block,
+            actor=Actor.for_agent(agent),
+            updates=[remote_edit(block, edit)],
+        )
+
+
+def test_a_composite_block_takes_updates_to_its_sections_only(make_block, agent):
+    block = make_block(template="scratchpad", content=None)
+    ok = remote_edit(block, lambda doc: doc.get_text("notes:content").insert(0, "n"))
+    block_update_import(block=block, actor=Actor.for_agent(agent), updates=[ok])
+    assert block_value(block=block)["notes"] == "n"
+    bad = remote_edit(block, lambda doc: doc.get_text("content").insert(0, "x"))
+    with pytest.raises(InvalidInput, match="notes:content"):
+        block_update_import(block=block, actor=Actor.for_agent(agent), updates=[bad])
+
+
+def test_the_char_limit_counts_map_keys_the_schema_does_not_name(make_block, agent):
+    block = make_block(template="human", content=None, char_limit=500)
+    update = remote_edit(
+        block, lambda doc: doc.get_map("fields").insert("x", "c" * 600)
+    )
+
+    with pytest.raises(LimitExceeded):
+        block_update_import(block=block, actor=Actor.for_agent(agent), updates=[update])
+    assert "x" not in block_document_load(block=block).get_map("fields").get_value()
+
+
+# 1: every change is folded into the snapshot, so the bytes counted are the
+# snapshot's; 16: they are the log's.
+@pytest.mark.parametrize("compact_updates", [1, 16])
+def test_the_stored_document_is_capped_in_bytes_history_included(
+    make_block, agent, settings, compact_updates
+):
+    settings.MEMORY_BLOCK_MAX_BYTES = 4000
+    settings.MEMORY_COMPACT_UPDATES = compact_updates
+    block = make_block(content="", char_limit=100_000)
+    actor = Actor.for_agent(agent)
+
+    def write_and_erase(doc: LoroDoc) -> None:
+        text = doc.get_text("content")
+        text.insert(0, secrets.token_hex(1500))  # does not compress
+        text.delete(0, 3000)
+
+    # The content stays empty: only the history grows.
+    block_update_import(
+        block=block, actor=actor, updates=[remote_edit(block, write_and_erase)]
+    )
+    with pytest.raises(LimitExceeded, match="at most 4000"):
+        block_update_import(
+            block=block, actor=actor, updates=[remote_edit(block, write_and_erase)]
+        )
+    block.refresh_from_db()
+    assert block.size == 0
+
+
+def test_the_char_limit_counts_log_entries_past_max_entries(make_block, partner):
+    log = make_block(
+        label="events",
+        schema={"kind": "log", "display_limit": 2, "max_entries": 3},
+        char_limit=500,
+    )
+
+    def flood(doc: LoroDoc) -> None:
+        entries = doc.get_list("entries")
+        for n in range(20):
+            entries.push({"message": f"hidden entry {n} " + "e" * 40})
+
+    with pytest.raises(LimitExceeded):
+        block_update_import(
+            block=log, actor=Actor.for_user(partner), updates=[remote_edit(log, flood)]
+        )
+    assert block_value(block=log) == []

@@ -4,58 +4,40 @@ processes: convergence, scale-out over Redis, durability across kill -9."""
 import json
 import signal
 import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from django.test import Client
 
 from coordination.actors import Actor
 from coordination.agents.services import agent_token_issue
 from memory.blocks.selectors import block_document_load
 from memory.blocks.services import block_create
-from tests.conftest import REPO, free_port, subprocess_env, wait_for_port
+from tests.conftest import REPO, daphne, free_port
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-DAPHNE = [sys.executable, "-m", "daphne", "-b", "127.0.0.1"]
 CLIENTS = Path(__file__).parent / "node" / "coedit_clients.mjs"
 
 
-@contextmanager
-def daphne(port: int = 0, **env: str) -> Iterator[tuple[str, subprocess.Popen]]:
-    """A Daphne process on this test database; yields (ws url, process)."""
-    port = port or free_port()
-    proc = subprocess.Popen(
-        [*DAPHNE, "-p", str(port), "pattern_site.asgi:application"],
-        cwd=REPO,
-        env=subprocess_env(**env),
-    )
-    try:
-        wait_for_port(port, proc=proc)
-        yield f"ws://127.0.0.1:{port}/ws/sync/", proc
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-
-def run_clients(node: str, mode: str, block, token: str, *urls: str, edits=10):
+def drive(node: str, *args: str, timeout: float = 90) -> dict:
+    """Run the node driver; its last line of output, as JSON."""
     result = subprocess.run(
-        [
-            *(node, str(CLIENTS), mode, "--room", str(block.pk), "--token", token),
-            *("--container", "content", "--edits", str(edits), *urls),
-        ],
+        [node, str(CLIENTS), *args],
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=timeout,
     )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def run_clients(node: str, mode: str, block, token: str, *urls: str, edits=10):
+    return drive(
+        node,
+        *(mode, "--room", str(block.pk), "--token", token),
+        *("--container", "content", "--edits", str(edits), *urls),
+    )
 
 
 @pytest.fixture
@@ -158,3 +140,28 @@ def test_edits_made_offline_merge_when_the_client_reconnects(node, text_block, t
     markers = [f"<on{k}>" for k in range(5)] + [f"<off{k}>" for k in range(5)]
     assert all(marker in final for marker in markers)
     assert stored_text(text_block) == final
+
+
+def join_once(node: str, url: str, block, **options: str) -> dict:
+    """One npm client's attempt to connect and join (see the driver)."""
+    flags = [part for name, value in options.items() for part in (f"--{name}", value)]
+    return drive(node, "join", "--room", str(block.pk), *flags, url, timeout=60)
+
+
+def test_an_agent_client_sending_no_origin_joins_with_its_token(
+    node, text_block, token
+):
+    with daphne() as (url, _):
+        out = join_once(node, url, text_block, token=token, origin="none")
+    assert out == {"joined": True, "texts": ["start;"]}
+
+
+def test_a_session_cookie_joins_only_with_a_same_site_origin(node, text_block, partner):
+    browser = Client()
+    browser.force_login(partner)
+    cookie = f"sessionid={browser.cookies['sessionid'].value}"
+    with daphne() as (url, _):
+        without_origin = join_once(node, url, text_block, cookie=cookie, origin="none")
+        same_site = join_once(node, url, text_block, cookie=cookie)
+    assert without_origin["joined"] is False
+    assert same_site == {"joined": True, "texts": ["start;"]}

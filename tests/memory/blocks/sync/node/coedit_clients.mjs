@@ -12,6 +12,12 @@
 //     "down" on stdin waits for the socket to drop, edits offline, prints
 //     {"phase": "offline"}; after "up" waits for the reconnect, the rejoin
 //     and the acks of the offline edits, then prints {"texts": [text]}.
+//   node coedit_clients.mjs join --room ID [--token T] [--cookie C]
+//        [--origin none] [--timeout MS] URL
+//     one client tries to connect and join within MS (default 5000): prints
+//     {"joined": true, "texts": [text]} or {"joined": false, "error": why}.
+//   Every mode: --origin none sends no Origin header (an agent's client);
+//   --cookie sends that Cookie header (a browser session).
 import { createInterface } from "node:readline";
 import { joinedClient, parseArgs, sleep, waitFor } from "../../../../../bench/node/clients.mjs";
 
@@ -20,10 +26,34 @@ const [mode, ...urls] = args._;
 const container = args.container ?? "content";
 const edits = Number(args.edits ?? 10);
 
+const socket = { origin: args.origin !== "none", cookie: args.cookie };
+
+if (mode === "join") {
+  const timeoutMs = Number(args.timeout ?? 5000);
+  try {
+    const c = await Promise.race([
+      joinedClient({ url: urls[0], roomId: args.room, token: args.token, ...socket }),
+      sleep(timeoutMs).then(() => {
+        throw new Error(`not joined within ${timeoutMs} ms`);
+      }),
+    ]);
+    console.log(JSON.stringify({ joined: true, texts: [c.doc.getText(container).toString()] }));
+  } catch (error) {
+    console.log(JSON.stringify({ joined: false, error: String(error.message ?? error) }));
+  }
+  process.exit(0);
+}
+
 const clients = [];
 for (const [i, url] of urls.entries()) {
   clients.push(
-    await joinedClient({ url, roomId: args.room, token: args.token, peerId: 1000 + i }),
+    await joinedClient({
+      url,
+      roomId: args.room,
+      token: args.token,
+      peerId: 1000 + i,
+      ...socket,
+    }),
   );
 }
 const textOf = (c) => c.doc.getText(container).toString();
