@@ -9,6 +9,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection
 
+from activity.summaries.summarizers import summarizer_status
 from memory.embeddings import embedding_status
 from pattern_site.celery import app as celery_app
 
@@ -76,6 +77,7 @@ def health_report() -> tuple[bool, dict[str, Any]]:
             healthy = False
             report[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     report["embeddings"] = _embeddings()
+    report["summarizer"] = summarizer_status()
     report["status"] = "ok" if healthy else "unavailable"
     report["debug"] = settings.DEBUG
     return healthy, report

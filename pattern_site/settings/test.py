@@ -19,3 +19,5 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite_vec"):
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test.sqlite3")}
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# Each event stored as its transaction commits: tests read it back at once.
+ACTIVITY_BATCH_SIZE = 1
