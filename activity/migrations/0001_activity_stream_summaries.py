@@ -6,105 +6,240 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('coordination', '0001_initial'),
+        ("coordination", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ActivityEvent',
+            name="ActivityEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('event_type', models.CharField(choices=[('agent_activated', 'agent activated'), ('agent_deactivated', 'agent deactivated'), ('message_received', 'message received'), ('message_sent', 'message sent'), ('tool_executed', 'tool executed'), ('memory_block_updated', 'memory block updated'), ('file_accessed', 'file accessed'), ('task_assigned', 'task assigned'), ('handoff_initiated', 'handoff initiated'), ('notable', 'notable')], max_length=32)),
-                ('details', models.JSONField(blank=True, default=dict)),
-                ('importance', models.CharField(choices=[('low', 'low'), ('medium', 'medium'), ('high', 'high'), ('critical', 'critical')], default='low', max_length=10)),
-                ('text', models.CharField(max_length=500)),
-                ('created_at', models.DateTimeField(db_index=True)),
-                ('actor_user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('agent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='activity_events', to='coordination.agent')),
-                ('constellation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='activity_events', to='coordination.constellation')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "event_type",
+                    models.CharField(
+                        choices=[
+                            ("agent_activated", "agent activated"),
+                            ("agent_deactivated", "agent deactivated"),
+                            ("message_received", "message received"),
+                            ("message_sent", "message sent"),
+                            ("tool_executed", "tool executed"),
+                            ("memory_block_updated", "memory block updated"),
+                            ("file_accessed", "file accessed"),
+                            ("task_assigned", "task assigned"),
+                            ("handoff_initiated", "handoff initiated"),
+                            ("notable", "notable"),
+                        ],
+                        max_length=32,
+                    ),
+                ),
+                ("details", models.JSONField(blank=True, default=dict)),
+                (
+                    "importance",
+                    models.CharField(
+                        choices=[
+                            ("low", "low"),
+                            ("medium", "medium"),
+                            ("high", "high"),
+                            ("critical", "critical"),
+                        ],
+                        default="low",
+                        max_length=10,
+                    ),
+                ),
+                ("text", models.CharField(max_length=500)),
+                ("created_at", models.DateTimeField(db_index=True)),
+                (
+                    "actor_user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "agent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="activity_events",
+                        to="coordination.agent",
+                    ),
+                ),
+                (
+                    "constellation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="activity_events",
+                        to="coordination.constellation",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='ActivityTerm',
+            name="ActivityTerm",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('constellation_id_value', models.BigIntegerField()),
-                ('term', models.CharField(max_length=40)),
-                ('event', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='terms', to='activity.activityevent')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("constellation_id_value", models.BigIntegerField()),
+                ("term", models.CharField(max_length=40)),
+                (
+                    "event",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="terms",
+                        to="activity.activityevent",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='AgentSummary',
+            name="AgentSummary",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('recent_summary', models.TextField()),
-                ('messages_covered', models.PositiveIntegerField(default=0)),
-                ('covered_until', models.DateTimeField(blank=True, null=True)),
-                ('generated_at', models.DateTimeField()),
-                ('last_active', models.DateTimeField(blank=True, null=True)),
-                ('model', models.CharField(max_length=100)),
-                ('tokens_used', models.PositiveIntegerField(default=0)),
-                ('agent', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='activity_summary', to='coordination.agent')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("recent_summary", models.TextField()),
+                ("messages_covered", models.PositiveIntegerField(default=0)),
+                ("covered_until", models.DateTimeField(blank=True, null=True)),
+                ("generated_at", models.DateTimeField()),
+                ("last_active", models.DateTimeField(blank=True, null=True)),
+                ("model", models.CharField(max_length=100)),
+                ("tokens_used", models.PositiveIntegerField(default=0)),
+                (
+                    "agent",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="activity_summary",
+                        to="coordination.agent",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='ConstellationSummary',
+            name="ConstellationSummary",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('period_start', models.DateTimeField()),
-                ('period_end', models.DateTimeField()),
-                ('summary', models.TextField()),
-                ('key_decisions', models.JSONField(blank=True, default=list)),
-                ('open_threads', models.JSONField(blank=True, default=list)),
-                ('model', models.CharField(max_length=100)),
-                ('tokens_used', models.PositiveIntegerField(default=0)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('constellation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='activity_summaries', to='coordination.constellation')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("period_start", models.DateTimeField()),
+                ("period_end", models.DateTimeField()),
+                ("summary", models.TextField()),
+                ("key_decisions", models.JSONField(blank=True, default=list)),
+                ("open_threads", models.JSONField(blank=True, default=list)),
+                ("model", models.CharField(max_length=100)),
+                ("tokens_used", models.PositiveIntegerField(default=0)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "constellation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="activity_summaries",
+                        to="coordination.constellation",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-period_end', '-id'],
+                "ordering": ["-period_end", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='LLMUsage',
+            name="LLMUsage",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('day', models.DateField()),
-                ('tokens', models.PositiveBigIntegerField(default=0)),
-                ('calls', models.PositiveIntegerField(default=0)),
-                ('constellation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='llm_usage', to='coordination.constellation')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("day", models.DateField()),
+                ("tokens", models.PositiveBigIntegerField(default=0)),
+                ("calls", models.PositiveIntegerField(default=0)),
+                (
+                    "constellation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="llm_usage",
+                        to="coordination.constellation",
+                    ),
+                ),
             ],
         ),
         migrations.AddIndex(
-            model_name='activityevent',
-            index=models.Index(fields=['constellation', 'created_at'], name='activity_const_time'),
+            model_name="activityevent",
+            index=models.Index(
+                fields=["constellation", "created_at"], name="activity_const_time"
+            ),
         ),
         migrations.AddIndex(
-            model_name='activityevent',
-            index=models.Index(fields=['agent', 'created_at'], name='activity_agent_time'),
+            model_name="activityevent",
+            index=models.Index(
+                fields=["agent", "created_at"], name="activity_agent_time"
+            ),
         ),
         migrations.AddIndex(
-            model_name='activityevent',
-            index=models.Index(fields=['constellation', 'event_type', 'created_at'], name='activity_const_type_time'),
+            model_name="activityevent",
+            index=models.Index(
+                fields=["constellation", "event_type", "created_at"],
+                name="activity_const_type_time",
+            ),
         ),
         migrations.AddIndex(
-            model_name='activityterm',
-            index=models.Index(fields=['constellation_id_value', 'term', 'event'], name='activity_term_lookup'),
+            model_name="activityterm",
+            index=models.Index(
+                fields=["constellation_id_value", "term", "event"],
+                name="activity_term_lookup",
+            ),
         ),
         migrations.AddIndex(
-            model_name='constellationsummary',
-            index=models.Index(fields=['constellation', 'period_end'], name='constsummary_period'),
+            model_name="constellationsummary",
+            index=models.Index(
+                fields=["constellation", "period_end"], name="constsummary_period"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='llmusage',
-            constraint=models.UniqueConstraint(fields=('constellation', 'day'), name='llm_usage_one_row_per_day'),
+            model_name="llmusage",
+            constraint=models.UniqueConstraint(
+                fields=("constellation", "day"), name="llm_usage_one_row_per_day"
+            ),
         ),
     ]
