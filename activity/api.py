@@ -5,7 +5,7 @@ from datetime import datetime, timedelta
 
 from django.http import HttpRequest
 from django.utils import timezone
-from ninja import Router
+from ninja import Query, Router, Status
 
 from activity.schemas import ActivityEventOut, CatchUpOut, NotableIn, NotableOut
 from activity.stream.permissions import (
@@ -65,7 +65,7 @@ def search_activity(
     response={201: NotableOut},
     summary="Flag a notable event (feeds Key Decisions at medium and above)",
 )
-def flag_notable(request: HttpRequest, payload: NotableIn) -> tuple[int, dict]:
+def flag_notable(request: HttpRequest, payload: NotableIn) -> Status[dict]:
     actor = request_actor(request)
     constellation = notable_constellation_for_flag(
         actor=actor, constellation_id=payload.constellation_id
@@ -80,7 +80,7 @@ def flag_notable(request: HttpRequest, payload: NotableIn) -> tuple[int, dict]:
         importance=payload.importance,
         agents_involved=agents,
     )
-    return 201, {"recorded": True}
+    return Status(201, {"recorded": True})
 
 
 @router.get(
@@ -89,7 +89,11 @@ def flag_notable(request: HttpRequest, payload: NotableIn) -> tuple[int, dict]:
     summary="The catch-up digest of an agent returning after time away",
 )
 def get_catch_up(
-    request: HttpRequest, agent_id: int | None = None, away_hours: float | None = None
+    request: HttpRequest,
+    agent_id: int | None = None,
+    away_hours: float | None = Query(
+        None, gt=0, le=24 * 366, description="Preview as if away this long"
+    ),
 ) -> dict[str, object]:
     agent = catch_up_agent_for_read(actor=request_actor(request), agent_id=agent_id)
     since = (
