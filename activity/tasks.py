@@ -1,6 +1,19 @@
-"""Background work of activity: each task calls one service."""
+"""Background work of activity: each task calls one service.
+
+``activity_events_store_task`` takes the batch itself rather than ids: the
+events do not exist before it stores them.
+"""
+
+from typing import Any
 
 from celery import shared_task
+
+
+@shared_task(name="activity.activity_events_store", ignore_result=True)
+def activity_events_store_task(rows: list[dict[str, Any]]) -> None:
+    from activity.stream.services import activity_events_store_rows
+
+    activity_events_store_rows(rows=rows)
 
 
 @shared_task(name="activity.agent_summary_refresh", ignore_result=True)

@@ -3,36 +3,36 @@
 ``activity_record`` hands events here from ``transaction.on_commit``, so an
 event exists only for a committed transaction.  With
 ``ACTIVITY_BATCH_SIZE`` above 1, events wait in memory and one daemon
-thread stores them in bulk (every ``ACTIVITY_FLUSH_SECONDS`` or as soon as
-a batch is full), which keeps the insert off the request that caused it.
+thread hands them over in batches (every ``ACTIVITY_FLUSH_SECONDS`` or as
+soon as a batch is full) to the worker, which stores them: the request
+that caused an event pays neither for the insert nor for rendering it.
 A clean exit flushes what is left: ``atexit`` for servers and scripts, and
 the Celery ``worker_process_shutdown`` hook connected in ``apps.py``.
-A batch size of 1 stores each event in the committing thread.
+A batch size of 1 hands each event over in the committing thread.
 """
 
 import atexit
 import logging
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
-
-from activity.stream.models import ActivityEvent
 
 logger = logging.getLogger(__name__)
 
 
 class Recorder:
-    def __init__(self, store: Callable[[list[ActivityEvent]], None]) -> None:
+    def __init__(self, store: Callable[[list[Any]], None]) -> None:
         self._store = store
-        self._pending: list[ActivityEvent] = []
+        self._pending: list[Any] = []
         self._lock = threading.Lock()
         # Serialises stores, so an exit flush waits for a running one.
         self._store_lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def add(self, event: ActivityEvent) -> None:
+    def add(self, event: Any) -> None:
         batch = settings.ACTIVITY_BATCH_SIZE
         if batch <= 1:
             self._store_now([event])
@@ -56,7 +56,7 @@ class Recorder:
         with self._lock:
             return len(self._pending)
 
-    def _store_now(self, events: list[ActivityEvent]) -> None:
+    def _store_now(self, events: list[Any]) -> None:
         with self._store_lock:
             self._store(events)
 
@@ -92,8 +92,8 @@ _recorder: Recorder | None = None
 def recorder() -> Recorder:
     global _recorder
     if _recorder is None:
-        from activity.stream.services import activity_events_store
+        from activity.stream.services import activity_events_enqueue
 
-        _recorder = Recorder(activity_events_store)
+        _recorder = Recorder(activity_events_enqueue)
         atexit.register(_recorder.flush)
     return _recorder

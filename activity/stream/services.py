@@ -10,23 +10,26 @@ dashboard group.  ``activity_recording(enabled=False)`` turns recording
 off for a block of code in this thread (benchmarks, bulk imports).
 """
 
+import functools
 import logging
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from activity.stream.describe import event_line
 from activity.stream.models import ActivityEvent, ActivityTerm, EventType, Importance
 from activity.stream.recorder import recorder
+from activity.tasks import activity_events_store_task
 from coordination.actors import Actor
 from coordination.errors import InvalidInput
 from coordination.models import Agent, Constellation
@@ -45,6 +48,29 @@ def activity_recording(*, enabled: bool) -> Iterator[None]:
         yield
     finally:
         _enabled.reset(token)
+
+
+EVENT_TYPES = frozenset(EventType.values)
+IMPORTANCES = frozenset(Importance.values)
+# Words every event line shares carry no meaning for a search.
+STOP_WORDS = frozenset(
+    ["a", "an", "and", "the", "to", "of", "in", "on", "at", "for", "from", "was"]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingEvent:
+    """What ``activity_record`` keeps until commit: plain values only, so
+    the caller pays for no model instance and no rendering."""
+
+    constellation_id: int
+    agent_id: int | None
+    actor_user_id: int | None
+    who: str
+    event_type: str
+    details: dict[str, Any]
+    importance: str
+    at: datetime
 
 
 def _who(actor: Actor, agent: Agent | None) -> str:
@@ -73,12 +99,12 @@ def activity_record(
     """
     if not settings.ACTIVITY_RECORDING or not _enabled.get():
         return
-    if event_type not in EventType.values:
+    if event_type not in EVENT_TYPES:
         raise InvalidInput(
             f"unknown activity event type {event_type!r}; "
             f"allowed: {', '.join(EventType.values)}"
         )
-    if importance not in Importance.values:
+    if importance not in IMPORTANCES:
         raise InvalidInput(
             f"unknown importance {importance!r}; "
             f"allowed: {', '.join(Importance.values)}"
@@ -89,18 +115,15 @@ def activity_record(
         constellation_id = agent.constellation_id
     if constellation_id is None:
         raise InvalidInput("an activity event needs an agent or a constellation")
-    details = details or {}
-    event = ActivityEvent(
+    event = PendingEvent(
         constellation_id=constellation_id,
-        agent=agent,
-        actor_user=actor.user if actor.kind == "human" else None,
+        agent_id=agent.pk if agent is not None else None,
+        actor_user_id=actor.user.pk if actor.user is not None else None,
+        who=_who(actor, agent),
         event_type=event_type,
-        details=details,
+        details=details or {},
         importance=importance,
-        text=event_line(who=_who(actor, agent), event_type=event_type, details=details)[
-            :500
-        ],
-        created_at=at or timezone.now(),
+        at=at or timezone.now(),
     )
     add = recorder().add
 
@@ -114,33 +137,62 @@ def event_terms(text: str) -> list[str]:
     """The distinct lower-case words of ``text`` the keyword index keeps."""
     seen: dict[str, None] = {}
     for word in TERM_PATTERN.findall(text.lower()):
-        seen.setdefault(word, None)
-        if len(seen) >= MAX_TERMS:
-            break
+        if word not in STOP_WORDS:
+            seen.setdefault(word, None)
+            if len(seen) >= MAX_TERMS:
+                break
     return list(seen)
 
 
-def activity_events_store(events: list[ActivityEvent]) -> None:
-    """Insert ``events`` with their keyword terms; then broadcast them."""
+@functools.cache
+def _term_insert(vendor: str) -> str:
+    meta = ActivityTerm._meta
+    quote = connection.ops.quote_name
+    columns = [meta.get_field(name).column for name in TERM_COLUMNS]
+    return (
+        f"INSERT INTO {quote(meta.db_table)} "
+        f"({', '.join(quote(c) for c in columns)}) "
+        f"VALUES ({', '.join(['%s'] * len(columns))})"
+    )
+
+
+TERM_COLUMNS = ("event", "constellation_id_value", "term")
+
+
+def activity_events_store(pending: list[PendingEvent]) -> list[ActivityEvent]:
+    """Insert ``pending`` events with their keyword terms; then broadcast
+    them.  Terms go in through one prepared statement run for every row:
+    model instances for them would cost more than the inserts."""
+    events = [
+        ActivityEvent(
+            constellation_id=p.constellation_id,
+            agent_id=p.agent_id,
+            actor_user_id=p.actor_user_id,
+            event_type=p.event_type,
+            details=p.details,
+            importance=p.importance,
+            text=event_line(who=p.who, event_type=p.event_type, details=p.details)[
+                :500
+            ],
+            created_at=p.at,
+        )
+        for p in pending
+    ]
     with transaction.atomic():
         ActivityEvent.objects.bulk_create(events)
-        ActivityTerm.objects.bulk_create(
-            [
-                ActivityTerm(
-                    event_id=event.pk,
-                    constellation_id_value=event.constellation_id,
-                    term=term,
-                )
-                for event in events
-                for term in event_terms(event.text)
-            ]
-        )
+        rows = [
+            (event.pk, event.constellation_id, term)
+            for event in events
+            for term in event_terms(event.text)
+        ]
+        with connection.cursor() as cursor:
+            cursor.executemany(_term_insert(connection.vendor), rows)
     _broadcast(events)
+    return events
 
 
 def event_payload(event: ActivityEvent) -> dict[str, Any]:
     return {
-        "type": "activity.event",
         "id": event.pk,
         "event_type": event.event_type,
         "agent_id": event.agent_id,
@@ -151,21 +203,61 @@ def event_payload(event: ActivityEvent) -> dict[str, Any]:
 
 
 def _broadcast(events: list[ActivityEvent]) -> None:
+    """One message per constellation for the whole batch."""
     from coordination.consumers import constellation_group
 
     layer = get_channel_layer()
     if layer is None:
         return
-    try:
-        for event in events:
-            async_to_sync(layer.group_send)(
-                constellation_group(event.constellation_id),
-                {"type": "constellation.event", "event": event_payload(event)},
+    by_constellation: dict[int, list[dict[str, Any]]] = {}
+    for event in events:
+        by_constellation.setdefault(event.constellation_id, []).append(
+            event_payload(event)
+        )
+
+    async def send() -> None:
+        for constellation_id, payloads in by_constellation.items():
+            await layer.group_send(
+                constellation_group(constellation_id),
+                {
+                    "type": "constellation.event",
+                    "event": {"type": "activity.events", "events": payloads},
+                },
             )
+
+    try:
+        async_to_sync(send)()
     except Exception:
         # The events are stored; a dashboard that missed the push shows
         # them on its next load.
         logger.warning("broadcasting activity events failed", exc_info=True)
+
+
+def activity_events_enqueue(pending: list[PendingEvent]) -> None:
+    """Hand a batch to the worker, which stores it (one task per batch)."""
+    activity_events_store_task.delay(
+        [
+            {
+                "constellation_id": p.constellation_id,
+                "agent_id": p.agent_id,
+                "actor_user_id": p.actor_user_id,
+                "who": p.who,
+                "event_type": p.event_type,
+                "details": p.details,
+                "importance": p.importance,
+                "at": p.at.isoformat(),
+            }
+            for p in pending
+        ]
+    )
+
+
+def activity_events_store_rows(*, rows: list[dict[str, Any]]) -> int:
+    """Store a batch as the worker received it; returns how many."""
+    pending = [
+        PendingEvent(**{**row, "at": datetime.fromisoformat(row["at"])}) for row in rows
+    ]
+    return len(activity_events_store(pending))
 
 
 def activity_flush() -> int:

@@ -52,8 +52,9 @@ function connect(attempt = 0) {
     attempt = 0;
   });
   socket.addEventListener("message", (message) => {
-    const event = JSON.parse(message.data);
-    if (event.type === "activity.event" && matches(event)) show(event);
+    const data = JSON.parse(message.data);
+    if (data.type !== "activity.events") return;
+    for (const event of data.events) if (matches(event)) show(event);
   });
   socket.addEventListener("close", () => {
     dot.className = "dot dot-off";

@@ -145,6 +145,6 @@ async def test_live_feed_receives_events_over_the_constellation_websocket(
 
     await sync_to_async(write)()
     event = await communicator.receive_json_from(timeout=5)
-    assert event["type"] == "activity.event"
-    assert event["text"] == "Entropy ran recall"
+    assert event["type"] == "activity.events"
+    assert [e["text"] for e in event["events"]] == ["Entropy ran recall"]
     await communicator.disconnect()
