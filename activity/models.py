@@ -4,6 +4,7 @@ migrations stay in this app."""
 from activity.llm.models import LLMUsage
 from activity.stream.models import (
     ActivityEvent,
+    ActivityHourCount,
     ActivityTerm,
     EventType,
     Importance,
@@ -12,6 +13,7 @@ from activity.summaries.models import AgentSummary, ConstellationSummary
 
 __all__ = [
     "ActivityEvent",
+    "ActivityHourCount",
     "ActivityTerm",
     "AgentSummary",
     "ConstellationSummary",

@@ -26,7 +26,7 @@ from coordination.actors import Actor
 from coordination.errors import ApplicationError
 from coordination.selectors import agent_list_for_actor
 
-FEED_EVENTS = 100
+FEED_EVENTS = 50
 TIMELINE_HOURS = 72
 
 

@@ -228,6 +228,7 @@ def seed_events(constellation, agents, partner, n: int) -> None:
                 agent_id=agent.pk,
                 actor_user_id=partner.pk if human else None,
                 who="partner" if human else agent.name,
+                subject=agent.name,
                 event_type=kind,
                 details=details,
                 importance=rng.choice(["low", "low", "medium", "high"]),

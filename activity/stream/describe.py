@@ -5,6 +5,7 @@ from typing import Any
 from activity.stream.models import EventType
 
 SUMMARY_CHARS = 160
+SYSTEM = "System"
 
 
 def _short(value: Any) -> str:
@@ -19,13 +20,18 @@ def _with(text: str, extra: Any) -> str:
     return f"{text}: {extra}" if extra else text
 
 
-def event_line(*, who: str, event_type: str, details: dict[str, Any]) -> str:
+def event_line(
+    *, who: str, subject: str, event_type: str, details: dict[str, Any]
+) -> str:
+    """``who`` acted; ``subject`` is the agent concerned (``who`` when the
+    agent acted itself)."""
     d = details
+    by = f" by {who}" if who not in (subject, SYSTEM) else ""
     match event_type:
         case EventType.AGENT_ACTIVATED:
-            return _with(f"{who} was activated", d.get("reason"))
+            return _with(f"{subject} was activated{by}", d.get("reason"))
         case EventType.AGENT_DEACTIVATED:
-            return _with(f"{who} was deactivated", d.get("reason"))
+            return _with(f"{subject} was deactivated{by}", d.get("reason"))
         case EventType.MESSAGE_RECEIVED:
             return _with(
                 f"{who} received a message from {d.get('source', 'someone')}",

@@ -7,20 +7,21 @@ Callers pass a constellation already cleared by
 from collections import defaultdict
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Q, QuerySet
-from django.db.models.functions import TruncHour
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 
 from activity.stream.models import (
     IMPORTANCE_RANK,
     ActivityEvent,
+    ActivityHourCount,
     ActivityTerm,
     EventType,
 )
-from activity.stream.services import event_terms
+from activity.stream.services import event_terms, hour_of
 from coordination.errors import InvalidInput
 from coordination.models import Agent, Constellation
 
 MAX_PAGE = 200
+MAX_QUERY_TERMS = 8
 
 
 def _importance_at_least(importance: str) -> list[str]:
@@ -62,21 +63,29 @@ def activity_search(
     *, constellation: Constellation, query: str, limit: int = 20
 ) -> list[ActivityEvent]:
     """Events whose line holds every word of ``query``, newest first."""
-    terms = event_terms(query)
+    terms = event_terms(query)[:MAX_QUERY_TERMS]
     if not terms:
-        raise InvalidInput("the search needs at least one word of 2+ letters")
-    qs = ActivityEvent.objects.filter(constellation=constellation)
-    for term in terms[:8]:
-        qs = qs.filter(
-            pk__in=ActivityTerm.objects.filter(
-                constellation_id_value=constellation.pk, term=term
-            ).values("event_id")
+        raise InvalidInput(
+            "the search needs at least one word of 2+ letters (not only "
+            "words like 'the' or 'to')"
         )
-    return list(
-        qs.select_related("agent", "actor_user").order_by("-id")[
+    postings = ActivityTerm.objects.filter(constellation_id_value=constellation.pk)
+    if len(terms) > 1:
+        # Walk the rarest word's postings, newest first, and look each other
+        # word up in the index: no word's whole posting list is read.
+        terms.sort(key=lambda t: postings.filter(term=t).count())
+    ids = postings.filter(term=terms[0])
+    for term in terms[1:]:
+        ids = ids.filter(
+            Exists(postings.filter(term=term, event_id=OuterRef("event_id")))
+        )
+    wanted = list(
+        ids.order_by("-event_id").values_list("event_id", flat=True)[
             : max(1, min(limit, MAX_PAGE))
         ]
     )
+    events = ActivityEvent.objects.select_related("agent", "actor_user").in_bulk(wanted)
+    return [events[i] for i in wanted if i in events]
 
 
 def recent_activity_for_agent(*, agent: Agent, limit: int) -> list[ActivityEvent]:
@@ -96,15 +105,61 @@ def activity_timeline(
     *, constellation: Constellation, now: datetime, hours: int
 ) -> dict[int | None, dict[datetime, int]]:
     """Events per agent (None: humans and system) per hour, last ``hours``."""
-    since = (now - timedelta(hours=hours)).replace(minute=0, second=0, microsecond=0)
+    since = hour_of(now - timedelta(hours=hours))
     rows = (
-        ActivityEvent.objects.filter(constellation=constellation, created_at__gte=since)
-        .annotate(hour=TruncHour("created_at"))
-        .values("agent_id", "hour")
-        .annotate(n=Count("id"))
+        ActivityHourCount.objects.filter(constellation=constellation, hour__gte=since)
+        .values_list("agent_key", "user_key", "hour")
+        .annotate(total=Sum("n"))
         .order_by()
     )
     counts: dict[int | None, dict[datetime, int]] = defaultdict(dict)
-    for row in rows:
-        counts[row["agent_id"]][row["hour"]] = row["n"]
+    for agent_key, user_key, hour, n in rows:
+        row = counts[agent_key if agent_key and not user_key else None]
+        row[hour] = row.get(hour, 0) + n
     return counts
+
+
+def activity_counts(
+    *, constellation_id: int, since: datetime, until: datetime
+) -> list[tuple[int | None, int | None, str, int]]:
+    """(agent id, user id, event type, count) of the events in
+    [``since``, ``until``): whole hours from the hourly counts, the partial
+    hours at either end from the events themselves."""
+    first_full = hour_of(since) + (
+        timedelta(hours=1) if since != hour_of(since) else timedelta(0)
+    )
+    last_full = hour_of(until)
+    if first_full >= last_full:
+        return _event_counts(constellation_id, since, until)
+    rows = _event_counts(constellation_id, since, first_full) + _event_counts(
+        constellation_id, last_full, until
+    )
+    hourly = (
+        ActivityHourCount.objects.filter(
+            constellation_id=constellation_id,
+            hour__gte=first_full,
+            hour__lt=last_full,
+        )
+        .values_list("agent_key", "user_key", "event_type")
+        .annotate(total=Sum("n"))
+        .order_by()
+    )
+    rows += [(a or None, u or None, t, n) for a, u, t, n in hourly]
+    return rows
+
+
+def _event_counts(
+    constellation_id: int, since: datetime, until: datetime
+) -> list[tuple[int | None, int | None, str, int]]:
+    if since >= until:
+        return []
+    return list(
+        ActivityEvent.objects.filter(
+            constellation_id=constellation_id,
+            created_at__gte=since,
+            created_at__lt=until,
+        )
+        .values_list("agent_id", "actor_user_id", "event_type")
+        .annotate(n=Count("id"))
+        .order_by()
+    )

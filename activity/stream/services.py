@@ -13,10 +13,11 @@ off for a block of code in this thread (benchmarks, bulk imports).
 import functools
 import logging
 import re
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -26,8 +27,14 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from activity.stream.describe import event_line
-from activity.stream.models import ActivityEvent, ActivityTerm, EventType, Importance
+from activity.stream.describe import SYSTEM, event_line
+from activity.stream.models import (
+    ActivityEvent,
+    ActivityHourCount,
+    ActivityTerm,
+    EventType,
+    Importance,
+)
 from activity.stream.recorder import recorder
 from activity.tasks import activity_events_store_task
 from coordination.actors import Actor
@@ -67,18 +74,15 @@ class PendingEvent:
     agent_id: int | None
     actor_user_id: int | None
     who: str
+    subject: str
     event_type: str
     details: dict[str, Any]
     importance: str
     at: datetime
 
 
-def _who(actor: Actor, agent: Agent | None) -> str:
-    if actor.kind == "human":
-        return actor.display_name
-    if agent is not None:
-        return agent.name
-    return "System"
+def _who(actor: Actor) -> str:
+    return SYSTEM if actor.kind == "system" else actor.display_name
 
 
 def activity_record(
@@ -115,11 +119,16 @@ def activity_record(
         constellation_id = agent.constellation_id
     if constellation_id is None:
         raise InvalidInput("an activity event needs an agent or a constellation")
+    who = _who(actor)
+    if actor.kind == "system" and agent is not None:
+        # A system event has no agent; the one it concerns is named in it.
+        details = {**(details or {}), "agent_id": agent.pk}
     event = PendingEvent(
         constellation_id=constellation_id,
-        agent_id=agent.pk if agent is not None else None,
+        agent_id=agent.pk if agent is not None and actor.kind != "system" else None,
         actor_user_id=actor.user.pk if actor.user is not None else None,
-        who=_who(actor, agent),
+        who=who,
+        subject=agent.name if agent is not None else who,
         event_type=event_type,
         details=details or {},
         importance=importance,
@@ -157,6 +166,44 @@ def _term_insert(vendor: str) -> str:
 
 
 TERM_COLUMNS = ("event", "constellation_id_value", "term")
+COUNT_KEY = ("constellation", "hour", "agent_key", "user_key", "event_type")
+
+
+@functools.cache
+def _count_upsert(vendor: str) -> str:
+    """Add to an hour's count, creating it (SQLite and PostgreSQL alike)."""
+    meta = ActivityHourCount._meta
+    quote = connection.ops.quote_name
+    key = [quote(meta.get_field(name).column) for name in COUNT_KEY]
+    n = quote(meta.get_field("n").column)
+    table = quote(meta.db_table)
+    return (
+        f"INSERT INTO {table} ({', '.join(key)}, {n}) "
+        f"VALUES ({', '.join(['%s'] * (len(key) + 1))}) "
+        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {n} = {table}.{n} + excluded.{n}"
+    )
+
+
+def hour_of(moment: datetime) -> datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)
+
+
+def _hour_counts(events: list[ActivityEvent]) -> list[tuple[Any, ...]]:
+    counts: Counter[tuple[Any, ...]] = Counter(
+        (
+            e.constellation_id,
+            hour_of(e.created_at),
+            e.agent_id or 0,
+            e.actor_user_id or 0,
+            e.event_type,
+        )
+        for e in events
+    )
+    field = ActivityHourCount._meta.get_field("hour")
+    return [
+        (c, field.get_db_prep_value(h, connection), a, u, t, n)
+        for (c, h, a, u, t), n in counts.items()
+    ]
 
 
 def activity_events_store(pending: list[PendingEvent]) -> list[ActivityEvent]:
@@ -171,9 +218,9 @@ def activity_events_store(pending: list[PendingEvent]) -> list[ActivityEvent]:
             event_type=p.event_type,
             details=p.details,
             importance=p.importance,
-            text=event_line(who=p.who, event_type=p.event_type, details=p.details)[
-                :500
-            ],
+            text=event_line(
+                who=p.who, subject=p.subject, event_type=p.event_type, details=p.details
+            )[:500],
             created_at=p.at,
         )
         for p in pending
@@ -187,6 +234,7 @@ def activity_events_store(pending: list[PendingEvent]) -> list[ActivityEvent]:
         ]
         with connection.cursor() as cursor:
             cursor.executemany(_term_insert(connection.vendor), rows)
+            cursor.executemany(_count_upsert(connection.vendor), _hour_counts(events))
     _broadcast(events)
     return events
 
@@ -236,19 +284,7 @@ def _broadcast(events: list[ActivityEvent]) -> None:
 def activity_events_enqueue(pending: list[PendingEvent]) -> None:
     """Hand a batch to the worker, which stores it (one task per batch)."""
     activity_events_store_task.delay(
-        [
-            {
-                "constellation_id": p.constellation_id,
-                "agent_id": p.agent_id,
-                "actor_user_id": p.actor_user_id,
-                "who": p.who,
-                "event_type": p.event_type,
-                "details": p.details,
-                "importance": p.importance,
-                "at": p.at.isoformat(),
-            }
-            for p in pending
-        ]
+        [{**asdict(p), "at": p.at.isoformat()} for p in pending]
     )
 
 

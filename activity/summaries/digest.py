@@ -18,12 +18,12 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db.models import Count
 from django.utils import timezone
 
 from activity.llm.client import estimate_tokens
 from activity.stream.humanize import ago, ago_at
 from activity.stream.models import ActivityEvent, EventType, Importance
+from activity.stream.selectors import activity_counts
 from activity.summaries.models import AgentSummary, ConstellationSummary
 from coordination.models import Agent
 
@@ -73,15 +73,8 @@ def _counted(n: int, kind: str) -> str:
 
 
 def _whats_happened(agent: Agent, since: datetime, now: datetime) -> list[str]:
-    rows = (
-        ActivityEvent.objects.filter(
-            constellation_id=agent.constellation_id,
-            created_at__gte=since,
-            created_at__lt=now,
-        )
-        .values_list("agent_id", "actor_user_id", "event_type")
-        .annotate(n=Count("id"))
-        .order_by()
+    rows = activity_counts(
+        constellation_id=agent.constellation_id, since=since, until=now
     )
     by_kind: Counter[str] = Counter()
     by_agent: dict[int, Counter[str]] = defaultdict(Counter)
@@ -122,7 +115,8 @@ def _key_decisions(agent: Agent, since: datetime) -> list[str]:
         importance__in=DECISION_IMPORTANCE,
         created_at__gte=since,
     ).order_by("-created_at")[:MAX_DECISIONS]
-    return [f"- {e.details.get('description', e.text)}" for e in notables]
+    descriptions = (e.details.get("description", e.text) for e in notables)
+    return [f"- {d}" for d in dict.fromkeys(descriptions)]
 
 
 def _open_threads(agent: Agent, since: datetime) -> list[str]:

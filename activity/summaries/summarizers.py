@@ -112,12 +112,17 @@ class ExtractiveSummarizer:
         previous: str,
         messages: Sequence[SummaryMessage],
     ) -> Draft:
-        pieces = [
-            (m.speaker, sentence)
-            for m in messages
-            for sentence in _sentences(m.text)
-            if len(sentence) >= 12
-        ] or [(m.speaker, m.text) for m in messages]
+        pieces = list(
+            dict.fromkeys(
+                [
+                    (m.speaker, sentence)
+                    for m in messages
+                    for sentence in _sentences(m.text)
+                    if len(sentence) >= 12
+                ]
+                or [(m.speaker, m.text) for m in messages]
+            )
+        )
         picked, kind = central([p[1] for p in pieces], AGENT_SENTENCES, self.embed)
         text = " ".join(f"{pieces[i][0]}: {pieces[i][1]}" for i in picked)
         return Draft(summary=text, model=EXTRACTIVE_PREFIX + kind)
@@ -131,13 +136,14 @@ class ExtractiveSummarizer:
         notables: list[str],
         agent_summaries: list[str],
     ) -> Draft:
-        texts = events + agent_summaries
+        # Repeated lines would be the most central and say the same thing.
+        texts = list(dict.fromkeys(events + agent_summaries))
         picked, kind = central(texts, CONSTELLATION_SENTENCES, self.embed)
-        threads = [t for t in events if t.rstrip().endswith("?")][-MAX_ITEMS:]
+        threads = [t for t in texts if t.rstrip().endswith("?")][-MAX_ITEMS:]
         return Draft(
             summary=" ".join(texts[i].rstrip(".") + "." for i in picked),
             model=EXTRACTIVE_PREFIX + kind,
-            key_decisions=notables[:MAX_ITEMS],
+            key_decisions=list(dict.fromkeys(notables))[:MAX_ITEMS],
             open_threads=threads,
         )
 

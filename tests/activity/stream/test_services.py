@@ -32,11 +32,12 @@ def test_agent_create_records_one_activation(
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True):
         agent, _ = agent_create(constellation=constellation, name="Momentum")
-    activated = ActivityEvent.objects.filter(
-        agent=agent, event_type=EventType.AGENT_ACTIVATED
-    )
+    activated = ActivityEvent.objects.filter(event_type=EventType.AGENT_ACTIVATED)
     assert activated.count() == 1
-    assert activated.get().text == "Momentum was activated: created"
+    event = activated.get()
+    assert event.text == "Momentum was activated: created"
+    assert event.agent is None  # the system acted
+    assert event.details["agent_id"] == agent.pk
 
 
 def test_token_rotation_records_one_event_per_call(
@@ -48,11 +49,12 @@ def test_token_rotation_records_one_event_per_call(
         agent_token_revoke(agent=agent)
         agent_token_revoke(agent=agent)  # nothing left to revoke: no event
     texts = list(
-        ActivityEvent.objects.filter(agent=agent)
+        ActivityEvent.objects.filter(details__agent_id=agent.pk)
         .order_by("id")
         .values_list("text", flat=True)
     )
     assert len(texts) == 3
+    assert texts[0].startswith("System flagged: new API token pat_")
     assert "issued to Entropy" in texts[0] and "earlier revoked" not in texts[0]
     assert "1 earlier revoked" in texts[1]
     assert texts[2].endswith("1 API token(s) of Entropy revoked")
@@ -67,7 +69,7 @@ def test_human_deactivating_an_agent_is_recorded_as_that_human(
     event = ActivityEvent.objects.get(agent=agent)
     assert event.event_type == EventType.AGENT_DEACTIVATED
     assert event.actor_user == partner
-    assert event.text == "partner was deactivated"
+    assert event.text == "Entropy was deactivated by partner"
 
 
 def test_rolled_back_transaction_records_nothing(

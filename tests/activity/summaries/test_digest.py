@@ -171,3 +171,20 @@ def test_budget_grows_with_time_away() -> None:
     budgets = [catch_up_budget(timedelta(hours=h)) for h in (1, 6, 24, 72, 168, 1000)]
     assert budgets == sorted(budgets)
     assert budgets[0] == 300 and budgets[-2] == budgets[-1] == 1500
+
+
+def test_a_decision_flagged_twice_is_listed_once(
+    agent: Any, flux: Any, record: Any, now: datetime
+) -> None:
+    _set_last_active(agent, now - timedelta(hours=5))
+    for hours in (1, 2):
+        record(
+            actor=Actor.for_agent(flux),
+            event_type=EventType.NOTABLE,
+            importance=Importance.MEDIUM,
+            details={"description": "Tone review for Flux's post"},
+            ago=timedelta(hours=hours),
+        )
+    catch_up = catch_up_build(agent=agent, now=now)
+    assert catch_up is not None
+    assert catch_up.text.count("- Tone review for Flux's post") == 1
