@@ -10,7 +10,7 @@ from celery import shared_task
 
 
 @shared_task(name="activity.activity_events_store", ignore_result=True)
-def activity_events_store_task(rows: list[dict[str, Any]]) -> None:
+def activity_events_store_task(rows: list[list[Any]]) -> None:
     from activity.stream.services import activity_events_store_rows
 
     activity_events_store_rows(rows=rows)

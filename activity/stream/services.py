@@ -17,9 +17,8 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -65,10 +64,10 @@ STOP_WORDS = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class PendingEvent:
+class PendingEvent(NamedTuple):
     """What ``activity_record`` keeps until commit: plain values only, so
-    the caller pays for no model instance and no rendering."""
+    the caller pays for no model instance and no rendering (and a tuple is
+    the cheapest thing to build and to send to the worker)."""
 
     constellation_id: int
     agent_id: int | None
@@ -283,15 +282,14 @@ def _broadcast(events: list[ActivityEvent]) -> None:
 
 def activity_events_enqueue(pending: list[PendingEvent]) -> None:
     """Hand a batch to the worker, which stores it (one task per batch)."""
-    activity_events_store_task.delay(
-        [{**asdict(p), "at": p.at.isoformat()} for p in pending]
-    )
+    activity_events_store_task.delay([[*p[:-1], p.at.isoformat()] for p in pending])
 
 
-def activity_events_store_rows(*, rows: list[dict[str, Any]]) -> int:
-    """Store a batch as the worker received it; returns how many."""
+def activity_events_store_rows(*, rows: list[list[Any]]) -> int:
+    """Store a batch as the worker received it (``PendingEvent`` fields in
+    order, the time in ISO 8601); returns how many."""
     pending = [
-        PendingEvent(**{**row, "at": datetime.fromisoformat(row["at"])}) for row in rows
+        PendingEvent(*row[:-1], at=datetime.fromisoformat(row[-1])) for row in rows
     ]
     return len(activity_events_store(pending))
 
