@@ -96,11 +96,8 @@ class ChatClient:
             raise LLMUnavailable(f"the LLM did not answer in time: {exc}") from exc
         except openai.APIError as exc:
             raise LLMUnavailable(f"the LLM call failed: {exc}") from exc
-        text = (
-            (response.choices[0].message.content or "").strip()
-            if (response.choices)
-            else ""
-        )
+        choice = response.choices[0] if response.choices else None
+        text = (choice.message.content or "").strip() if choice else ""
         usage = response.usage
         tokens = usage.total_tokens if usage is not None else estimate
         llm_usage_add(constellation_id=constellation_id, tokens=tokens)

@@ -141,13 +141,12 @@ def test_a_slow_llm_times_out(agent: Any, llm: FakeLLM, settings: Any) -> None:
     llm.answer(completion("too late"), delay=1.5)
     client = chat_client()
     assert client is not None
-    started = time.monotonic()
     with pytest.raises(LLMUnavailable, match="did not answer in time"):
         client.complete(
             constellation_id=agent.constellation_id,
             messages=[{"role": "user", "content": "hello"}],
         )
-    assert time.monotonic() - started < 1.5
+    assert len(llm.requests) == 1  # no retry configured
 
 
 def test_failing_llm_falls_back_to_an_extractive_summary(
