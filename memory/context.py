@@ -2,9 +2,9 @@
 
 Order: base instructions, core blocks (and log blocks, always in context),
 working blocks (pinned, or referenced by the request's batch block ids), the
-activity section (from ``settings.MEMORY_CONTEXT_ACTIVITY_RENDERER``, a
-dotted path to ``callable(agent) -> str | None``), then tool execution
-rules.  Each block renders as::
+sections other capabilities register (``context_section_register``: unread
+handoffs, open files), the catch-up digest when the agent has been away,
+``<recent_activity>``, then tool execution rules.  Each block renders as::
 
     <block:label permission="ReadWrite" shared_from="Archive">
     description (when enabled)
@@ -27,9 +27,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from django.conf import settings
-from django.utils.module_loading import import_string
-
+from activity.stream.context import recent_activity_render
+from activity.summaries.digest import catch_up_render
 from coordination.actors import Actor
 from coordination.agents.models import Agent
 from coordination.errors import InvalidInput
@@ -162,15 +161,6 @@ def default_instructions(agent: Agent) -> str:
     return text
 
 
-def activity_section(agent: Agent) -> str:
-    """The activity hook: whatever the configured renderer returns."""
-    path = settings.MEMORY_CONTEXT_ACTIVITY_RENDERER
-    if not path:
-        return ""
-    renderer: Callable[[Agent], str | None] = import_string(path)
-    return renderer(agent) or ""
-
-
 @dataclass(frozen=True)
 class ContextSection:
     """A section another capability adds to every built context, after the
@@ -248,7 +238,8 @@ def context_build(
             Section(extra.name, extra.render(agent), 0)
             for extra in sorted(_SECTIONS.values(), key=lambda x: (x.order, x.name))
         ),
-        Section("activity", activity_section(agent), 0),
+        Section("catch_up", catch_up_render(agent), 0),
+        Section("activity", recent_activity_render(agent), 0),
         Section("tool_rules", render_tool_rules(tool_rules), 0),
     ]
     for section in sections:

@@ -18,6 +18,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection
 
+from activity.summaries.summarizers import summarizer_status
 from memory.search.embedder import embedding_status
 from pattern_site.celery import app as celery_app
 from pattern_site.heartbeat import STALE_AFTER_SECONDS, worker_heartbeat_at
@@ -131,6 +132,7 @@ def health_report() -> tuple[bool, dict[str, Any]]:
     except Exception as exc:
         report["worker"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     report["embeddings"] = _embeddings()
+    report["summarizer"] = summarizer_status()
     serving = "database" not in failed
     if not report["worker"]["ok"]:
         failed.append("worker")

@@ -12,4 +12,5 @@ urlpatterns = [
     path("", include("coordination.urls")),
     path("", include("coordination.work.urls")),
     path("memory/", include("memory.urls")),
+    path("activity/", include("activity.urls")),
 ]

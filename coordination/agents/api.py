@@ -51,5 +51,6 @@ def get_agent(request: HttpRequest, agent_id: int) -> object:
 
 @router.patch("/agents/{agent_id}", response=AgentOut)
 def update_agent(request: HttpRequest, agent_id: int, payload: AgentUpdateIn) -> object:
-    agent = agent_get_for_change(actor=request_actor(request), agent_id=agent_id)
-    return agent_update(agent=agent, **payload.dict(exclude_unset=True))
+    actor = request_actor(request)
+    agent = agent_get_for_change(actor=actor, agent_id=agent_id)
+    return agent_update(agent=agent, actor=actor, **payload.dict(exclude_unset=True))

@@ -19,8 +19,10 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from coordination.actors import Actor
 from coordination.agents.models import Agent, AgentToken, Constellation
 from coordination.agents.tasks import agent_touch_task
+from coordination.events import EventType, event_record
 from coordination.errors import AuthenticationFailed, Conflict
 from coordination.rights import rights_revoke_send
 from pattern_site.db.compiled import CompiledQuery
@@ -89,30 +91,59 @@ def agent_create(
     )
     agent.full_clean()
     agent.save()
+    event_record(
+        actor=Actor.system(),
+        agent=agent,
+        event_type=EventType.AGENT_ACTIVATED,
+        details={"reason": "created"},
+    )
     return agent, agent_token_issue(agent=agent)
 
 
 @transaction.atomic
 def agent_token_issue(*, agent: Agent) -> IssuedToken:
     """Make a new token for ``agent`` and revoke its earlier ones."""
-    agent_token_revoke(agent=agent)
+    revoked = _tokens_revoke(agent=agent)
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = AgentToken(agent=agent, key_hash=token_hash(raw), prefix=raw[:12])
     token.full_clean()
     token.save()
+    event_record(
+        actor=Actor.system(),
+        agent=agent,
+        event_type=EventType.NOTABLE,
+        details={
+            "description": f"new API token {token.prefix}… issued to {agent.name}"
+            + (f", {revoked} earlier revoked" if revoked else ""),
+            "token_prefix": token.prefix,
+            "revoked": revoked,
+        },
+    )
     return IssuedToken(token=token, raw=raw)
 
 
-@transaction.atomic
+def _tokens_revoke(*, agent: Agent) -> int:
+    return AgentToken.objects.filter(agent=agent, revoked_at__isnull=True).update(
+        revoked_at=timezone.now()
+    )
+
+
 @transaction.atomic
 def agent_token_revoke(*, agent: Agent) -> int:
     """Revoke every active token of ``agent``; returns how many.  The
     agent's open sockets lose what they joined with a token at once."""
-    revoked = AgentToken.objects.filter(agent=agent, revoked_at__isnull=True).update(
-        revoked_at=timezone.now()
-    )
+    revoked = _tokens_revoke(agent=agent)
     if revoked:
         rights_revoke_send(agent_id=agent.pk)
+        event_record(
+            actor=Actor.system(),
+            agent=agent,
+            event_type=EventType.NOTABLE,
+            details={
+                "description": f"{revoked} API token(s) of {agent.name} revoked",
+                "revoked": revoked,
+            },
+        )
     return revoked
 
 
@@ -251,6 +282,7 @@ def agent_update(
     description: str | None = None,
     model_name: str | None = None,
     is_active: bool | None = None,
+    actor: Actor | None = None,
 ) -> Agent:
     changes = {
         "role": role,
@@ -259,8 +291,19 @@ def agent_update(
         "is_active": is_active,
     }
     fields = [name for name, value in changes.items() if value is not None]
+    was_active = agent.is_active
     for name in fields:
         setattr(agent, name, changes[name])
     agent.full_clean()
     agent.save(update_fields=fields)
+    if agent.is_active != was_active:
+        event_record(
+            actor=actor or Actor.system(),
+            agent=agent,
+            event_type=(
+                EventType.AGENT_ACTIVATED
+                if agent.is_active
+                else EventType.AGENT_DEACTIVATED
+            ),
+        )
     return agent

@@ -18,6 +18,7 @@ atomic.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +40,7 @@ from coordination.errors import (
     NotFound,
     PermissionDenied,
 )
+from coordination.events import EventType, event_record
 from coordination.rights import rights_revoke_send
 from memory.blocks import doc_cache, documents
 from memory.blocks.models import (
@@ -180,6 +182,7 @@ def _block_change(
     change: Callable[[LoroDoc], list[Any] | None],
     access: str | None = None,
     origin: str | None = None,
+    change_type: str = "edit",
 ) -> BlockChange:
     """Apply ``change`` to the block's document as ``actor``; see module doc.
 
@@ -241,6 +244,7 @@ def _block_change(
         block_broadcast(block_id=block_id, updates=[data], origin=origin)
 
     transaction.on_commit(broadcast, robust=True)
+    _block_event(actor=actor, block=locked, change_type=change_type, summary=summary)
     if pruned:
         log_entries_pruned(block=locked, entries=pruned)
     block.__dict__.update(
@@ -258,6 +262,38 @@ def _block_change(
         }
     )
     return BlockChange(block=locked, update=update, data=data, pruned=pruned)
+
+
+# Live co-editing sends an update per keystroke or so: one event per block
+# and person per this many seconds says as much to the activity stream.
+CO_EDIT_EVENT_SECONDS = 60.0
+_co_edit_recorded: dict[tuple[Any, str], float] = {}
+
+
+def _block_event(
+    *, actor: Actor, block: MemoryBlock, change_type: str, summary: str
+) -> None:
+    """Record a change of ``block`` in the activity stream (after commit)."""
+    if change_type == "co-edit":
+        key, now = (block.pk, actor.ref), time.monotonic()
+        if now - _co_edit_recorded.get(key, -CO_EDIT_EVENT_SECONDS) < (
+            CO_EDIT_EVENT_SECONDS
+        ):
+            return
+        if len(_co_edit_recorded) > 10_000:
+            _co_edit_recorded.clear()
+        _co_edit_recorded[key] = now
+    event_record(
+        actor=actor,
+        agent=block.owner if actor.agent is None else None,
+        constellation_id=block.constellation_id,
+        event_type=EventType.MEMORY_BLOCK_UPDATED,
+        details={
+            "label": block.label,
+            "change_type": change_type,
+            "summary": summary[:160],
+        },
+    )
 
 
 def _cache_on_commit(block: MemoryBlock, doc: LoroDoc) -> None:
@@ -416,7 +452,12 @@ def block_update_import(
 
     summary = f"live edit by {actor.display_name}"
     result = _block_change(
-        block=block, actor=actor, summary=summary, change=apply, origin=origin
+        block=block,
+        actor=actor,
+        summary=summary,
+        change=apply,
+        origin=origin,
+        change_type="co-edit",
     )
     return [result.data] if result.update is not None else []
 
@@ -523,7 +564,13 @@ def block_log_append(
         return documents.log_prune(doc, block.schema)
 
     summary = _summary(f"log: {entry.get('message', entry)}")
-    return _block_change(block=block, actor=actor, summary=summary, change=apply)
+    return _block_change(
+        block=block,
+        actor=actor,
+        summary=summary,
+        change=apply,
+        change_type="log_append",
+    )
 
 
 def block_rollback(*, actor: Actor, block: MemoryBlock, version_id: int) -> BlockChange:
@@ -538,6 +585,7 @@ def block_rollback(*, actor: Actor, block: MemoryBlock, version_id: int) -> Bloc
             doc.revert_to(frontiers)
 
     return _block_change(
+        change_type="rollback",
         block=block,
         actor=actor,
         summary=f"rolled back to version {version.pk}",
@@ -690,7 +738,10 @@ def block_create(
             summary="created",
             change=lambda doc: documents.document_set_value(doc, schema, content),
             access="write",
+            change_type="create",
         )
+    else:
+        _block_event(actor=actor, block=block, change_type="create", summary="created")
     return block
 
 
@@ -791,6 +842,12 @@ def block_configure(
         return block
     block.full_clean()
     block.save(update_fields=[*fields, "updated_at"])
+    _block_event(
+        actor=actor,
+        block=block,
+        change_type="configure",
+        summary=f"changed {', '.join(fields)}",
+    )
     return block
 
 
@@ -801,6 +858,7 @@ def block_delete(*, actor: Actor, block: MemoryBlock) -> None:
             f"deleting block {block.label!r} needs Admin permission on your own block"
         )
     rights_revoke_send(block_id=block.pk)
+    _block_event(actor=actor, block=block, change_type="delete", summary="deleted")
     block.delete()
 
 
@@ -855,6 +913,12 @@ def block_share(
         attachment.save()
     except IntegrityError:
         raise Conflict("this block was just shared with that agent") from None
+    _block_event(
+        actor=actor,
+        block=block,
+        change_type="share",
+        summary=f"shared with {agent.name} ({access})",
+    )
     return attachment
 
 
@@ -865,6 +929,12 @@ def block_unshare(*, actor: Actor, block: MemoryBlock, agent: Agent) -> bool:
     deleted, _ = BlockAttachment.objects.filter(block=block, agent=agent).delete()
     if deleted:
         rights_revoke_send(agent_id=agent.pk, block_id=block.pk)
+        _block_event(
+            actor=actor,
+            block=block,
+            change_type="unshare",
+            summary=f"no longer shared with {agent.name}",
+        )
     return bool(deleted)
 
 

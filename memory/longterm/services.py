@@ -13,6 +13,8 @@ from django.db import (
 )
 from django.utils import timezone
 
+from activity.summaries.services import agent_summary_refresh
+from activity.summaries.summarizers import SummaryMessage
 from coordination.actors import Actor
 from coordination.agents.models import Agent, Constellation
 from coordination.errors import (
@@ -21,6 +23,7 @@ from coordination.errors import (
     LimitExceeded,
     full_clean,
 )
+from coordination.events import EventType, event_record
 from memory.longterm.indexes import ARCHIVAL_INDEX, MESSAGE_INDEX
 from memory.longterm.models import (
     ArchivalEntry,
@@ -31,6 +34,8 @@ from memory.longterm.models import (
     MessageRole,
     RetrievalConfig,
 )
+from memory.longterm.tasks import agent_summary_refresh_task
+from memory.search.embedder import embed_texts
 from memory.search.index import index_delete, index_put_texts
 from memory.search.pipeline import embedding_schedule
 from memory.search.registry import EmbeddingState
@@ -86,6 +91,21 @@ def _clean_tags(tags: Iterable[str]) -> list[str]:
 
 
 @transaction.atomic
+def _archival_event(*, entry: ArchivalEntry, tool: str) -> None:
+    actor = (
+        Actor.for_agent(entry.agent)
+        if entry.source == ArchivalSource.AGENT
+        else Actor.system()
+    )
+    event_record(
+        actor=actor,
+        agent=entry.agent,
+        event_type=EventType.TOOL_EXECUTED,
+        details={"tool": tool, "entry_id": entry.pk, "label": entry.label or ""},
+    )
+
+
+@transaction.atomic
 def archival_entry_create(
     *,
     agent: Agent,
@@ -114,6 +134,7 @@ def archival_entry_create(
     full_clean(entry, validate_constraints=False)
     entry.save()
     _index_archival(entry)
+    _archival_event(entry=entry, tool="archival_memory_insert")
     return entry
 
 
@@ -171,6 +192,7 @@ def archival_entry_update(
     entry.save(update_fields=[*fields, "updated_at"])
     if "content" in fields:
         _index_archival(entry)
+    _archival_event(entry=entry, tool="archival_memory_update")
     return entry
 
 
@@ -183,6 +205,7 @@ def archival_entry_append(*, entry: ArchivalEntry, content: str) -> ArchivalEntr
 @transaction.atomic
 def archival_entry_delete(*, entry: ArchivalEntry) -> None:
     index_delete(ARCHIVAL_INDEX, row_ids=[entry.pk])
+    _archival_event(entry=entry, tool="archival_memory_delete")
     entry.delete()
 
 
@@ -220,7 +243,31 @@ def conversation_set_status(*, conversation: Conversation, status: str) -> Conve
         conversation.ended_at = timezone.now()
         fields.append("ended_at")
     conversation.save(update_fields=fields)
+    if status in (ConversationStatus.IDLE, ConversationStatus.ARCHIVED):
+        agent_summary_refresh_task.delay_on_commit(conversation.agent_id)
     return conversation
+
+
+# Messages a summary reads at the most (the newest, in time order).
+SUMMARY_MESSAGES = 200
+
+
+def agent_summary_from_messages(*, agent_id: int) -> Any:
+    """Refresh the agent's summary from its conversations' newest user and
+    assistant messages (the activity app skips it when too few are new)."""
+    agent = Agent.objects.filter(pk=agent_id).first()
+    if agent is None:
+        return None
+    rows = list(
+        Message.objects.filter(
+            agent=agent, role__in=[MessageRole.USER, MessageRole.ASSISTANT]
+        ).order_by("-created_at", "-pk")[:SUMMARY_MESSAGES]
+    )
+    messages = [
+        SummaryMessage(speaker=m.author or m.role, text=m.content, at=m.created_at)
+        for m in reversed(rows)
+    ]
+    return agent_summary_refresh(agent=agent, messages=messages, embed=embed_texts)
 
 
 @transaction.atomic
@@ -290,7 +337,34 @@ def messages_append(
         locked.message_count,
         locked.status,
     )
+    _message_events(conversation=locked, messages=created)
     return created
+
+
+# A message the agent received, or one it sent; tool and system messages are
+# the agent's own machinery and stay out of the activity stream.
+_MESSAGE_EVENTS = {
+    MessageRole.USER: EventType.MESSAGE_RECEIVED,
+    MessageRole.ASSISTANT: EventType.MESSAGE_SENT,
+}
+
+
+def _message_events(*, conversation: Conversation, messages: list[Message]) -> None:
+    actor = Actor.for_agent(conversation.agent)
+    for message in messages:
+        event_type = _MESSAGE_EVENTS.get(message.role)
+        if event_type is None:
+            continue
+        other = "source" if event_type == EventType.MESSAGE_RECEIVED else "target"
+        event_record(
+            actor=actor,
+            event_type=event_type,
+            details={
+                other: message.author or conversation.title or "partner",
+                "summary": message.content[:160],
+                "conversation_id": conversation.pk,
+            },
+        )
 
 
 @transaction.atomic

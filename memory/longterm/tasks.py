@@ -17,3 +17,11 @@ def archival_entries_record_access_task(accesses: list[list]) -> int:
     return archival_entries_record_access(
         accesses=[(pk, n, datetime.fromisoformat(at)) for pk, n, at in accesses]
     )
+
+
+@shared_task(name="memory.agent_summary_refresh", ignore_result=True)
+def agent_summary_refresh_task(agent_id: int) -> None:
+    """Summarise an agent's conversation once it went idle."""
+    from memory.longterm.services import agent_summary_from_messages
+
+    agent_summary_from_messages(agent_id=agent_id)

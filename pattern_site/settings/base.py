@@ -199,11 +199,6 @@ MEMORY_DEFAULT_CHAR_LIMIT = env.int("PATTERN_MEMORY_CHAR_LIMIT", default=5000)
 # Bytes a block's stored document (snapshot and log, history included) may
 # reach: the fence behind the char limit, which counts only the content.
 MEMORY_BLOCK_MAX_BYTES = env.int("PATTERN_MEMORY_BLOCK_MAX_BYTES", default=4 * 1024**2)
-# Dotted path of ``callable(agent) -> str | None`` that renders the activity
-# section of an agent's context (empty: no activity section).
-MEMORY_CONTEXT_ACTIVITY_RENDERER = env.str(
-    "PATTERN_MEMORY_ACTIVITY_RENDERER", default=""
-)
 
 DEMO_PASSWORD = env.str("PATTERN_DEMO_PASSWORD", default="")
 
@@ -284,3 +279,57 @@ CELERY_BEAT_SCHEDULE["memory-embedding-backfill"] = {
 COORDINATION_ACTIVE_AGENT_MINUTES = env.int(
     "PATTERN_COORDINATION_ACTIVE_MINUTES", default=15
 )
+
+# --- Activity stream, summaries, catch-up ----------------------------------
+# Off turns every activity_record call into a no-op.
+ACTIVITY_RECORDING = env.bool("PATTERN_ACTIVITY_RECORDING", default=True)
+# Events wait in memory and are stored in bulk by a background thread; 1
+# stores each event in the committing thread.
+ACTIVITY_BATCH_SIZE = env.int("PATTERN_ACTIVITY_BATCH_SIZE", default=64)
+ACTIVITY_FLUSH_SECONDS = env.float("PATTERN_ACTIVITY_FLUSH_SECONDS", default=0.5)
+ACTIVITY_RETENTION_DAYS = env.int("PATTERN_ACTIVITY_RETENTION_DAYS", default=90)
+ACTIVITY_CONTEXT_EVENTS = env.int("PATTERN_ACTIVITY_CONTEXT_EVENTS", default=10)
+ACTIVITY_CATCH_UP_AFTER_MINUTES = env.int(
+    "PATTERN_ACTIVITY_CATCH_UP_AFTER_MINUTES", default=60
+)
+ACTIVITY_CATCH_UP_MIN_TOKENS = env.int(
+    "PATTERN_ACTIVITY_CATCH_UP_MIN_TOKENS", default=300
+)
+ACTIVITY_CATCH_UP_MAX_TOKENS = env.int(
+    "PATTERN_ACTIVITY_CATCH_UP_MAX_TOKENS", default=1500
+)
+ACTIVITY_SUMMARY_MIN_MESSAGES = env.int(
+    "PATTERN_ACTIVITY_SUMMARY_MIN_MESSAGES", default=5
+)
+ACTIVITY_SUMMARY_MINUTES = env.int("PATTERN_ACTIVITY_SUMMARY_MINUTES", default=60)
+ACTIVITY_CONSTELLATION_SUMMARY_HOURS = env.int(
+    "PATTERN_ACTIVITY_CONSTELLATION_SUMMARY_HOURS", default=24
+)
+# Dotted path of ``callable(list[str]) -> vectors | None`` the extractive
+# summarizer ranks sentences with (empty: word overlap only).
+ACTIVITY_EMBEDDER = env.str(
+    "PATTERN_ACTIVITY_EMBEDDER", default="memory.search.embedder.embed_texts"
+)
+CELERY_BEAT_SCHEDULE["activity-agent-summaries"] = {
+    "task": "activity.agent_summaries_refresh",
+    "schedule": ACTIVITY_SUMMARY_MINUTES * 60.0,
+}
+CELERY_BEAT_SCHEDULE["activity-constellation-summaries"] = {
+    "task": "activity.constellation_summaries_generate",
+    "schedule": 3600.0,
+}
+CELERY_BEAT_SCHEDULE["activity-retention-fold"] = {
+    "task": "activity.activity_retention_fold",
+    "schedule": 24 * 3600.0,
+}
+
+# --- LLM (OpenAI-compatible Chat Completions) -------------------------------
+# Unset base URL or model: summaries are extractive and need no network.
+LLM_BASE_URL = env.str("PATTERN_LLM_BASE_URL", default="")
+LLM_API_KEY = env.str("PATTERN_LLM_API_KEY", default="")
+LLM_MODEL = env.str("PATTERN_LLM_MODEL", default="")
+LLM_TIMEOUT = env.float("PATTERN_LLM_TIMEOUT", default=30.0)
+LLM_MAX_RETRIES = env.int("PATTERN_LLM_MAX_RETRIES", default=2)
+LLM_MAX_TOKENS = env.int("PATTERN_LLM_MAX_TOKENS", default=600)
+LLM_JSON_RETRIES = env.int("PATTERN_LLM_JSON_RETRIES", default=1)
+LLM_DAILY_TOKEN_BUDGET = env.int("PATTERN_LLM_DAILY_TOKEN_BUDGET", default=200_000)

@@ -11,6 +11,9 @@ from pathlib import Path
 _data = Path(tempfile.mkdtemp(prefix="pattern-test-"))
 os.environ.setdefault("PATTERN_DATA_DIR", str(_data))
 os.environ.setdefault("PATTERN_CELERY_EAGER", "true")
+# Each activity event stored as its transaction commits, so tests read it
+# back at once.
+os.environ.setdefault("PATTERN_ACTIVITY_BATCH_SIZE", "1")
 
 from pattern_site.settings.base import *  # noqa: E402, F403
 from pattern_site.settings.base import DATA_DIR, DATABASES  # noqa: E402

@@ -13,10 +13,6 @@ from memory.context import (
 )
 
 
-def activity_for_tests(agent):
-    return f"<recent_activity>\n[just now] {agent.name} woke up\n</recent_activity>"
-
-
 def test_prompt_order_and_block_format(make_block, agent, other_agent, constellation):
     make_block(
         label="persona",
@@ -67,6 +63,7 @@ def test_prompt_order_and_block_format(make_block, agent, other_agent, constella
         "core_memory",
         "working_memory",
         "handoffs",
+        "catch_up",
         "activity",
         "tool_rules",
     ]
@@ -104,18 +101,6 @@ def test_constellation_blocks_carry_attribution(constellation, agent):
         in prompt
     )
     assert "name [read-only]:" in prompt
-
-
-def test_activity_section_comes_from_the_configured_renderer(agent, settings):
-    settings.MEMORY_CONTEXT_ACTIVITY_RENDERER = (
-        "tests.memory.test_context.activity_for_tests"
-    )
-    built = context_build(agent=agent, tool_rules=[ToolRule("x", "max_calls", 3)])
-    assert built.system_prompt.endswith(
-        "<recent_activity>\n[just now] Entropy woke up\n</recent_activity>\n\n"
-        "# Tool Execution Rules\n- Call `x` at most 3 times"
-    )
-    assert built.metadata["tokens_by_section"]["activity"] > 0
 
 
 def test_working_blocks_past_the_memory_budget_are_omitted_and_reported(

@@ -21,6 +21,7 @@ from memory.longterm.services import (
     retrieval_config_update,
 )
 from memory.models import ArchivalEntry, EmbeddingState
+from memory.search import pipeline
 from memory.search.embedder import embedding_status
 from memory.search.index import index_vectors
 from memory.search.pipeline import (
@@ -209,6 +210,7 @@ def test_rows_committed_together_are_embedded_by_one_batched_task(
 ):
     sent: list[tuple[str, list[int]]] = []
     monkeypatch.setitem(embeddings_refresh_task.app.conf, "task_always_eager", False)
+    monkeypatch.setattr(pipeline._EMBEDS, "_delay", 600.0)  # sent by flush only
     monkeypatch.setattr(
         embeddings_refresh_task, "delay", lambda k, ids: sent.append((k, ids))
     )
@@ -229,6 +231,7 @@ def test_rows_of_a_rolled_back_savepoint_are_never_sent_to_embed(
 ):
     sent: list[tuple[str, list[int]]] = []
     monkeypatch.setitem(embeddings_refresh_task.app.conf, "task_always_eager", False)
+    monkeypatch.setattr(pipeline._EMBEDS, "_delay", 600.0)  # sent by flush only
     monkeypatch.setattr(
         embeddings_refresh_task, "delay", lambda k, ids: sent.append((k, ids))
     )

@@ -1,0 +1,126 @@
+"""Activity endpoints of the tool API: the stream, its keyword search,
+notable events and the catch-up digest."""
+
+from datetime import datetime, timedelta
+
+from django.http import HttpRequest
+from django.utils import timezone
+from ninja import Query, Router, Status
+
+from activity.schemas import ActivityEventOut, CatchUpOut, NotableIn, NotableOut
+from activity.stream.permissions import (
+    activity_constellation_for_read,
+    agents_involved_for_flag,
+    catch_up_agent_for_read,
+    notable_constellation_for_flag,
+)
+from activity.stream.selectors import activity_list, activity_search
+from activity.stream.services import notable_flag
+from activity.summaries.digest import catch_up_build
+from activity.summaries.summarizers import summarizer_status
+from coordination.auth import request_actor
+
+router = Router(tags=["activity"])
+
+
+@router.get("/activity", response=list[ActivityEventOut], summary="Recent activity")
+def list_activity(
+    request: HttpRequest,
+    constellation_id: int | None = None,
+    agent_id: int | None = None,
+    event_type: str | None = None,
+    min_importance: str | None = None,
+    since: datetime | None = None,
+    limit: int = 50,
+) -> object:
+    constellation = activity_constellation_for_read(
+        actor=request_actor(request), constellation_id=constellation_id
+    )
+    return activity_list(
+        constellation=constellation,
+        agent_id=agent_id,
+        event_type=event_type,
+        min_importance=min_importance,
+        since=since,
+        limit=limit,
+    )
+
+
+@router.get(
+    "/activity/search",
+    response=list[ActivityEventOut],
+    summary="Activity events holding every word of q",
+)
+def search_activity(
+    request: HttpRequest, q: str, constellation_id: int | None = None, limit: int = 20
+) -> object:
+    constellation = activity_constellation_for_read(
+        actor=request_actor(request), constellation_id=constellation_id
+    )
+    return activity_search(constellation=constellation, query=q, limit=limit)
+
+
+@router.post(
+    "/tools/notable",
+    response={201: NotableOut},
+    summary="Flag a notable event (feeds Key Decisions at medium and above)",
+)
+def flag_notable(request: HttpRequest, payload: NotableIn) -> Status[dict]:
+    actor = request_actor(request)
+    constellation = notable_constellation_for_flag(
+        actor=actor, constellation_id=payload.constellation_id
+    )
+    agents = agents_involved_for_flag(
+        actor=actor, constellation=constellation, agent_ids=payload.agents_involved
+    )
+    notable_flag(
+        actor=actor,
+        constellation=constellation,
+        description=payload.description,
+        importance=payload.importance,
+        agents_involved=agents,
+    )
+    return Status(201, {"recorded": True})
+
+
+@router.get(
+    "/context/catch-up",
+    response=CatchUpOut,
+    summary="The catch-up digest of an agent returning after time away",
+)
+def get_catch_up(
+    request: HttpRequest,
+    agent_id: int | None = None,
+    away_hours: float | None = Query(
+        None, gt=0, le=24 * 366, description="Preview as if away this long"
+    ),
+) -> dict[str, object]:
+    agent = catch_up_agent_for_read(actor=request_actor(request), agent_id=agent_id)
+    since = (
+        timezone.now() - timedelta(hours=away_hours) if away_hours is not None else None
+    )
+    catch_up = catch_up_build(agent=agent, since=since)
+    summarizer = summarizer_status()["kind"]
+    if catch_up is None:
+        return {
+            "agent_id": agent.pk,
+            "due": False,
+            "since": agent.last_active_at,
+            "away_seconds": 0,
+            "text": "",
+            "budget_tokens": 0,
+            "tokens": 0,
+            "omitted_lines": 0,
+            "summarizer": summarizer,
+        }
+    return {
+        "agent_id": agent.pk,
+        "due": True,
+        "since": catch_up.since,
+        "away_seconds": int(catch_up.away.total_seconds()),
+        "text": catch_up.text,
+        "budget_tokens": catch_up.budget_tokens,
+        "tokens": catch_up.tokens,
+        "omitted_lines": catch_up.omitted_lines,
+        "summarizer": summarizer,
+    }

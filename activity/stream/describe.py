@@ -1,0 +1,71 @@
+"""The one line an event reads as, in context, the feed and the digest."""
+
+from typing import Any
+
+from activity.stream.models import EventType
+
+SUMMARY_CHARS = 160
+SYSTEM = "System"
+
+
+def _short(value: Any) -> str:
+    text = " ".join(str(value or "").split())
+    if len(text) > SUMMARY_CHARS:
+        return text[: SUMMARY_CHARS - 1] + "…"
+    return text
+
+
+def _with(text: str, extra: Any) -> str:
+    extra = _short(extra)
+    return f"{text}: {extra}" if extra else text
+
+
+def event_line(
+    *, who: str, subject: str, event_type: str, details: dict[str, Any]
+) -> str:
+    """``who`` acted; ``subject`` is the agent concerned (``who`` when the
+    agent acted itself)."""
+    d = details
+    by = f" by {who}" if who not in (subject, SYSTEM) else ""
+    match event_type:
+        case EventType.AGENT_ACTIVATED:
+            return _with(f"{subject} was activated{by}", d.get("reason"))
+        case EventType.AGENT_DEACTIVATED:
+            return _with(f"{subject} was deactivated{by}", d.get("reason"))
+        case EventType.MESSAGE_RECEIVED:
+            return _with(
+                f"{who} received a message from {d.get('source', 'someone')}",
+                d.get("summary"),
+            )
+        case EventType.MESSAGE_SENT:
+            return _with(
+                f"{who} sent a message to {d.get('target', 'someone')}",
+                d.get("summary"),
+            )
+        case EventType.TOOL_EXECUTED:
+            failed = "" if d.get("success", True) else " (failed)"
+            return f"{who} ran {d.get('tool', 'a tool')}{failed}"
+        case EventType.MEMORY_BLOCK_UPDATED:
+            change = d.get("change_type", "update")
+            return _with(
+                f"{who} updated the {d.get('label', '?')} block ({change})",
+                d.get("summary"),
+            )
+        case EventType.FILE_ACCESSED:
+            return (
+                f"{who} {d.get('operation', 'read')} "
+                f"{d.get('folder', '?')}/{d.get('path', '?')}"
+            )
+        case EventType.TASK_ASSIGNED:
+            return (
+                f'{who} assigned task "{_short(d.get("task"))}" to '
+                f"{d.get('assignee_name', d.get('assignee', '?'))}"
+            )
+        case EventType.HANDOFF_INITIATED:
+            return _with(
+                f"{who} handed off to {d.get('to_name', d.get('to', '?'))}",
+                d.get("note"),
+            )
+        case EventType.NOTABLE:
+            return _with(f"{who} flagged", d.get("description"))
+    return _with(f"{who}: {event_type}", d.get("summary"))

@@ -1,0 +1,165 @@
+"""Reads of the activity stream: lists, keyword search, timeline counts.
+
+Callers pass a constellation already cleared by
+``activity.stream.permissions``; nothing here crosses constellations.
+"""
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
+
+from activity.stream.models import (
+    IMPORTANCE_RANK,
+    ActivityEvent,
+    ActivityHourCount,
+    ActivityTerm,
+    EventType,
+)
+from activity.stream.services import event_terms, hour_of
+from coordination.errors import InvalidInput
+from coordination.agents.models import Agent, Constellation
+
+MAX_PAGE = 200
+MAX_QUERY_TERMS = 8
+
+
+def _importance_at_least(importance: str) -> list[str]:
+    if importance not in IMPORTANCE_RANK:
+        raise InvalidInput(
+            f"unknown importance {importance!r}; "
+            f"allowed: {', '.join(str(i) for i in IMPORTANCE_RANK)}"
+        )
+    floor = IMPORTANCE_RANK[importance]
+    return [str(i) for i, rank in IMPORTANCE_RANK.items() if rank >= floor]
+
+
+def activity_list(
+    *,
+    constellation: Constellation,
+    agent_id: int | None = None,
+    event_type: str | None = None,
+    min_importance: str | None = None,
+    since: datetime | None = None,
+    limit: int = 50,
+) -> QuerySet[ActivityEvent]:
+    if event_type is not None and event_type not in EventType.values:
+        raise InvalidInput(
+            f"unknown event type {event_type!r}; allowed: {', '.join(EventType.values)}"
+        )
+    qs = ActivityEvent.objects.filter(constellation=constellation)
+    if agent_id is not None:
+        qs = qs.filter(agent_id=agent_id)
+    if event_type is not None:
+        qs = qs.filter(event_type=event_type)
+    if min_importance is not None:
+        qs = qs.filter(importance__in=_importance_at_least(min_importance))
+    if since is not None:
+        qs = qs.filter(created_at__gte=since)
+    return qs.select_related("agent", "actor_user")[: max(1, min(limit, MAX_PAGE))]
+
+
+def activity_search(
+    *, constellation: Constellation, query: str, limit: int = 20
+) -> list[ActivityEvent]:
+    """Events whose line holds every word of ``query``, newest first."""
+    terms = event_terms(query)[:MAX_QUERY_TERMS]
+    if not terms:
+        raise InvalidInput(
+            "the search needs at least one word of 2+ letters (not only "
+            "words like 'the' or 'to')"
+        )
+    postings = ActivityTerm.objects.filter(constellation_id_value=constellation.pk)
+    if len(terms) > 1:
+        # Walk the rarest word's postings, newest first, and look each other
+        # word up in the index: no word's whole posting list is read.
+        terms.sort(key=lambda t: postings.filter(term=t).count())
+    ids = postings.filter(term=terms[0])
+    for term in terms[1:]:
+        ids = ids.filter(
+            Exists(postings.filter(term=term, event_id=OuterRef("event_id")))
+        )
+    wanted = list(
+        ids.order_by("-event_id").values_list("event_id", flat=True)[
+            : max(1, min(limit, MAX_PAGE))
+        ]
+    )
+    events = ActivityEvent.objects.select_related("agent", "actor_user").in_bulk(wanted)
+    return [events[i] for i in wanted if i in events]
+
+
+def recent_activity_for_agent(*, agent: Agent, limit: int) -> list[ActivityEvent]:
+    """The newest events of ``agent``'s constellation that others caused:
+    its own actions are left out, except what it flagged as notable."""
+    own_noise = Q(agent=agent, actor_user__isnull=True) & ~Q(
+        event_type=EventType.NOTABLE
+    )
+    return list(
+        ActivityEvent.objects.filter(constellation_id=agent.constellation_id)
+        .exclude(own_noise)
+        .order_by("-created_at", "-id")[:limit]
+    )
+
+
+def activity_timeline(
+    *, constellation: Constellation, now: datetime, hours: int
+) -> dict[int | None, dict[datetime, int]]:
+    """Events per agent (None: humans and system) per hour, last ``hours``."""
+    since = hour_of(now - timedelta(hours=hours))
+    rows = (
+        ActivityHourCount.objects.filter(constellation=constellation, hour__gte=since)
+        .values_list("agent_key", "user_key", "hour")
+        .annotate(total=Sum("n"))
+        .order_by()
+    )
+    counts: dict[int | None, dict[datetime, int]] = defaultdict(dict)
+    for agent_key, user_key, hour, n in rows:
+        row = counts[agent_key if agent_key and not user_key else None]
+        row[hour] = row.get(hour, 0) + n
+    return counts
+
+
+def activity_counts(
+    *, constellation_id: int, since: datetime, until: datetime
+) -> list[tuple[int | None, int | None, str, int]]:
+    """(agent id, user id, event type, count) of the events in
+    [``since``, ``until``): whole hours from the hourly counts, the partial
+    hours at either end from the events themselves."""
+    first_full = hour_of(since) + (
+        timedelta(hours=1) if since != hour_of(since) else timedelta(0)
+    )
+    last_full = hour_of(until)
+    if first_full >= last_full:
+        return _event_counts(constellation_id, since, until)
+    rows = _event_counts(constellation_id, since, first_full) + _event_counts(
+        constellation_id, last_full, until
+    )
+    hourly = (
+        ActivityHourCount.objects.filter(
+            constellation_id=constellation_id,
+            hour__gte=first_full,
+            hour__lt=last_full,
+        )
+        .values_list("agent_key", "user_key", "event_type")
+        .annotate(total=Sum("n"))
+        .order_by()
+    )
+    rows += [(a or None, u or None, t, n) for a, u, t, n in hourly]
+    return rows
+
+
+def _event_counts(
+    constellation_id: int, since: datetime, until: datetime
+) -> list[tuple[int | None, int | None, str, int]]:
+    if since >= until:
+        return []
+    return list(
+        ActivityEvent.objects.filter(
+            constellation_id=constellation_id,
+            created_at__gte=since,
+            created_at__lt=until,
+        )
+        .values_list("agent_id", "actor_user_id", "event_type")
+        .annotate(n=Count("id"))
+        .order_by()
+    )

@@ -1,0 +1,26 @@
+"""Reads of summaries for the dashboard panels."""
+
+from datetime import datetime
+from typing import Any
+
+from activity.stream.humanize import ago_at
+from activity.summaries.models import AgentSummary, ConstellationSummary
+from coordination.agents.models import Agent, Constellation
+
+
+def constellation_summary_latest(
+    *, constellation: Constellation
+) -> ConstellationSummary | None:
+    return ConstellationSummary.objects.filter(constellation=constellation).first()
+
+
+def agent_summary_rows(*, agents: list[Agent], now: datetime) -> list[dict[str, Any]]:
+    summaries = {s.agent_id: s for s in AgentSummary.objects.filter(agent__in=agents)}
+    return [
+        {
+            "agent": agent,
+            "summary": summaries.get(agent.pk),
+            "last_active": ago_at(agent.last_active_at, now),
+        }
+        for agent in agents
+    ]

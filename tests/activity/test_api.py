@@ -1,0 +1,196 @@
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from activity.stream.models import ActivityEvent, EventType, Importance
+from coordination.actors import Actor
+from coordination.agents.services import agent_token_issue
+from tests.factories import AgentFactory, ConstellationFactory, UserFactory
+
+
+@pytest.fixture
+def human_client(partner: Any) -> Client:
+    client = Client()
+    client.force_login(partner)
+    return client
+
+
+@pytest.fixture
+def stranger(db: None) -> Any:
+    return AgentFactory(constellation=ConstellationFactory(), name="Stranger")
+
+
+@pytest.fixture
+def stranger_client(stranger: Any) -> Client:
+    return Client(HTTP_AUTHORIZATION=f"Bearer {agent_token_issue(agent=stranger).raw}")
+
+
+def _events(record: Any, agent: Any, flux: Any) -> None:
+    record(
+        actor=Actor.for_agent(flux),
+        event_type=EventType.MESSAGE_SENT,
+        details={"target": "Bluesky", "summary": "async Rust thread"},
+        ago=timedelta(hours=2),
+    )
+    record(
+        actor=Actor.for_agent(agent),
+        event_type=EventType.NOTABLE,
+        importance=Importance.HIGH,
+        details={"description": "Partner paused project-X"},
+        ago=timedelta(hours=1),
+    )
+
+
+def test_agent_lists_its_constellations_activity_newest_first(
+    agent_client: Client, agent: Any, flux: Any, record: Any
+) -> None:
+    _events(record, agent, flux)
+    body = agent_client.get("/api/activity").json()
+    assert [e["text"] for e in body] == [
+        "Entropy flagged: Partner paused project-X",
+        "Flux sent a message to Bluesky: async Rust thread",
+    ]
+    high = agent_client.get("/api/activity?min_importance=high").json()
+    assert [e["event_type"] for e in high] == ["notable"]
+    assert agent_client.get(f"/api/activity?agent_id={flux.pk}").json()[0][
+        "agent_id"
+    ] == (flux.pk)
+
+
+def test_bad_filters_get_a_clear_422(agent_client: Client) -> None:
+    response = agent_client.get("/api/activity?event_type=lunch")
+    assert response.status_code == 422
+    assert "allowed: agent_activated" in response.json()["detail"]
+
+
+def test_other_constellations_activity_is_404(
+    agent_client: Client, stranger: Any, record: Any
+) -> None:
+    record(actor=Actor.for_agent(stranger), event_type=EventType.TOOL_EXECUTED)
+    response = agent_client.get(
+        f"/api/activity?constellation_id={stranger.constellation_id}"
+    )
+    assert response.status_code == 404
+    assert agent_client.get("/api/activity").json() == []
+
+
+def test_human_outside_the_constellation_gets_404(
+    constellation: Any, agent: Any, record: Any
+) -> None:
+    record(actor=Actor.for_agent(agent), event_type=EventType.TOOL_EXECUTED)
+    outsider = Client()
+    outsider.force_login(UserFactory(username="outsider"))
+    url = f"/api/activity?constellation_id={constellation.pk}"
+    assert outsider.get(url).status_code == 404
+
+
+def test_search_finds_events_by_every_word_within_the_constellation(
+    agent_client: Client,
+    agent: Any,
+    flux: Any,
+    stranger: Any,
+    record: Any,
+) -> None:
+    _events(record, agent, flux)
+    record(
+        actor=Actor.for_agent(stranger),
+        event_type=EventType.MESSAGE_SENT,
+        details={"target": "Bluesky", "summary": "async Rust elsewhere"},
+    )
+    body = agent_client.get("/api/activity/search?q=Rust async").json()
+    assert [e["text"] for e in body] == [
+        "Flux sent a message to Bluesky: async Rust thread"
+    ]
+    assert agent_client.get("/api/activity/search?q=rust+python").json() == []
+    assert agent_client.get("/api/activity/search?q=!").status_code == 422
+
+
+def test_agent_flags_a_notable_event_with_agents_involved(
+    agent_client: Client,
+    agent: Any,
+    flux: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        response = agent_client.post(
+            "/api/tools/notable",
+            {
+                "description": "New policy: no political content",
+                "importance": "medium",
+                "agents_involved": [flux.pk],
+            },
+            content_type="application/json",
+        )
+    assert response.status_code == 201
+    event = ActivityEvent.objects.get(event_type=EventType.NOTABLE)
+    assert event.agent == agent
+    assert event.details["agents_involved"] == [flux.pk]
+
+
+def test_notable_with_a_foreign_agent_or_bad_importance_stores_nothing(
+    agent_client: Client, stranger: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        foreign = agent_client.post(
+            "/api/tools/notable",
+            {"description": "x", "agents_involved": [stranger.pk]},
+            content_type="application/json",
+        )
+        bad = agent_client.post(
+            "/api/tools/notable",
+            {"description": "x", "importance": "urgent"},
+            content_type="application/json",
+        )
+        empty = agent_client.post(
+            "/api/tools/notable",
+            {"description": "   "},
+            content_type="application/json",
+        )
+    assert foreign.status_code == 404
+    assert bad.status_code == 422
+    assert empty.status_code == 422
+    assert not ActivityEvent.objects.filter(event_type=EventType.NOTABLE).exists()
+
+
+def test_catch_up_for_the_agent_itself(
+    agent_client: Client, agent: Any, flux: Any, record: Any
+) -> None:
+    _events(record, agent, flux)
+    recent = agent_client.get("/api/context/catch-up").json()
+    assert recent["due"] is False  # its token was just used
+    away = agent_client.get("/api/context/catch-up?away_hours=24").json()
+    assert away["due"] is True
+    assert away["text"].startswith(
+        "## Constellation Update (you were last active yesterday)"
+    )
+    assert "- Partner paused project-X" in away["text"]
+    assert away["summarizer"] == "extractive"
+    assert away["tokens"] <= away["budget_tokens"]
+
+
+def test_catch_up_of_another_agent(
+    agent_client: Client, human_client: Client, flux: Any, stranger: Any
+) -> None:
+    assert agent_client.get(
+        f"/api/context/catch-up?agent_id={flux.pk}"
+    ).status_code == (403)
+    assert agent_client.get(
+        f"/api/context/catch-up?agent_id={stranger.pk}"
+    ).status_code == (404)
+    response = human_client.get(f"/api/context/catch-up?agent_id={flux.pk}")
+    assert response.status_code == 200 and response.json()["agent_id"] == flux.pk
+    assert human_client.get(
+        f"/api/context/catch-up?agent_id={stranger.pk}"
+    ).status_code == (404)
+    assert human_client.get("/api/context/catch-up").status_code == 404
+
+
+def test_health_names_the_summarizer(client: Client, db: None) -> None:
+    body = client.get("/api/health").json()
+    assert body["summarizer"]["kind"] == "extractive"
+
+
+def test_catch_up_refuses_a_negative_time_away(agent_client: Client) -> None:
+    assert agent_client.get("/api/context/catch-up?away_hours=-3").status_code == 422

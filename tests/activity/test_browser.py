@@ -1,0 +1,71 @@
+"""The live activity feed in headless Chromium against a real Daphne."""
+
+import json
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from coordination.agents.services import demo_constellation_seed
+from pattern_site.processes import daphne_command, free_port, wait_for_port
+from tests.conftest import REPO, subprocess_env
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+@pytest.fixture
+def inline_daphne(transactional_db: None) -> Iterator[str]:
+    """Daphne storing each event as it commits, in its own process, so the
+    push reaches its websockets without a worker or Redis."""
+    port = free_port()
+    proc = subprocess.Popen(
+        daphne_command(port=port),
+        cwd=REPO,
+        env=subprocess_env(
+            PATTERN_CELERY_EAGER="true", PATTERN_ACTIVITY_BATCH_SIZE="1"
+        ),
+    )
+    try:
+        wait_for_port(port, proc=proc)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_feed_shows_a_notable_event_flagged_by_an_agent_live(
+    inline_daphne: str, browser: Any
+) -> None:
+    seed = demo_constellation_seed(password="demo-password-1")
+    assert seed is not None
+    page = browser.new_page()
+    page.goto(f"{inline_daphne}/activity/constellations/{seed.constellation.pk}/")
+    page.fill("#id_username", seed.username)
+    page.fill("#id_password", "demo-password-1")
+    page.click("button[type=submit]")
+    page.wait_for_selector("[data-testid=feed]")
+    page.wait_for_selector(".dot-on", timeout=10_000)
+    page.select_option("select[name=importance]", "high")
+    page.wait_for_selector(".dot-on", timeout=10_000)  # reloaded, filtered
+    for description, importance in [
+        ("Low detail nobody needs", "low"),
+        ("Partner moved the dentist to Tuesday", "high"),
+    ]:
+        request = urllib.request.Request(
+            f"{inline_daphne}/api/tools/notable",
+            data=json.dumps(
+                {"description": description, "importance": importance}
+            ).encode(),
+            headers={
+                "Authorization": f"Bearer {seed.tokens['Flux']}",
+                "Content-Type": "application/json",
+            },
+            method="POST",
+        )
+        assert urllib.request.urlopen(request).status == 201
+    page.wait_for_selector(".feed-new", timeout=10_000)
+    live = page.locator(".feed-new").all_inner_texts()
+    assert len(live) == 1
+    assert "Flux flagged: Partner moved the dentist to Tuesday" in live[0]
