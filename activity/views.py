@@ -23,8 +23,8 @@ from activity.stream.timeline import timeline_build
 from activity.summaries.digest import catch_up_build
 from activity.summaries.summarizers import summarizer_status
 from coordination.actors import Actor
-from coordination.errors import ApplicationError
 from coordination.agents.selectors import agent_list_for_actor
+from coordination.errors import ApplicationError
 
 FEED_EVENTS = 50
 TIMELINE_HOURS = 72

@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from pattern_site.processes import (  # noqa: E402
+from pattern_site.processes import (
     SOLO_WORKER_OPTIONS,
     celery_worker_command,
     throwaway_dir,
@@ -49,33 +49,33 @@ os.environ.update(
 )
 os.environ.pop("DATABASE_URL", None)
 
-import django  # noqa: E402
+import django
 
 django.setup()
 
-from django.core.management import call_command  # noqa: E402
-from django.db import transaction  # noqa: E402
-from django.utils import timezone  # noqa: E402
+from django.core.management import call_command
+from django.db import transaction
+from django.utils import timezone
 
-from activity.stream.context import recent_activity_render  # noqa: E402
-from activity.stream.models import ActivityEvent, EventType  # noqa: E402
-from activity.stream.recorder import recorder  # noqa: E402
-from activity.stream.selectors import activity_search  # noqa: E402
-from activity.stream.services import (  # noqa: E402
+from activity.stream.context import recent_activity_render
+from activity.stream.models import ActivityEvent, EventType
+from activity.stream.recorder import recorder
+from activity.stream.selectors import activity_search
+from activity.stream.services import (
     PendingEvent,
     activity_events_store,
     activity_flush,
     activity_record,
     activity_recording,
 )
-from activity.summaries.digest import catch_up_build  # noqa: E402
-from coordination.actors import Actor  # noqa: E402
-from coordination.agents.services import (  # noqa: E402
+from activity.summaries.digest import catch_up_build
+from coordination.actors import Actor
+from coordination.agents.services import (
     agent_create,
     constellation_create,
     user_get_or_create,
 )
-from memory.blocks.services import block_append, block_create  # noqa: E402
+from memory.blocks.services import block_append, block_create
 
 WORDS = [
     "tax",

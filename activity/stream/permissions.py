@@ -5,9 +5,12 @@ A constellation the actor cannot see does not exist for it (``NotFound``).
 """
 
 from coordination.actors import Actor
-from coordination.errors import NotFound, PermissionDenied
 from coordination.agents.models import Agent, Constellation
-from coordination.agents.selectors import agent_get_for_actor, constellation_get_for_actor
+from coordination.agents.selectors import (
+    agent_get_for_actor,
+    constellation_get_for_actor,
+)
+from coordination.errors import NotFound, PermissionDenied
 
 
 def activity_constellation_for_read(

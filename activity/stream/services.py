@@ -37,8 +37,8 @@ from activity.stream.models import (
 from activity.stream.recorder import recorder
 from activity.tasks import activity_events_store_task
 from coordination.actors import Actor
-from coordination.errors import InvalidInput
 from coordination.agents.models import Agent, Constellation
+from coordination.errors import InvalidInput
 
 logger = logging.getLogger(__name__)
 

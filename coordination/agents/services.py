@@ -22,8 +22,8 @@ from django.utils import timezone
 from coordination.actors import Actor
 from coordination.agents.models import Agent, AgentToken, Constellation
 from coordination.agents.tasks import agent_touch_task
-from coordination.events import EventType, event_record
 from coordination.errors import AuthenticationFailed, Conflict
+from coordination.events import EventType, event_record
 from coordination.rights import rights_revoke_send
 from pattern_site.db.compiled import CompiledQuery
 
