@@ -71,3 +71,37 @@ class AgentToken(models.Model):
     def __str__(self) -> str:
         state = "revoked" if self.revoked_at else "active"
         return f"{self.prefix}… ({state})"
+
+
+# Agent groups live in coordination.groups; their models are part of this
+# app so that its migrations cover them.
+from coordination.groups.models import (  # noqa: E402
+    AgentGroup,
+    CoordinationPattern,
+    DeliveryKind,
+    DeliveryStatus,
+    GroupEventType,
+    GroupMembership,
+    GroupRun,
+    GroupRunEvent,
+    MemberRole,
+    RunDelivery,
+    RunStatus,
+)
+
+__all__ = [
+    "Agent",
+    "AgentGroup",
+    "AgentToken",
+    "Constellation",
+    "CoordinationPattern",
+    "DeliveryKind",
+    "DeliveryStatus",
+    "GroupEventType",
+    "GroupMembership",
+    "GroupRun",
+    "GroupRunEvent",
+    "MemberRole",
+    "RunDelivery",
+    "RunStatus",
+]

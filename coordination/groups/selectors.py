@@ -1,0 +1,209 @@
+"""Reads of groups, runs, events and inboxes; rights come from permissions."""
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Count, Prefetch, Q, QuerySet
+
+from coordination.actors import Actor
+from coordination.errors import NotFound
+from coordination.groups import permissions
+from coordination.groups.models import (
+    AgentGroup,
+    DeliveryStatus,
+    GroupMembership,
+    GroupRun,
+    GroupRunEvent,
+    RunDelivery,
+    RunStatus,
+)
+from coordination.groups.patterns.base import DeliveryView, Member
+
+
+def group_list_for_actor(
+    *, actor: Actor, constellation_id: int | None = None
+) -> QuerySet[AgentGroup]:
+    qs = (
+        permissions.group_queryset_for_actor(actor=actor)
+        .select_related("constellation")
+        .prefetch_related(
+            Prefetch(
+                "memberships",
+                queryset=GroupMembership.objects.select_related("agent"),
+            )
+        )
+        .annotate(running_count=Count("runs", filter=Q(runs__status=RunStatus.RUNNING)))
+    )
+    if constellation_id is not None:
+        qs = qs.filter(constellation_id=constellation_id)
+    return qs
+
+
+def group_get_for_actor(*, actor: Actor, group_id: int) -> AgentGroup:
+    group = group_list_for_actor(actor=actor).filter(pk=group_id).first()
+    if group is None:
+        raise NotFound(f"group {group_id} does not exist")
+    return group
+
+
+def group_get_for_change(*, actor: Actor, group_id: int) -> AgentGroup:
+    group = group_get_for_actor(actor=actor, group_id=group_id)
+    permissions.group_check_manage(actor=actor)
+    return group
+
+
+def group_get_for_route(*, actor: Actor, group_id: int) -> AgentGroup:
+    group = group_get_for_actor(actor=actor, group_id=group_id)
+    permissions.group_check_route(actor=actor, group=group)
+    return group
+
+
+def group_get_by_name(*, constellation_name: str, group_name: str) -> AgentGroup:
+    """For operators (management commands): a group looked up by names."""
+    group = (
+        AgentGroup.objects.select_related("constellation")
+        .filter(constellation__name=constellation_name, name=group_name)
+        .first()
+    )
+    if group is None:
+        raise NotFound(
+            f"no group named {group_name!r} in constellation {constellation_name!r}"
+        )
+    return group
+
+
+def group_members(*, group: AgentGroup) -> tuple[Member, ...]:
+    """The members as the patterns see them, in joining order."""
+    memberships = group.memberships.select_related("agent").order_by("joined_at", "id")
+    return tuple(
+        Member(
+            agent_id=m.agent_id,
+            name=m.agent.name,
+            role=m.role,
+            domain=m.domain,
+            capabilities=tuple(m.capabilities),
+            available=m.agent.is_active,
+            last_routed_at=m.last_routed_at,
+        )
+        for m in memberships
+    )
+
+
+def group_export(*, group: AgentGroup) -> dict[str, Any]:
+    """A group's configuration as a portable document (agents by name)."""
+    names = {m.agent_id: m.agent.name for m in group.memberships.all()}
+    return {
+        "group": {
+            "name": group.name,
+            "description": group.description,
+            "pattern": group.pattern,
+        },
+        "config": _ids_to_names(group.config, names),
+        "members": [
+            {
+                "agent": m.agent.name,
+                "role": m.role,
+                **({"domain": m.domain} if m.domain else {}),
+                "capabilities": list(m.capabilities),
+            }
+            for m in group.memberships.select_related("agent").order_by(
+                "joined_at", "id"
+            )
+        ],
+    }
+
+
+# Configuration keys that hold agent ids; documents name the agents instead.
+AGENT_ID_KEYS = ("leader_id", "intervention_agent_id")
+
+
+def _ids_to_names(config: dict[str, Any], names: dict[int, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if key in AGENT_ID_KEYS:
+            if value is not None:
+                out[key.removesuffix("_id")] = names.get(value, str(value))
+        elif key == "stages":
+            out[key] = [
+                {
+                    **{k: v for k, v in stage.items() if k != "agent_ids"},
+                    "agents": [names.get(a, str(a)) for a in stage["agent_ids"]],
+                }
+                for stage in value
+            ]
+        else:
+            out[key] = value
+    return out
+
+
+def run_list_for_group(*, group: AgentGroup, limit: int = 20) -> QuerySet[GroupRun]:
+    return group.runs.order_by("-started_at", "-id")[:limit]
+
+
+def run_get_for_actor(*, actor: Actor, run_id: int) -> GroupRun:
+    visible = permissions.group_queryset_for_actor(actor=actor).values("pk")
+    run = (
+        GroupRun.objects.select_related("group__constellation")
+        .filter(pk=run_id, group__in=visible)
+        .first()
+    )
+    if run is None:
+        raise NotFound(f"run {run_id} does not exist")
+    permissions.run_check_view(actor=actor, run=run)
+    return run
+
+
+@dataclass(frozen=True)
+class EventPage:
+    events: list[GroupRunEvent]
+    finished: bool
+
+
+def run_events_after(*, run_id: int, after: int, limit: int = 500) -> EventPage:
+    """Events of a run numbered above ``after``, and whether it has ended.
+
+    The caller has already been allowed to see the run.
+    """
+    events = list(
+        GroupRunEvent.objects.filter(run_id=run_id, seq__gt=after).order_by("seq")[
+            :limit
+        ]
+    )
+    status = GroupRun.objects.filter(pk=run_id).values_list("status", flat=True)
+    finished = status.first() != RunStatus.RUNNING and len(events) < limit
+    return EventPage(events=events, finished=finished)
+
+
+def run_delivery_views(*, run: GroupRun) -> tuple[DeliveryView, ...]:
+    return tuple(
+        DeliveryView(
+            delivery_id=d.pk,
+            agent_id=d.agent_id,
+            kind=d.kind,
+            status=d.status,
+            answer=d.answer,
+            vote=d.vote,
+            stage=d.stage,
+            attempt=d.attempt,
+            finished_at=d.finished_at,
+        )
+        for d in run.deliveries.order_by("id")
+    )
+
+
+def delivery_get_for_actor(*, actor: Actor, delivery_id: int) -> RunDelivery:
+    delivery = (
+        permissions.delivery_queryset_for_actor(actor=actor)
+        .select_related("run__group", "agent")
+        .filter(pk=delivery_id)
+        .first()
+    )
+    if delivery is None:
+        raise NotFound(f"delivery {delivery_id} does not exist")
+    return delivery
+
+
+def inbox_has_work(*, agent_id: int) -> bool:
+    return RunDelivery.objects.filter(
+        agent_id=agent_id, status=DeliveryStatus.PENDING
+    ).exists()
