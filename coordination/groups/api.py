@@ -10,7 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from ninja import Router
+from ninja import Router, Status
 
 from coordination.auth import request_actor
 from coordination.errors import InvalidInput
@@ -75,7 +75,7 @@ def create_group(request: HttpRequest, payload: GroupCreateIn) -> Any:
         pattern=payload.pattern,
         config=payload.config,
     )
-    return 201, selectors.group_get_for_actor(actor=actor, group_id=group.pk)
+    return Status(201, selectors.group_get_for_actor(actor=actor, group_id=group.pk))
 
 
 @router.get("/groups/{group_id}", response=GroupOut)
@@ -99,7 +99,7 @@ def delete_group(request: HttpRequest, group_id: int) -> Any:
         actor=request_actor(request), group_id=group_id
     )
     services.group_delete(group=group)
-    return 204, None
+    return Status(204, None)
 
 
 @router.post("/groups/{group_id}/members", response={201: MemberOut})
@@ -114,7 +114,7 @@ def add_member(request: HttpRequest, group_id: int, payload: MemberIn) -> Any:
         domain=payload.domain,
         capabilities=payload.capabilities,
     )
-    return 201, membership
+    return Status(201, membership)
 
 
 @router.delete("/groups/{group_id}/members/{agent_id}", response={204: None})
@@ -123,7 +123,7 @@ def remove_member(request: HttpRequest, group_id: int, agent_id: int) -> Any:
         actor=request_actor(request), group_id=group_id
     )
     services.group_member_remove(group=group, agent_id=agent_id)
-    return 204, None
+    return Status(204, None)
 
 
 @router.post("/groups/{group_id}/metrics", response={204: None})
@@ -134,7 +134,7 @@ def record_metric(request: HttpRequest, group_id: int, payload: MetricIn) -> Any
     services.group_metric_record(
         group=group, metric=payload.metric, value=payload.value
     )
-    return 204, None
+    return Status(204, None)
 
 
 @router.post(
@@ -150,7 +150,7 @@ def route_message(request: HttpRequest, group_id: int, payload: RouteIn) -> Any:
     )
     if _wants_stream(request):
         return _event_stream_response(run.pk, 0)
-    return 202, run
+    return Status(202, run)
 
 
 @router.post(
@@ -218,17 +218,21 @@ def take_inbox(
     agent = actor.agent
     assert agent is not None
 
-    def take() -> list[dict[str, Any]]:
+    def take() -> list[Any]:
         if not selectors.inbox_has_work(agent_id=agent.pk):
             return []
-        taken = services.delivery_take(agent=agent, limit=limit)
-        return [DeliveryOut.from_orm(d).model_dump(mode="json") for d in taken]
+        return services.delivery_take(agent=agent, limit=limit)
+
+    def take_as_json() -> list[dict[str, Any]]:
+        return [DeliveryOut.from_orm(d).model_dump(mode="json") for d in take()]
 
     wait = max(0.0, min(wait, settings.GROUPS_INBOX_MAX_WAIT))
     if wait == 0:
         return take()
     return StreamingHttpResponse(
-        streams.inbox_long_poll(agent_id=agent.pk, wait_seconds=wait, take=take),
+        streams.inbox_long_poll(
+            agent_id=agent.pk, wait_seconds=wait, take=take_as_json
+        ),
         content_type="application/json",
     )
 
@@ -242,17 +246,22 @@ def _delivery(request: HttpRequest, delivery_id: int) -> Any:
 @router.post("/deliveries/{delivery_id}/chunks", response={201: EventOut})
 def post_chunk(request: HttpRequest, delivery_id: int, payload: ChunkIn) -> Any:
     delivery = _delivery(request, delivery_id)
-    return 201, services.delivery_chunk_add(delivery=delivery, text=payload.text)
+    return Status(
+        201, services.delivery_chunk_add(delivery=delivery, text=payload.text)
+    )
 
 
 @router.post("/deliveries/{delivery_id}/tool-calls", response={201: EventOut})
 def start_tool_call(request: HttpRequest, delivery_id: int, payload: ToolCallIn) -> Any:
     delivery = _delivery(request, delivery_id)
-    return 201, services.delivery_tool_call_start(
-        delivery=delivery,
-        call_id=payload.call_id,
-        fn_name=payload.fn_name,
-        args=payload.args,
+    return Status(
+        201,
+        services.delivery_tool_call_start(
+            delivery=delivery,
+            call_id=payload.call_id,
+            fn_name=payload.fn_name,
+            args=payload.args,
+        ),
     )
 
 
@@ -261,8 +270,11 @@ def complete_tool_call(
     request: HttpRequest, delivery_id: int, call_id: str, payload: ToolResultIn
 ) -> Any:
     delivery = _delivery(request, delivery_id)
-    return 201, services.delivery_tool_call_complete(
-        delivery=delivery, call_id=call_id, result=payload.result
+    return Status(
+        201,
+        services.delivery_tool_call_complete(
+            delivery=delivery, call_id=call_id, result=payload.result
+        ),
     )
 
 
@@ -292,7 +304,10 @@ def delegate(request: HttpRequest, delivery_id: int, payload: DelegateIn) -> Any
         delivery=delivery, message=payload.message, agent_id=payload.agent_id
     )
     if made is None:
-        return 200, selectors.run_get_for_actor(
-            actor=request_actor(request), run_id=delivery.run_id
+        return Status(
+            200,
+            selectors.run_get_for_actor(
+                actor=request_actor(request), run_id=delivery.run_id
+            ),
         )
-    return 201, made
+    return Status(201, made)

@@ -37,7 +37,9 @@ def make_group(constellation: Any, agents: dict[str, Any]) -> Any:
         )
         for entry in members:
             extra = entry[2] if len(entry) > 2 else {}
-            group_member_add(group=group, agent=agents[entry[0]], role=entry[1], **extra)
+            group_member_add(
+                group=group, agent=agents[entry[0]], role=entry[1], **extra
+            )
         return group
 
     return make

@@ -83,9 +83,17 @@ def test_a_run_streams_the_seed_events_from_start_to_complete(
         "Complete",
     ]
     started, complete = run.events.first(), run.events.last()
-    assert started.data == {"group_id": group.pk, "pattern": "round_robin", "agent_count": 1}
+    assert started.data == {
+        "group_id": group.pk,
+        "pattern": "round_robin",
+        "agent_count": 1,
+    }
     assert complete.data["agent_responses"] == [
-        {"agent_id": agents["Flux"].pk, "agent_name": "Flux", "answer": "9am: deep work"}
+        {
+            "agent_id": agents["Flux"].pk,
+            "agent_name": "Flux",
+            "answer": "9am: deep work",
+        }
     ]
     assert [e.seq for e in run.events.all()] == [1, 2, 3, 4, 5]
 
@@ -230,7 +238,12 @@ def test_voting_majority_decides(make_group, agents, system):
     run = group_message_route(actor=system, group=group, message="tea or coffee?")
     vote_all(
         agents,
-        [("Entropy", "Tea"), ("Flux", "coffee"), ("Anchor", "tea"), ("Momentum", "tea")],
+        [
+            ("Entropy", "Tea"),
+            ("Flux", "coffee"),
+            ("Anchor", "tea"),
+            ("Momentum", "tea"),
+        ],
     )
     run.refresh_from_db()
     assert run.result["decision"] == "tea"
@@ -243,7 +256,12 @@ def test_voting_tie_is_broken_by_the_supervisor(make_group, agents, system):
     run = group_message_route(actor=system, group=group, message="tea or coffee?")
     vote_all(
         agents,
-        [("Entropy", "tea"), ("Anchor", "tea"), ("Flux", "coffee"), ("Momentum", "coffee")],
+        [
+            ("Entropy", "tea"),
+            ("Anchor", "tea"),
+            ("Flux", "coffee"),
+            ("Momentum", "coffee"),
+        ],
     )
     run.refresh_from_db()
     assert run.result["decision"] == "coffee"
@@ -253,12 +271,16 @@ def test_voting_tie_is_broken_by_the_supervisor(make_group, agents, system):
 def test_voting_tie_by_first_vote_and_random(make_group, agents, system):
     group = voting_group(make_group, agents, tie_breaker="first_vote")
     run = group_message_route(actor=system, group=group, message="a or b?")
-    vote_all(agents, [("Flux", "b"), ("Entropy", "a"), ("Anchor", "a"), ("Momentum", "b")])
+    vote_all(
+        agents, [("Flux", "b"), ("Entropy", "a"), ("Anchor", "a"), ("Momentum", "b")]
+    )
     run.refresh_from_db()
     assert (run.result["decision"], run.result["tie_broken_by"]) == ("b", "first_vote")
     group_update(group=group, config={"quorum": 2, "tie_breaker": "random"})
     run = group_message_route(actor=system, group=group, message="a or b?")
-    vote_all(agents, [("Flux", "b"), ("Entropy", "a"), ("Anchor", "a"), ("Momentum", "b")])
+    vote_all(
+        agents, [("Flux", "b"), ("Entropy", "a"), ("Anchor", "a"), ("Momentum", "b")]
+    )
     run.refresh_from_db()
     assert run.result["decision"] in ("a", "b")
     assert run.result["tie_broken_by"] == "random"
@@ -267,7 +289,9 @@ def test_voting_tie_by_first_vote_and_random(make_group, agents, system):
 def test_voting_tie_with_no_tie_breaker_fails_the_run(make_group, agents, system):
     group = voting_group(make_group, agents, tie_breaker="none")
     run = group_message_route(actor=system, group=group, message="a or b?")
-    vote_all(agents, [("Flux", "b"), ("Entropy", "a"), ("Anchor", "a"), ("Momentum", "b")])
+    vote_all(
+        agents, [("Flux", "b"), ("Entropy", "a"), ("Anchor", "a"), ("Momentum", "b")]
+    )
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED
     assert run.events.last().data["message"] == "the vote is tied between b, a"
@@ -283,7 +307,9 @@ def test_voting_weights_votes_by_expertise(make_group, agents, system):
         ],
         {"quorum": 3, "weight_by_expertise": True},
     )
-    run = group_message_route(actor=system, group=group, message="bedtime at 11 for sleep?")
+    run = group_message_route(
+        actor=system, group=group, message="bedtime at 11 for sleep?"
+    )
     vote_all(agents, [("Entropy", "no"), ("Anchor", "no"), ("Flux", "yes")])
     run.refresh_from_db()
     assert run.result["totals"] == {"no": 2.0, "yes": 3.0}
@@ -400,7 +426,11 @@ def test_pipeline_abort_and_skip(make_group, agents, system):
     delivery_fail(delivery=take_one(agents["Flux"]), reason="busy")
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED
-    assert run.result["stages"][1] == {"stage": "scheduling", "skipped": True, "answers": []}
+    assert run.result["stages"][1] == {
+        "stage": "scheduling",
+        "skipped": True,
+        "answers": [],
+    }
     config = {**group.config}
     config["stages"][0]["on_failure"] = "abort"
     group_update(group=group, config=config)
@@ -470,9 +500,7 @@ def test_sleeptime_trigger_fires_from_the_beat_task(make_group, agents, system):
     assert intervention.run.requested_by == "system:sleeptime"
 
 
-def test_sleeptime_activity_trigger_counts_routed_messages(
-    make_group, agents, system
-):
+def test_sleeptime_activity_trigger_counts_routed_messages(make_group, agents, system):
     sleeptime = sleeptime_group(
         make_group,
         agents,

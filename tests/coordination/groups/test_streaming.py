@@ -1,0 +1,95 @@
+"""Runs stream as Server-Sent Events from a real Daphne; inboxes long-poll."""
+
+import json
+import threading
+import time
+
+import httpx
+import pytest
+
+from coordination.services import agent_token_issue
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def sse_events(response: httpx.Response):
+    """(type, data) of each event frame, as they arrive."""
+    kind, data = None, None
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            kind = line[len("event: ") :]
+        elif line.startswith("data: "):
+            data = json.loads(line[len("data: ") :])
+        elif line == "" and kind is not None:
+            yield kind, data
+            kind, data = None, None
+
+
+def headers(agent) -> dict[str, str]:
+    return {"Authorization": f"Bearer {agent_token_issue(agent=agent).raw}"}
+
+
+def test_an_external_agent_answers_while_the_caller_watches_the_stream(
+    daphne_server, make_group, agents
+):
+    group = make_group("round_robin", [("Flux", "regular"), ("Pattern", "regular")])
+    caller, flux = headers(agents["Pattern"]), headers(agents["Flux"])
+
+    def agent_side() -> None:
+        with httpx.Client(base_url=daphne_server, headers=flux, timeout=30) as http:
+            # Waits on the server until the message below is routed.
+            work = http.get("/api/inbox", params={"wait": 20}).json()
+            url = f"/api/deliveries/{work[0]['id']}"
+            http.post(f"{url}/chunks", json={"text": "Tuesday "}).raise_for_status()
+            http.post(f"{url}/answer", json={"text": "Tuesday 10am"}).raise_for_status()
+
+    worker = threading.Thread(target=agent_side)
+    worker.start()
+    time.sleep(0.5)  # the agent is waiting before there is anything to take
+    seen = []
+    with httpx.Client(base_url=daphne_server, headers=caller, timeout=30) as http:
+        with http.stream(
+            "POST",
+            f"/api/groups/{group.pk}/messages",
+            json={"message": "when do I see the dentist?"},
+            headers={"Accept": "text/event-stream"},
+        ) as response:
+            assert response.headers["content-type"].startswith("text/event-stream")
+            for kind, data in sse_events(response):
+                seen.append((kind, data))
+    worker.join(timeout=30)
+    assert [k for k, _ in seen] == [
+        "Started",
+        "AgentStarted",
+        "TextChunk",
+        "TextChunk",
+        "AgentCompleted",
+        "Complete",
+    ]
+    assert seen[2][1]["text"] == "Tuesday " and seen[2][1]["is_final"] is False
+    assert seen[-1][1]["agent_responses"][0]["answer"] == "Tuesday 10am"
+
+
+def test_the_stream_resumes_after_last_event_id(daphne_server, make_group, agents):
+    group = make_group("round_robin", [("Flux", "regular")])
+    flux = headers(agents["Flux"])
+    with httpx.Client(base_url=daphne_server, headers=flux, timeout=30) as http:
+        run = http.post(f"/api/groups/{group.pk}/messages", json={"message": "hi"})
+        run_id = run.json()["id"]
+        work = http.get("/api/inbox").json()
+        http.post(f"/api/deliveries/{work[0]['id']}/answer", json={"text": "hello"})
+        with http.stream(
+            "GET", f"/api/runs/{run_id}/events", headers={"Last-Event-ID": "3"}
+        ) as response:
+            kinds = [k for k, _ in sse_events(response)]
+    assert kinds == ["AgentCompleted", "Complete"]
+
+
+def test_an_idle_long_poll_returns_an_empty_list_after_its_wait(daphne_server, agents):
+    with httpx.Client(
+        base_url=daphne_server, headers=headers(agents["Flux"]), timeout=30
+    ) as http:
+        started = time.monotonic()
+        response = http.get("/api/inbox", params={"wait": 1})
+        assert response.json() == []
+        assert time.monotonic() - started >= 1
