@@ -531,7 +531,7 @@ def test_invalid_configuration_is_refused_and_nothing_changes(make_group, agents
     group = make_group("round_robin", [("Flux", "regular")])
     with pytest.raises(InvalidInput, match="invalid voting configuration: quorum"):
         group_update(group=group, pattern="voting", config={"quorum": 0})
-    with pytest.raises(InvalidInput, match="leader_id .* is not a member"):
+    with pytest.raises(InvalidInput, match=r"leader_id \d+ is not a member"):
         group_update(
             group=group, pattern="supervisor", config={"leader_id": agents["Anchor"].pk}
         )

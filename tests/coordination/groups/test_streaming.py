@@ -47,16 +47,18 @@ def test_an_external_agent_answers_while_the_caller_watches_the_stream(
     worker.start()
     time.sleep(0.5)  # the agent is waiting before there is anything to take
     seen = []
-    with httpx.Client(base_url=daphne_server, headers=caller, timeout=30) as http:
-        with http.stream(
+    http = httpx.Client(base_url=daphne_server, headers=caller, timeout=30)
+    with (
+        http,
+        http.stream(
             "POST",
             f"/api/groups/{group.pk}/messages",
             json={"message": "when do I see the dentist?"},
             headers={"Accept": "text/event-stream"},
-        ) as response:
-            assert response.headers["content-type"].startswith("text/event-stream")
-            for kind, data in sse_events(response):
-                seen.append((kind, data))
+        ) as response,
+    ):
+        assert response.headers["content-type"].startswith("text/event-stream")
+        seen.extend(sse_events(response))
     worker.join(timeout=30)
     assert [k for k, _ in seen] == [
         "Started",
