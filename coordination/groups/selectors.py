@@ -6,7 +6,7 @@ from typing import Any
 from django.db.models import Count, Prefetch, Q, QuerySet
 
 from coordination.actors import Actor
-from coordination.errors import NotFound
+from coordination.errors import InvalidInput, NotFound
 from coordination.groups import permissions
 from coordination.groups.models import (
     AgentGroup,
@@ -18,6 +18,7 @@ from coordination.groups.models import (
     RunStatus,
 )
 from coordination.groups.patterns.base import DeliveryView, Member
+from coordination.models import Constellation
 
 
 def group_list_for_actor(
@@ -70,6 +71,22 @@ def group_get_by_name(*, constellation_name: str, group_name: str) -> AgentGroup
             f"no group named {group_name!r} in constellation {constellation_name!r}"
         )
     return group
+
+
+def constellation_get_by_name(*, name: str | None) -> Constellation:
+    """For operators: the named constellation, or the only one when unnamed."""
+    if name is None:
+        only = list(Constellation.objects.all()[:2])
+        if len(only) != 1:
+            raise InvalidInput(
+                f"there are {len(only) if len(only) < 2 else 'several'}"
+                " constellations; name one with --constellation"
+            )
+        return only[0]
+    constellation = Constellation.objects.filter(name=name).first()
+    if constellation is None:
+        raise NotFound(f"constellation {name!r} does not exist")
+    return constellation
 
 
 def group_members(*, group: AgentGroup) -> tuple[Member, ...]:

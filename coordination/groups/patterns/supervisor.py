@@ -33,7 +33,8 @@ Strategy = Literal["capability", "round_robin", "random", "load_balancing"]
 
 class SupervisorConfig(PatternConfig):
     leader_id: int
-    max_delegations_per_agent: int | None = Field(default=3, ge=1)
+    # 0: no limit.
+    max_delegations_per_agent: int = Field(default=3, ge=0)
     delegation_strategy: Strategy = "capability"
     fallback_behavior: Literal["handle_self", "fail"] = "handle_self"
 
@@ -120,7 +121,7 @@ class Supervisor(Pattern):
         limit = config.max_delegations_per_agent
 
         def has_room(member: Member) -> bool:
-            return limit is None or counts.get(str(member.agent_id), 0) < limit
+            return not limit or counts.get(str(member.agent_id), 0) < limit
 
         if wanted is not None:
             if not wanted.available:
