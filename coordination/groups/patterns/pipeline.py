@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from coordination.errors import InvalidInput
+from coordination.errors import Conflict, InvalidInput
 from coordination.groups.patterns.base import (
     Decision,
     Deliver,
@@ -38,7 +38,7 @@ class PipelineStage(PatternConfig):
 
 
 class PipelineConfig(PatternConfig):
-    stages: list[PipelineStage] = Field(min_length=1)
+    stages: list[PipelineStage] = Field(default_factory=list)
     parallel_stages: bool = False
 
     @model_validator(mode="after")
@@ -98,6 +98,10 @@ class Pipeline(Pattern):
         message: str,
         rng: random.Random,
     ) -> Decision:
+        if not config.stages:
+            raise Conflict(
+                "this pipeline has no stages yet; add one to its configuration"
+            )
         indexes = range(len(config.stages)) if config.parallel_stages else [0]
         deliveries = [
             d for i in indexes for d in self.deliveries_for(config, i, message)

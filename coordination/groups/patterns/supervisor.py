@@ -1,7 +1,8 @@
 """Supervisor: a leader receives each message and may delegate parts of it.
 
-The leader's delivery is of kind ``lead``; it delegates through the run
-(``run_delegate``), naming a member or letting ``delegation_strategy``
+The leader is ``leader_id``, or without one the first member with the
+supervisor role.  The leader's delivery is of kind ``lead``; it delegates
+through the run (``run_delegate``), naming a member or letting ``delegation_strategy``
 choose.  A member receives at most ``max_delegations_per_agent``
 delegations per run; past that, or with nobody to delegate to,
 ``fallback_behavior`` decides: ``handle_self`` refuses the delegation and
@@ -32,7 +33,8 @@ Strategy = Literal["capability", "round_robin", "random", "load_balancing"]
 
 
 class SupervisorConfig(PatternConfig):
-    leader_id: int
+    # None: the first member with the supervisor role leads.
+    leader_id: int | None = None
     # 0: no limit.
     max_delegations_per_agent: int = Field(default=3, ge=0)
     delegation_strategy: Strategy = "capability"
@@ -44,6 +46,8 @@ class Supervisor(Pattern):
     Config = SupervisorConfig
 
     def check_members(self, config: Any, members: tuple[Member, ...]) -> None:
+        if config.leader_id is None:
+            return
         if not any(m.agent_id == config.leader_id for m in members):
             names = ", ".join(f"{m.name} ({m.agent_id})" for m in members) or "none"
             raise InvalidInput(
@@ -60,7 +64,7 @@ class Supervisor(Pattern):
         message: str,
         rng: random.Random,
     ) -> Decision:
-        leader = next((m for m in members if m.agent_id == config.leader_id), None)
+        leader = self.leader(config, members)
         extra = observers(members, message)
         if leader is not None and leader.available:
             return Decision(
@@ -85,6 +89,11 @@ class Supervisor(Pattern):
             run_state={"delegations": {}, "leader_unavailable": True},
             state_changes={"stand_in": chosen.name},
         )
+
+    def leader(self, config: Any, members: tuple[Member, ...]) -> Member | None:
+        if config.leader_id is None:
+            return next((m for m in members if m.role == "supervisor"), None)
+        return next((m for m in members if m.agent_id == config.leader_id), None)
 
     def pick(
         self,
@@ -118,6 +127,8 @@ class Supervisor(Pattern):
     ) -> tuple[Member | None, str, dict[str, Any]]:
         """Whom a delegation goes to, or (None, why not, state)."""
         counts = run_state.get("delegations", {})
+        leader = self.leader(config, members)
+        leader_id = leader.agent_id if leader else None
         limit = config.max_delegations_per_agent
 
         def has_room(member: Member) -> bool:
@@ -137,10 +148,7 @@ class Supervisor(Pattern):
         able = [
             m
             for m in members
-            if m.responds
-            and m.available
-            and m.agent_id != config.leader_id
-            and has_room(m)
+            if m.responds and m.available and m.agent_id != leader_id and has_room(m)
         ]
         if not able:
             return None, "no member is available with room for a delegation", state
