@@ -6,6 +6,7 @@ run viewer whose events arrive live over ``/ws/groups/``.  Each post calls
 one service; a refused change comes back as a message on the page.
 """
 
+import json
 from typing import Any
 
 from django.contrib import messages
@@ -23,7 +24,7 @@ from coordination.groups.forms import (
     RouteForm,
     pattern_forms,
 )
-from coordination.groups.models import AgentGroup
+from coordination.groups.models import AgentGroup, CoordinationPattern
 from coordination.selectors import (
     agent_get_for_actor,
     agent_list_for_actor,
@@ -92,7 +93,10 @@ def _group_context(
         "memberships": memberships,
         "member_form": MemberAddForm(agents=candidates),
         "route_form": RouteForm(),
-        "configs": configs or pattern_forms(group, members),
+        "configs": [
+            (name, CoordinationPattern(name).label, form)
+            for name, form in (configs or pattern_forms(group, members)).items()
+        ],
         "runs": selectors.run_list_for_group(group=group, limit=15),
     }
 
@@ -195,7 +199,7 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
             "run": run,
             "group": run.group,
             "constellation": run.group.constellation,
-            "events": events,
+            "events": [(e, json.dumps(e.data)) for e in events],
             "last_seq": events[-1].seq if events else 0,
         },
     )
