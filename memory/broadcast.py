@@ -99,14 +99,8 @@ def block_broadcast(
     key = _key(block_id)
     for hub in _RoomHub.serving(key):
         hub.deliver_threadsafe(key, updates, origin)
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    group = block_group(block_id)
-    if not _reaches_other_processes(layer) and not layer.groups.get(group):
-        return
-    send = layer.group_send(
-        group,
+    group_send_from_sync(
+        block_group(block_id),
         {
             "type": MESSAGE_TYPE,
             "block_id": str(block_id),
@@ -115,6 +109,21 @@ def block_broadcast(
             "process": _process_mark(),
         },
     )
+
+
+def group_send_from_sync(group: str, message: dict[str, Any]) -> None:
+    """Send a channel-layer group message from synchronous code, cheaply.
+
+    Skipped when the layer reaches no other process and nothing in this one
+    joined the group; run on the ASGI server's loop from a server thread,
+    else on one long-lived loop thread (not a new thread and loop per call).
+    """
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    if not _reaches_other_processes(layer) and not layer.groups.get(group):
+        return
+    send = layer.group_send(group, message)
     if _server_loop() is not None or isinstance(layer, InMemoryChannelLayer):
         async_to_sync(_awaited)(send)
     else:

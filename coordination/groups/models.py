@@ -99,6 +99,9 @@ class RunStatus(models.TextChoices):
 class GroupRun(models.Model):
     group = models.ForeignKey(AgentGroup, on_delete=models.CASCADE, related_name="runs")
     pattern = models.CharField(max_length=20, choices=CoordinationPattern.choices)
+    # The group's configuration when the run started: a run finishes under
+    # the rules it began with, whatever the group is changed to meanwhile.
+    config = models.JSONField(default=dict, blank=True)
     message = models.TextField()
     options = models.JSONField(default=list, blank=True)
     requested_by = models.CharField(max_length=100)

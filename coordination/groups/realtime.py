@@ -3,13 +3,13 @@
 The database holds every event and delivery; these channel-layer messages
 only say "look again", so a missed one costs a reader one poll interval,
 never an event.  With Redis they reach every process; with the in-memory
-layer, the readers in the process that wrote.
+layer, the readers in the process that wrote (and nothing is sent when
+none listens).
 """
 
 import logging
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from memory.broadcast import group_send_from_sync
 
 logger = logging.getLogger(__name__)
 
@@ -25,19 +25,14 @@ def inbox_channel_group(agent_id: int) -> str:
     return f"group_inbox.{agent_id}"
 
 
-def wake(*, run_ids: list[int] = (), agent_ids: list[int] = ()) -> None:  # type: ignore[assignment]
+def wake(*, run_ids: tuple[int, ...] = (), agent_ids: tuple[int, ...] = ()) -> None:
     """Tell readers of these runs and inboxes that something was written."""
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    sends = [(run_channel_group(i), RUN_WAKE, {"run_id": i}) for i in run_ids]
-    sends += [(inbox_channel_group(i), INBOX_WAKE, {"agent_id": i}) for i in agent_ids]
-    try:
-        async_to_sync(_send_all)(layer, sends)
-    except Exception:  # readers poll anyway; a lost wake-up only delays them
-        logger.warning("group wake-up failed", exc_info=True)
-
-
-async def _send_all(layer: object, sends: list[tuple[str, str, dict]]) -> None:
-    for group, kind, body in sends:
-        await layer.group_send(group, {"type": kind, **body})  # type: ignore[attr-defined]
+    sends = [(run_channel_group(i), {"type": RUN_WAKE, "run_id": i}) for i in run_ids]
+    sends += [
+        (inbox_channel_group(i), {"type": INBOX_WAKE, "agent_id": i}) for i in agent_ids
+    ]
+    for group, message in sends:
+        try:
+            group_send_from_sync(group, message)
+        except Exception:  # readers poll anyway; a lost wake-up only delays them
+            logger.warning("group wake-up failed", exc_info=True)

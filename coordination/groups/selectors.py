@@ -90,19 +90,32 @@ def constellation_get_by_name(*, name: str | None) -> Constellation:
 
 
 def group_members(*, group: AgentGroup) -> tuple[Member, ...]:
-    """The members as the patterns see them, in joining order."""
-    memberships = group.memberships.select_related("agent").order_by("joined_at", "id")
+    """The members as the patterns see them, in joining order (one query,
+    no model instances: every routed message reads them)."""
+    rows = (
+        GroupMembership.objects.filter(group_id=group.pk)
+        .order_by("joined_at", "id")
+        .values_list(
+            "agent_id",
+            "agent__name",
+            "role",
+            "domain",
+            "capabilities",
+            "agent__is_active",
+            "last_routed_at",
+        )
+    )
     return tuple(
         Member(
-            agent_id=m.agent_id,
-            name=m.agent.name,
-            role=m.role,
-            domain=m.domain,
-            capabilities=tuple(m.capabilities),
-            available=m.agent.is_active,
-            last_routed_at=m.last_routed_at,
+            agent_id=agent_id,
+            name=name,
+            role=role,
+            domain=domain,
+            capabilities=tuple(capabilities),
+            available=active,
+            last_routed_at=last_routed_at,
         )
-        for m in memberships
+        for agent_id, name, role, domain, capabilities, active, last_routed_at in rows
     )
 
 

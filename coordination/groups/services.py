@@ -12,7 +12,6 @@ tasks scheduled after commit, backed by a beat sweep.
 """
 
 import random
-import time
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
@@ -225,8 +224,8 @@ def _event(run: GroupRun, type_: str, data: dict[str, Any]) -> GroupRunEvent:
 
 
 def _wake_after_commit(run: GroupRun, agent_ids: Iterable[int] = ()) -> None:
-    run_id, agents = run.pk, sorted(set(agent_ids))
-    transaction.on_commit(lambda: realtime.wake(run_ids=[run_id], agent_ids=agents))
+    run_id, agents = run.pk, tuple(sorted(set(agent_ids)))
+    transaction.on_commit(lambda: realtime.wake(run_ids=(run_id,), agent_ids=agents))
 
 
 def _deliver(
@@ -305,9 +304,11 @@ def _start_run(
     members: tuple[Member, ...],
     now: datetime,
 ) -> GroupRun:
+    asked = [d for d in decision.deliveries if d.kind != DeliveryKind.OBSERVE]
     run = GroupRun.objects.create(
         group=group,
         pattern=group.pattern,
+        config=group.config,
         message=message,
         options=options,
         requested_by=requested_by,
@@ -317,20 +318,27 @@ def _start_run(
             if decision.close_after
             else None
         ),
+        last_seq=1,
     )
-    asked = [d for d in decision.deliveries if d.kind != DeliveryKind.OBSERVE]
-    _event(
-        run,
-        GroupEventType.STARTED,
-        {"group_id": group.pk, "pattern": group.pattern, "agent_count": len(asked)},
+    GroupRunEvent.objects.create(
+        run=run,
+        seq=1,
+        type=GroupEventType.STARTED,
+        data={
+            "group_id": group.pk,
+            "pattern": group.pattern,
+            "agent_count": len(asked),
+        },
     )
-    group.state = decision.group_state
-    group.save(update_fields=["state", "updated_at"])
+    if decision.group_state != group.state:
+        group.state = decision.group_state
+        group.save(update_fields=["state", "updated_at"])
     GroupMembership.objects.filter(
         group=group, agent_id__in=[d.agent_id for d in asked]
     ).update(last_routed_at=now)
     _, failed = _deliver(run, decision.deliveries, members, now)
-    _settle(run, failed, members=members, now=now)
+    if failed:
+        _settle(run, failed, members=members, now=now)
     if run.closes_at is not None and run.status == RunStatus.RUNNING:
         run_id, seconds = run.pk, decision.close_after
         transaction.on_commit(
@@ -360,7 +368,6 @@ def group_message_route(
     clean_options = [" ".join(o.lower().split()) for o in options or [] if o.strip()]
     if clean_options and group.pattern != "voting":
         raise InvalidInput("options are for voting groups only")
-    started = time.perf_counter()
     group = AgentGroup.objects.select_for_update().get(pk=group.pk)
     engine = pattern_get(group.pattern)
     members = group_members(group=group)
@@ -380,7 +387,6 @@ def group_message_route(
         members=members,
         now=timezone.now(),
     )
-    run.routing_seconds = time.perf_counter() - started  # type: ignore[attr-defined]
     return run
 
 
@@ -408,9 +414,7 @@ def _settle(
 ) -> None:
     """Let the pattern react to ended deliveries until nothing more happens."""
     engine = pattern_get(run.pattern)
-    config = engine.validate(
-        run.group.config if run.pattern == run.group.pattern else {}
-    )
+    config = engine.validate(run.config)
     queue = list(finished)
     pending_steps = [step] if step is not None else []
     while run.status == RunStatus.RUNNING and (queue or pending_steps):
@@ -729,9 +733,7 @@ def run_vote_close(*, run_id: int, now: datetime | None = None) -> bool:
     ).update(status=DeliveryStatus.EXPIRED, failure="voting closed", finished_at=now)
     engine = pattern_get(run.pattern)
     members = group_members(group=run.group)
-    step = engine.close(
-        config=engine.validate(run.group.config), ctx=_context(run, members)
-    )
+    step = engine.close(config=engine.validate(run.config), ctx=_context(run, members))
     _settle(run, [], members=members, now=now, step=step)
     _wake_after_commit(run)
     return True
@@ -781,7 +783,7 @@ def run_delegate(
         )
     group = AgentGroup.objects.select_for_update().get(pk=run.group_id)
     engine = pattern_get(run.pattern)
-    config = engine.validate(group.config)
+    config = engine.validate(run.config)
     members = group_members(group=group)
     wanted = None
     if agent_id is not None:

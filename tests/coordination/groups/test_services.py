@@ -537,3 +537,16 @@ def test_invalid_configuration_is_refused_and_nothing_changes(make_group, agents
         )
     group.refresh_from_db()
     assert group.pattern == "round_robin"
+
+
+def test_a_run_finishes_under_the_configuration_it_started_with(
+    make_group, agents, system
+):
+    group = pipeline_group(make_group, agents, {})
+    run = group_message_route(actor=system, group=group, message="report")
+    group_update(group=group, pattern="round_robin", config={})
+    delivery_complete(delivery=take_one(agents["Entropy"]), text="ok")
+    delivery_complete(delivery=take_one(agents["Flux"]), text="Tue")
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED
+    assert [s["stage"] for s in run.result["stages"]] == ["analysis", "scheduling"]
