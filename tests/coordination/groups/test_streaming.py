@@ -1,6 +1,7 @@
 """Runs stream as Server-Sent Events from a real Daphne; inboxes long-poll."""
 
 import json
+import subprocess
 import threading
 import time
 
@@ -95,3 +96,66 @@ def test_an_idle_long_poll_returns_an_empty_list_after_its_wait(daphne_server, a
         response = http.get("/api/inbox", params={"wait": 1})
         assert response.json() == []
         assert time.monotonic() - started >= 1
+
+
+def _stream_while_another_process_answers(base_url, group, agents) -> float:
+    """Open a run's stream on the server; answer from this test process."""
+    from coordination.actors import Actor
+    from coordination.groups.services import (
+        delivery_complete,
+        delivery_take,
+        group_message_route,
+    )
+
+    run = group_message_route(actor=Actor.system(), group=group, message="hi")
+
+    def answer() -> None:
+        time.sleep(0.5)
+        delivery = delivery_take(agent=agents["Flux"])[0]
+        delivery_complete(delivery=delivery, text="hello")
+
+    worker = threading.Thread(target=answer)
+    http = httpx.Client(base_url=base_url, headers=headers(agents["Flux"]))
+    with http, http.stream("GET", f"/api/runs/{run.pk}/events", timeout=30) as response:
+        worker.start()
+        started = time.monotonic()
+        kinds = [k for k, _ in sse_events(response)]
+        elapsed = time.monotonic() - started
+    worker.join()
+    assert kinds[-1] == "Complete", kinds
+    return elapsed
+
+
+def test_the_stream_sees_events_written_by_another_process(
+    daphne_server, make_group, agents
+):
+    group = make_group("round_robin", [("Flux", "regular")])
+    _stream_while_another_process_answers(daphne_server, group, agents)
+
+
+@pytest.mark.redis
+def test_with_redis_the_stream_is_woken_across_processes(
+    redis_url, redis_channel_layer, settings, make_group, agents
+):
+    from pattern_site.processes import daphne_command, free_port, wait_for_port
+    from tests.conftest import REPO, subprocess_env
+
+    # A poll interval far longer than the test: only a wake-up can end it.
+    port = free_port()
+    proc = subprocess.Popen(
+        daphne_command(port=port),
+        cwd=REPO,
+        env=subprocess_env(
+            PATTERN_REDIS_URL=redis_url, PATTERN_GROUPS_POLL_SECONDS="20"
+        ),
+    )
+    try:
+        wait_for_port(port, proc=proc)
+        group = make_group("round_robin", [("Flux", "regular")])
+        elapsed = _stream_while_another_process_answers(
+            f"http://127.0.0.1:{port}", group, agents
+        )
+        assert elapsed < 10
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
