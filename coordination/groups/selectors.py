@@ -19,6 +19,7 @@ from coordination.groups.models import (
 )
 from coordination.groups.patterns.base import DeliveryView, Member
 from coordination.models import Constellation
+from pattern_site.db.compiled import CompiledQuery
 
 
 def group_list_for_actor(
@@ -89,34 +90,48 @@ def constellation_get_by_name(*, name: str | None) -> Constellation:
     return constellation
 
 
-def group_members(*, group: AgentGroup) -> tuple[Member, ...]:
-    """The members as the patterns see them, in joining order (one query,
-    no model instances: every routed message reads them)."""
-    rows = (
-        GroupMembership.objects.filter(group_id=group.pk)
+# Every routed message reads the members (compiled once, see
+# pattern_site.db.compiled).
+_MEMBERS = CompiledQuery(
+    lambda group_id: (
+        GroupMembership.objects.select_related("agent")
+        .filter(group_id=group_id)
         .order_by("joined_at", "id")
-        .values_list(
-            "agent_id",
-            "agent__name",
-            "role",
-            "domain",
-            "capabilities",
-            "agent__is_active",
-            "last_routed_at",
-        )
-    )
+    ),
+    group_id=-730_201,
+)
+
+
+def group_members(*, group: AgentGroup) -> tuple[Member, ...]:
+    """The members as the patterns see them, in joining order."""
     return tuple(
         Member(
-            agent_id=agent_id,
-            name=name,
-            role=role,
-            domain=domain,
-            capabilities=tuple(capabilities),
-            available=active,
-            last_routed_at=last_routed_at,
+            agent_id=m.agent_id,
+            name=m.agent.name,
+            role=m.role,
+            domain=m.domain,
+            capabilities=tuple(m.capabilities),
+            available=m.agent.is_active,
+            last_routed_at=m.last_routed_at,
         )
-        for agent_id, name, role, domain, capabilities, active, last_routed_at in rows
+        for m in _MEMBERS.all(group_id=group.pk)
     )
+
+
+_GROUP_LOCKED = CompiledQuery(
+    lambda group_id: (
+        AgentGroup.objects.select_for_update().filter(pk=group_id).order_by()[:1]
+    ),
+    group_id=-730_202,
+)
+
+
+def group_get_locked(*, group_id: int) -> AgentGroup:
+    """The group's row, locked until the transaction ends (services only)."""
+    group = _GROUP_LOCKED.first(group_id=group_id)
+    if group is None:
+        raise NotFound(f"group {group_id} does not exist")
+    return group
 
 
 def group_export(*, group: AgentGroup) -> dict[str, Any]:
@@ -194,13 +209,16 @@ def run_events_after(*, run_id: int, after: int, limit: int = 500) -> EventPage:
 
     The caller has already been allowed to see the run.
     """
+    # The status first: a run that had ended before the events were read
+    # has all its events among them (its last ones are written with its end).
+    status = GroupRun.objects.filter(pk=run_id).values_list("status", flat=True)
+    ended = status.first() != RunStatus.RUNNING
     events = list(
         GroupRunEvent.objects.filter(run_id=run_id, seq__gt=after).order_by("seq")[
             :limit
         ]
     )
-    status = GroupRun.objects.filter(pk=run_id).values_list("status", flat=True)
-    finished = status.first() != RunStatus.RUNNING and len(events) < limit
+    finished = ended and len(events) < limit
     return EventPage(events=events, finished=finished)
 
 

@@ -49,7 +49,11 @@ from coordination.groups.patterns.sleeptime import (
     fired_triggers,
     intervention_prompt,
 )
-from coordination.groups.selectors import group_members, run_delivery_views
+from coordination.groups.selectors import (
+    group_get_locked,
+    group_members,
+    run_delivery_views,
+)
 from coordination.models import Agent, Constellation
 
 MAX_MESSAGE_CHARS = 20_000
@@ -104,7 +108,7 @@ def group_update(
     config: dict[str, Any] | None = None,
 ) -> AgentGroup:
     """Change a group; a new pattern or configuration resets the pattern state."""
-    group = AgentGroup.objects.select_for_update().get(pk=group.pk)
+    group = group_get_locked(group_id=group.pk)
     fields = []
     if description is not None:
         group.description = description
@@ -205,7 +209,7 @@ def group_metric_record(*, group: AgentGroup, metric: str, value: float) -> None
     metric = metric.strip()
     if not metric or len(metric) > 100:
         raise InvalidInput("a metric name is 1 to 100 characters")
-    group = AgentGroup.objects.select_for_update().get(pk=group.pk)
+    group = group_get_locked(group_id=group.pk)
     metrics = dict(group.state.get("metrics", {}))
     metrics[metric] = float(value)
     group.state = {**group.state, "metrics": metrics}
@@ -368,7 +372,7 @@ def group_message_route(
     clean_options = [" ".join(o.lower().split()) for o in options or [] if o.strip()]
     if clean_options and group.pattern != "voting":
         raise InvalidInput("options are for voting groups only")
-    group = AgentGroup.objects.select_for_update().get(pk=group.pk)
+    group = group_get_locked(group_id=group.pk)
     engine = pattern_get(group.pattern)
     members = group_members(group=group)
     decision = engine.route(
@@ -781,7 +785,7 @@ def run_delegate(
         raise Conflict(
             f"only the leader's delivery may delegate; this one is {delivery.kind}"
         )
-    group = AgentGroup.objects.select_for_update().get(pk=run.group_id)
+    group = group_get_locked(group_id=run.group_id)
     engine = pattern_get(run.pattern)
     config = engine.validate(run.config)
     members = group_members(group=group)
@@ -844,8 +848,11 @@ def group_sleeptime_check(
     last check, unless ``force``.
     """
     now = now or timezone.now()
-    group = AgentGroup.objects.select_for_update().filter(pk=group_id).first()
-    if group is None or group.pattern != "sleeptime":
+    group = AgentGroup.objects.filter(pk=group_id, pattern="sleeptime").first()
+    if group is None:
+        return None
+    group = group_get_locked(group_id=group_id)
+    if group.pattern != "sleeptime":
         return None
     engine = pattern_get("sleeptime")
     config = engine.validate(group.config)
