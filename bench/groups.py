@@ -215,9 +215,11 @@ class Api:
 
 def bench_http(
     port: int,
+    *,
     caller_token: str,
     agent_tokens: list[str],
-    group_id: int,
+    latency_group: int,
+    served_group: int,
     messages: int,
     runs: int,
 ) -> None:
@@ -235,7 +237,7 @@ def bench_http(
         "-",
     )
     timings = []
-    path = f"/api/groups/{group_id}/messages"
+    path = f"/api/groups/{latency_group}/messages"
     for _ in range(messages):
         start = time.perf_counter()
         caller.call("POST", path, {"message": MESSAGE})
@@ -246,13 +248,14 @@ def bench_http(
         "-",
     )
     caller.close()
+    caller_token = agent_tokens[0]  # a member of the served group
+    path = f"/api/groups/{served_group}/messages"
 
     stop = threading.Event()
     agent_failures: list[str] = []
 
     def agent_loop(token: str) -> None:
         api = Api(port, token)
-        # Drain what the latency loop above routed, then serve runs.
         while not stop.is_set():
             try:
                 work = api.call("GET", "/api/inbox?wait=2&limit=50")
@@ -271,7 +274,6 @@ def bench_http(
     agents = [threading.Thread(target=agent_loop, args=(t,)) for t in agent_tokens]
     for thread in agents:
         thread.start()
-    time.sleep(3)  # the agents answer the runs routed above first
 
     def one_run(results: list[float], failures: list[str]) -> None:
         api = Api(port, caller_token)
@@ -365,12 +367,21 @@ def main() -> None:
     bench_service(groups, args.messages)
     print()
 
-    # The runs of the HTTP part: round robin spreads them over all agents.
+    # The HTTP part: routing latency through a group of the agents above
+    # (nobody answers those runs), and whole runs through a group of fresh
+    # agents with empty inboxes, simulated by the client threads.
+    latency = group_create(
+        constellation=constellation, name="latency", pattern="round_robin"
+    )
+    workers = [
+        agent_create(constellation=constellation, name=f"Worker{n}") for n in range(6)
+    ]
     served = group_create(
         constellation=constellation, name="served", pattern="round_robin"
     )
-    for agent, _ in created:
-        group_member_add(group=served, agent=agent)
+    for (agent, _), (worker, _) in zip(created, workers, strict=True):
+        group_member_add(group=latency, agent=agent)
+        group_member_add(group=served, agent=worker)
     connection.close()
     port = free_port()
     proc = subprocess.Popen(
@@ -382,7 +393,15 @@ def main() -> None:
     )
     try:
         wait_for_port(port, proc=proc)
-        bench_http(port, tokens[0], tokens, served.pk, args.messages, args.runs)
+        bench_http(
+            port,
+            caller_token=tokens[0],
+            agent_tokens=[issued.raw for _, issued in workers],
+            latency_group=latency.pk,
+            served_group=served.pk,
+            messages=args.messages,
+            runs=args.runs,
+        )
     finally:
         proc.terminate()
         proc.wait(timeout=10)
