@@ -222,21 +222,23 @@ def run_events_after(*, run_id: int, after: int, limit: int = 500) -> EventPage:
     return EventPage(events=events, finished=finished)
 
 
-def run_delivery_views(*, run: GroupRun) -> tuple[DeliveryView, ...]:
-    return tuple(
-        DeliveryView(
-            delivery_id=d.pk,
-            agent_id=d.agent_id,
-            kind=d.kind,
-            status=d.status,
-            answer=d.answer,
-            vote=d.vote,
-            stage=d.stage,
-            attempt=d.attempt,
-            finished_at=d.finished_at,
-        )
-        for d in run.deliveries.order_by("id")
+def delivery_view(delivery: RunDelivery) -> DeliveryView:
+    return DeliveryView(
+        delivery_id=delivery.pk,
+        agent_id=delivery.agent_id,
+        kind=delivery.kind,
+        status=delivery.status,
+        answer=delivery.answer,
+        vote=delivery.vote,
+        stage=delivery.stage,
+        attempt=delivery.attempt,
+        finished_at=delivery.finished_at,
+        failure=delivery.failure,
     )
+
+
+def run_delivery_views(*, run: GroupRun) -> tuple[DeliveryView, ...]:
+    return tuple(delivery_view(d) for d in run.deliveries.order_by("id"))
 
 
 def delivery_get_for_actor(*, actor: Actor, delivery_id: int) -> RunDelivery:

@@ -39,7 +39,7 @@ from coordination.groups.patterns import pattern_get
 from coordination.groups.patterns.base import (
     Decision,
     Deliver,
-    Finished,
+    DeliveryView,
     Member,
     RunContext,
     Step,
@@ -50,6 +50,7 @@ from coordination.groups.patterns.sleeptime import (
     intervention_prompt,
 )
 from coordination.groups.selectors import (
+    delivery_view,
     group_get_locked,
     group_members,
     run_delivery_views,
@@ -237,7 +238,7 @@ def _deliver(
     delivers: list[Deliver],
     members: tuple[Member, ...],
     now: datetime,
-) -> tuple[list[RunDelivery], list[Finished]]:
+) -> tuple[list[RunDelivery], list[DeliveryView]]:
     """Store deliveries; one for an unavailable agent fails at once."""
     by_id = {m.agent_id: m for m in members}
     made, failed = [], []
@@ -271,7 +272,7 @@ def _deliver(
                     "recoverable": True,
                 },
             )
-            failed.append(_finished(delivery))
+            failed.append(delivery_view(delivery))
         elif delivery.deadline_at is not None:
             delivery_id, seconds = delivery.pk, (delivery.deadline_at - now)
             transaction.on_commit(
@@ -282,20 +283,6 @@ def _deliver(
                 )
             )
     return made, failed
-
-
-def _finished(delivery: RunDelivery) -> Finished:
-    return Finished(
-        delivery_id=delivery.pk,
-        agent_id=delivery.agent_id,
-        kind=delivery.kind,
-        status=delivery.status,
-        answer=delivery.answer,
-        vote=delivery.vote,
-        stage=delivery.stage,
-        attempt=delivery.attempt,
-        failure=delivery.failure,
-    )
 
 
 def _start_run(
@@ -410,7 +397,7 @@ def _context(run: GroupRun, members: tuple[Member, ...]) -> RunContext:
 
 def _settle(
     run: GroupRun,
-    finished: list[Finished],
+    finished: list[DeliveryView],
     *,
     members: tuple[Member, ...],
     now: datetime,
@@ -553,6 +540,14 @@ def _lock_open_delivery(delivery: RunDelivery) -> tuple[RunDelivery, GroupRun]:
     return delivery, run
 
 
+def _output_event(run: GroupRun, type_: str, data: dict[str, Any]) -> GroupRunEvent:
+    """An event of an agent's output on a locked run; readers woken."""
+    event = _event(run, type_, data)
+    run.save(update_fields=["last_seq"])
+    _wake_after_commit(run)
+    return event
+
+
 @transaction.atomic
 def delivery_chunk_add(*, delivery: RunDelivery, text: str) -> GroupRunEvent:
     """A piece of the agent's answer as it is produced."""
@@ -563,14 +558,11 @@ def delivery_chunk_add(*, delivery: RunDelivery, text: str) -> GroupRunEvent:
             f"the chunk is {len(text)} characters; at most {MAX_CHUNK_CHARS}"
         )
     delivery, run = _lock_open_delivery(delivery)
-    event = _event(
+    return _output_event(
         run,
         GroupEventType.TEXT_CHUNK,
         {"agent_id": delivery.agent_id, "text": text, "is_final": False},
     )
-    run.save(update_fields=["last_seq"])
-    _wake_after_commit(run)
-    return event
 
 
 @transaction.atomic
@@ -580,7 +572,7 @@ def delivery_tool_call_start(
     if not call_id.strip() or not fn_name.strip():
         raise InvalidInput("a tool call needs a call_id and a fn_name")
     delivery, run = _lock_open_delivery(delivery)
-    event = _event(
+    return _output_event(
         run,
         GroupEventType.TOOL_CALL_STARTED,
         {
@@ -590,9 +582,6 @@ def delivery_tool_call_start(
             "args": args,
         },
     )
-    run.save(update_fields=["last_seq"])
-    _wake_after_commit(run)
-    return event
 
 
 @transaction.atomic
@@ -607,14 +596,11 @@ def delivery_tool_call_complete(
     ).exists()
     if not started:
         raise NotFound(f"no tool call {call_id!r} was started by this agent in run")
-    event = _event(
+    return _output_event(
         run,
         GroupEventType.TOOL_CALL_COMPLETED,
         {"agent_id": delivery.agent_id, "call_id": call_id, "result": result},
     )
-    run.save(update_fields=["last_seq"])
-    _wake_after_commit(run)
-    return event
 
 
 @transaction.atomic
@@ -661,7 +647,9 @@ def delivery_complete(
             "message_id": delivery.pk,
         },
     )
-    _settle(run, [_finished(delivery)], members=group_members(group=run.group), now=now)
+    _settle(
+        run, [delivery_view(delivery)], members=group_members(group=run.group), now=now
+    )
     _wake_after_commit(run)
     return delivery
 
@@ -691,7 +679,9 @@ def _delivery_end_unanswered(
             "recoverable": True,
         },
     )
-    _settle(run, [_finished(delivery)], members=group_members(group=run.group), now=now)
+    _settle(
+        run, [delivery_view(delivery)], members=group_members(group=run.group), now=now
+    )
     _wake_after_commit(run)
     return delivery
 

@@ -70,23 +70,9 @@ class Decision:
 
 
 @dataclass(frozen=True)
-class Finished:
-    """How one delivery of the run ended, as ``advance`` sees it."""
-
-    delivery_id: int
-    agent_id: int
-    kind: str
-    status: str  # completed / failed / expired
-    answer: str = ""
-    vote: str = ""
-    stage: int | None = None
-    attempt: int = 1
-    failure: str = ""
-
-
-@dataclass(frozen=True)
 class DeliveryView:
-    """A delivery of the run, for patterns that look at all of them."""
+    """A delivery of the run as the patterns see it: the one that just
+    ended (``advance``) and all of the run's (``RunContext``)."""
 
     delivery_id: int
     agent_id: int
@@ -97,6 +83,7 @@ class DeliveryView:
     stage: int | None = None
     attempt: int = 1
     finished_at: datetime | None = None
+    failure: str = ""
 
 
 @dataclass
@@ -189,7 +176,7 @@ class Pattern:
     ) -> Decision:
         raise NotImplementedError
 
-    def advance(self, *, config: Any, ctx: RunContext, finished: Finished) -> Step:
+    def advance(self, *, config: Any, ctx: RunContext, finished: DeliveryView) -> Step:
         """Default: the run is done once every asked agent has answered."""
         return all_answered(ctx)
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from coordination.groups.patterns.base import (
     Decision,
     Deliver,
-    Finished,
+    DeliveryView,
     Member,
     Pattern,
     PatternConfig,
@@ -122,7 +122,7 @@ class Dynamic(Pattern):
             state_changes={"selected": chosen.name, "selector": config.selector},
         )
 
-    def advance(self, *, config: Any, ctx: RunContext, finished: Finished) -> Step:
+    def advance(self, *, config: Any, ctx: RunContext, finished: DeliveryView) -> Step:
         if finished.kind != "select":
             return all_answered(ctx)
         able = [m for m in ctx.members if m.responds and m.available]

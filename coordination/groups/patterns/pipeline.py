@@ -19,7 +19,7 @@ from coordination.errors import Conflict, InvalidInput
 from coordination.groups.patterns.base import (
     Decision,
     Deliver,
-    Finished,
+    DeliveryView,
     Member,
     Pattern,
     PatternConfig,
@@ -112,7 +112,7 @@ class Pipeline(Pattern):
             run_state={"stage": 0, "outputs": [], "finished_stages": []},
         )
 
-    def advance(self, *, config: Any, ctx: RunContext, finished: Finished) -> Step:
+    def advance(self, *, config: Any, ctx: RunContext, finished: DeliveryView) -> Step:
         if finished.stage is None:
             return Step()
         index = finished.stage

@@ -19,7 +19,7 @@ from coordination.errors import Conflict
 from coordination.groups.patterns.base import (
     Decision,
     Deliver,
-    Finished,
+    DeliveryView,
     Member,
     Pattern,
     PatternConfig,
@@ -80,7 +80,7 @@ class Voting(Pattern):
             close_after=config.voting_timeout,
         )
 
-    def advance(self, *, config: Any, ctx: RunContext, finished: Finished) -> Step:
+    def advance(self, *, config: Any, ctx: RunContext, finished: DeliveryView) -> Step:
         votes = [d for d in ctx.deliveries if d.kind == "vote"]
         if any(d.status in ("pending", "taken") for d in votes):
             return Step()
