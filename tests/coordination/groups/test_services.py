@@ -550,3 +550,24 @@ def test_a_run_finishes_under_the_configuration_it_started_with(
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED
     assert [s["stage"] for s in run.result["stages"]] == ["analysis", "scheduling"]
+
+
+def test_dynamic_capability_by_embedding_matches_meaning_not_words(
+    make_group, agents, system
+):
+    from memory.embeddings import embedding_status
+
+    if not embedding_status().available:
+        pytest.skip(embedding_status().reason)
+    group = make_group(
+        "dynamic",
+        [
+            ("Flux", "regular", {"capabilities": ["money", "budget", "invoices"]}),
+            ("Anchor", "regular", {"capabilities": ["sleep", "rest", "naps"]}),
+        ],
+        {"selector": "capability", "use_embeddings": True},
+    )
+    run = group_message_route(
+        actor=system, group=group, message="I am exhausted and want to lie down"
+    )
+    assert run.deliveries.get().agent.name == "Anchor"
