@@ -27,7 +27,10 @@ from coordination.groups.patterns.base import (
     observers,
     require,
 )
-from coordination.groups.patterns.dynamic import select_by_capability
+from coordination.groups.patterns.dynamic import DynamicConfig, select_by_capability
+
+# Delegating by capability matches words, as the dynamic pattern's default.
+CAPABILITY = DynamicConfig(selector="capability")
 
 Strategy = Literal["capability", "round_robin", "random", "load_balancing"]
 
@@ -112,7 +115,7 @@ class Supervisor(Pattern):
         if strategy == "round_robin":
             index = int(state.get("delegation_index", 0)) % len(able)
             return able[index], {**state, "delegation_index": index + 1}
-        return select_by_capability(able, message, config_for_capability()), state
+        return select_by_capability(able, message, CAPABILITY), state
 
     def delegation_target(
         self,
@@ -154,13 +157,3 @@ class Supervisor(Pattern):
             return None, "no member is available with room for a delegation", state
         chosen, state = self.pick(config, state, able, message, rng)
         return chosen, "", state
-
-
-class _CapabilityOnly:
-    preferred_domain = ""
-    use_embeddings = False
-
-
-def config_for_capability() -> Any:
-    """The capability selector's settings as a delegation strategy uses them."""
-    return _CapabilityOnly()

@@ -76,3 +76,18 @@ def test_concurrent_chunks_get_consecutive_event_numbers(make_group, agents, sys
         .values_list("seq", flat=True)
     )
     assert seqs == list(range(1, 3 + THREADS * PER_THREAD))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_inbox_takes_claim_each_delivery_once(make_group, agents, system):
+    group = make_group("round_robin", [("Flux", "regular")])
+    for n in range(THREADS * PER_THREAD):
+        group_message_route(actor=system, group=group, message=f"m{n}")
+    taken: list[int] = []
+
+    def take(index: int) -> None:
+        for _ in range(PER_THREAD):
+            taken.extend(d.pk for d in delivery_take(agent=agents["Flux"], limit=1))
+
+    assert in_threads(take) == []
+    assert sorted(taken) == sorted(RunDelivery.objects.values_list("pk", flat=True))
