@@ -15,9 +15,10 @@ import asyncio
 import os
 import threading
 from collections.abc import Awaitable
+from typing import Any
 
 from asgiref.sync import SyncToAsync, async_to_sync
-from channels.layers import BaseChannelLayer, InMemoryChannelLayer
+from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
 
 
 def layer_send(layer: BaseChannelLayer, send: Awaitable[None]) -> None:
@@ -26,6 +27,17 @@ def layer_send(layer: BaseChannelLayer, send: Awaitable[None]) -> None:
         async_to_sync(_awaited)(send)
     else:
         _sender_loop().run(send)
+
+
+def group_send_from_sync(group: str, message: dict[str, Any]) -> None:
+    """Send a channel-layer group message from synchronous code; skipped
+    when the layer reaches no other process and nothing here joined."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    if isinstance(layer, InMemoryChannelLayer) and not layer.groups.get(group):
+        return
+    layer_send(layer, layer.group_send(group, message))
 
 
 async def _awaited(awaitable: Awaitable[None]) -> None:

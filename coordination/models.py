@@ -2,13 +2,25 @@
 migrations find them here)."""
 
 from coordination.agents.models import Agent, AgentToken, Constellation
+from coordination.groups.models import (
+    AgentGroup,
+    GroupMembership,
+    GroupRun,
+    GroupRunEvent,
+    RunDelivery,
+)
 from coordination.work.models import CoordinationState, HandoffNote, Task
 
 __all__ = [
     "Agent",
+    "AgentGroup",
     "AgentToken",
     "Constellation",
     "CoordinationState",
+    "GroupMembership",
+    "GroupRun",
+    "GroupRunEvent",
     "HandoffNote",
+    "RunDelivery",
     "Task",
 ]

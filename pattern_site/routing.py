@@ -3,9 +3,11 @@
 from django.urls import path
 
 from coordination.agents.consumers import PresenceConsumer
+from coordination.groups.consumers import GroupSocketConsumer
 from memory.blocks.sync.consumer import BlockSyncConsumer
 
 websocket_urlpatterns = [
     path("ws/constellations/<int:constellation_id>/", PresenceConsumer.as_asgi()),
     path("ws/sync/", BlockSyncConsumer.as_asgi()),
+    path("ws/groups/", GroupSocketConsumer.as_asgi()),
 ]

@@ -13,4 +13,5 @@ urlpatterns = [
     path("", include("coordination.work.urls")),
     path("memory/", include("memory.urls")),
     path("activity/", include("activity.urls")),
+    path("groups/", include("coordination.groups.urls")),
 ]

@@ -120,7 +120,8 @@ class _Statement:
 
 
 class CompiledQuery:
-    """``build(**markers)`` compiled on first use; ``first(**values)`` runs it.
+    """``build(**markers)`` compiled on first use; ``first(**values)`` and
+    ``all(**values)`` run it.
 
     ``markers`` maps each parameter name to a marker value of its kind
     (int or str) that appears nowhere else in the query.
@@ -157,15 +158,23 @@ class CompiledQuery:
                 self._statements[db] = statement
         return statement
 
-    def first(self, db: str = "default", **values: Any) -> Any:
-        """The first row as a model instance (related rows attached), or None."""
+    def _execute(self, db: str, values: dict[str, Any], fetch: str) -> Any:
         st = self._statement(db)
         params = list(st.params)
         for name, value in values.items():
             params[st.slots[name]] = value
         with connections[db].cursor() as cursor:
             cursor.execute(st.sql, params)
-            row = cursor.fetchone()
+            return st, getattr(cursor, fetch)()
+
+    def first(self, db: str = "default", **values: Any) -> Any:
+        """The first row as a model instance (related rows attached), or None."""
+        st, row = self._execute(db, values, "fetchone")
         if row is None:
             return None
         return next(st.reader.instances([row]))
+
+    def all(self, db: str = "default", **values: Any) -> list[Any]:
+        """Every row as a model instance (related rows attached)."""
+        st, rows = self._execute(db, values, "fetchall")
+        return list(st.reader.instances(rows)) if rows else []

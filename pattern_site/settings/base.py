@@ -333,3 +333,21 @@ LLM_MAX_RETRIES = env.int("PATTERN_LLM_MAX_RETRIES", default=2)
 LLM_MAX_TOKENS = env.int("PATTERN_LLM_MAX_TOKENS", default=600)
 LLM_JSON_RETRIES = env.int("PATTERN_LLM_JSON_RETRIES", default=1)
 LLM_DAILY_TOKEN_BUDGET = env.int("PATTERN_LLM_DAILY_TOKEN_BUDGET", default=200_000)
+# --- Agent groups (coordination/groups) ------------------------------------
+# Longest an agent's ``GET /api/inbox?wait=`` long-poll may wait for work.
+GROUPS_INBOX_MAX_WAIT = env.float("PATTERN_GROUPS_INBOX_MAX_WAIT", default=25.0)
+# How often a waiting event stream or inbox looks at the database when no
+# wake-up arrived (wake-ups from other processes need the Redis layer).
+GROUPS_POLL_SECONDS = env.float("PATTERN_GROUPS_POLL_SECONDS", default=1.0)
+# Beat: how often overdue deliveries/votes are swept and sleeptime groups are
+# checked (each group also waits its own check_interval).
+GROUPS_SWEEP_SECONDS = env.float("PATTERN_GROUPS_SWEEP_SECONDS", default=15.0)
+GROUPS_SLEEPTIME_SECONDS = env.float("PATTERN_GROUPS_SLEEPTIME_SECONDS", default=60.0)
+CELERY_BEAT_SCHEDULE["groups-run-deadlines-sweep"] = {
+    "task": "groups.run_deadlines_sweep",
+    "schedule": GROUPS_SWEEP_SECONDS,
+}
+CELERY_BEAT_SCHEDULE["groups-sleeptime-sweep"] = {
+    "task": "groups.group_sleeptime_sweep",
+    "schedule": GROUPS_SLEEPTIME_SECONDS,
+}

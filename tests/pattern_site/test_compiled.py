@@ -35,6 +35,23 @@ def test_runs_with_each_call_s_values_and_attaches_related_rows(constellation):
     assert BY_NAME.first(constellation_id=constellation.pk + 1, name="Flux") is None
 
 
+def test_all_returns_every_row_in_order_with_related_rows(constellation):
+    in_constellation = CompiledQuery(
+        lambda constellation_id: (
+            Agent.objects.select_related("constellation")
+            .filter(constellation_id=constellation_id)
+            .order_by("name")
+        ),
+        constellation_id=-91_002,
+    )
+    for name in ("Flux", "Anchor", "Momentum"):
+        agent_create(constellation=constellation, name=name)
+    found = in_constellation.all(constellation_id=constellation.pk)
+    assert [a.name for a in found] == ["Anchor", "Flux", "Momentum"]
+    assert all(Agent.constellation.is_cached(a) for a in found)
+    assert in_constellation.all(constellation_id=constellation.pk + 1) == []
+
+
 def test_a_marker_that_is_not_one_parameter_is_refused(constellation):
     twice = CompiledQuery(
         lambda key: (

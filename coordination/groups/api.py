@@ -1,0 +1,316 @@
+"""Agent group endpoints: groups, members, routing, runs, inboxes, tools.
+
+A run's events stream as Server-Sent Events from ``GET /runs/{id}/events``
+(or from ``POST /groups/{id}/messages`` itself when the request accepts
+``text/event-stream``).  Agents take their work from ``GET /inbox``
+(long-poll with ``wait``) and answer through ``/deliveries/{id}/...``.
+"""
+
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from ninja import Router, Status
+
+from coordination.agents.selectors import (
+    agent_get_for_actor,
+    constellation_get_for_actor,
+)
+from coordination.auth import request_actor
+from coordination.errors import InvalidInput
+from coordination.groups import permissions, selectors, services, streams
+from coordination.groups.schemas import (
+    AnswerIn,
+    ChunkIn,
+    DelegateIn,
+    DeliveryOut,
+    EventOut,
+    FailureIn,
+    GroupCreateIn,
+    GroupOut,
+    GroupUpdateIn,
+    MemberIn,
+    MemberOut,
+    MetricIn,
+    RouteIn,
+    RouteToGroupIn,
+    RunDetailOut,
+    RunOut,
+    ToolCallIn,
+    ToolResultIn,
+)
+
+router = Router(tags=["groups"])
+
+
+def _event_stream_response(run_id: int, after: int) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(
+        streams.run_event_stream(run_id=run_id, after=after),
+        content_type="text/event-stream",
+    )
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+def _wants_stream(request: HttpRequest) -> bool:
+    return "text/event-stream" in request.headers.get("Accept", "")
+
+
+@router.get("/groups", response=list[GroupOut])
+def list_groups(request: HttpRequest, constellation_id: int | None = None) -> Any:
+    return selectors.group_list_for_actor(
+        actor=request_actor(request), constellation_id=constellation_id
+    )
+
+
+@router.post("/groups", response={201: GroupOut})
+def create_group(request: HttpRequest, payload: GroupCreateIn) -> Any:
+    actor = request_actor(request)
+    constellation = constellation_get_for_actor(
+        actor=actor, constellation_id=payload.constellation_id
+    )
+    permissions.group_check_manage(actor=actor)
+    group = services.group_create(
+        constellation=constellation,
+        name=payload.name,
+        description=payload.description,
+        pattern=payload.pattern,
+        config=payload.config,
+    )
+    return Status(201, selectors.group_get_for_actor(actor=actor, group_id=group.pk))
+
+
+@router.get("/groups/{group_id}", response=GroupOut)
+def get_group(request: HttpRequest, group_id: int) -> Any:
+    return selectors.group_get_for_actor(
+        actor=request_actor(request), group_id=group_id
+    )
+
+
+@router.patch("/groups/{group_id}", response=GroupOut)
+def update_group(request: HttpRequest, group_id: int, payload: GroupUpdateIn) -> Any:
+    actor = request_actor(request)
+    group = selectors.group_get_for_change(actor=actor, group_id=group_id)
+    services.group_update(group=group, **payload.dict(exclude_unset=True))
+    return selectors.group_get_for_actor(actor=actor, group_id=group_id)
+
+
+@router.delete("/groups/{group_id}", response={204: None})
+def delete_group(request: HttpRequest, group_id: int) -> Any:
+    group = selectors.group_get_for_change(
+        actor=request_actor(request), group_id=group_id
+    )
+    services.group_delete(group=group)
+    return Status(204, None)
+
+
+@router.post("/groups/{group_id}/members", response={201: MemberOut})
+def add_member(request: HttpRequest, group_id: int, payload: MemberIn) -> Any:
+    actor = request_actor(request)
+    group = selectors.group_get_for_change(actor=actor, group_id=group_id)
+    agent = agent_get_for_actor(actor=actor, agent_id=payload.agent_id)
+    membership = services.group_member_add(
+        group=group,
+        agent=agent,
+        role=payload.role,
+        domain=payload.domain,
+        capabilities=payload.capabilities,
+    )
+    return Status(201, membership)
+
+
+@router.delete("/groups/{group_id}/members/{agent_id}", response={204: None})
+def remove_member(request: HttpRequest, group_id: int, agent_id: int) -> Any:
+    group = selectors.group_get_for_change(
+        actor=request_actor(request), group_id=group_id
+    )
+    services.group_member_remove(group=group, agent_id=agent_id)
+    return Status(204, None)
+
+
+@router.post("/groups/{group_id}/metrics", response={204: None})
+def record_metric(request: HttpRequest, group_id: int, payload: MetricIn) -> Any:
+    group = selectors.group_get_for_route(
+        actor=request_actor(request), group_id=group_id
+    )
+    services.group_metric_record(
+        group=group, metric=payload.metric, value=payload.value
+    )
+    return Status(204, None)
+
+
+@router.post(
+    "/groups/{group_id}/messages",
+    response={202: RunOut},
+    summary="Route a message through a group (starts a run)",
+)
+def route_message(request: HttpRequest, group_id: int, payload: RouteIn) -> Any:
+    actor = request_actor(request)
+    group = selectors.group_get_for_route(actor=actor, group_id=group_id)
+    run = services.group_message_route(
+        actor=actor, group=group, message=payload.message, options=payload.options
+    )
+    if _wants_stream(request):
+        return _event_stream_response(run.pk, 0)
+    return Status(202, run)
+
+
+@router.post(
+    "/tools/route_to_group",
+    response={202: RunOut},
+    summary="route_to_group",
+    description=(
+        "Route a message through an agent group. The group's coordination"
+        " pattern (supervisor, round robin, voting, pipeline, dynamic or"
+        " sleeptime) decides which member agents act on it and in what order."
+        " Use it to hand a request to the group set up for that kind of work,"
+        " e.g. 'Crisis Response' or 'Planning'. Returns the run; follow"
+        " events_url (Server-Sent Events) for the members' answers as they"
+        " arrive, ending with a Complete or Error event."
+    ),
+)
+def route_to_group(request: HttpRequest, payload: RouteToGroupIn) -> Any:
+    if not payload.group_id.strip().isdigit():
+        raise InvalidInput(
+            f"group_id {payload.group_id!r} is not a group id; list groups with"
+            " GET /api/groups"
+        )
+    return route_message(
+        request, int(payload.group_id), RouteIn(message=payload.message)
+    )
+
+
+@router.get("/groups/{group_id}/runs", response=list[RunOut])
+def list_runs(request: HttpRequest, group_id: int, limit: int = 20) -> Any:
+    group = selectors.group_get_for_route(
+        actor=request_actor(request), group_id=group_id
+    )
+    return selectors.run_list_for_group(group=group, limit=max(1, min(limit, 100)))
+
+
+@router.get("/runs/{run_id}", response=RunDetailOut)
+def get_run(request: HttpRequest, run_id: int) -> Any:
+    return selectors.run_get_for_actor(actor=request_actor(request), run_id=run_id)
+
+
+@router.get(
+    "/runs/{run_id}/events",
+    response={200: list[EventOut]},
+    summary="A run's GroupResponseEvents as Server-Sent Events",
+)
+def stream_run_events(request: HttpRequest, run_id: int, after: int = 0) -> Any:
+    """``text/event-stream``; resumes after ``Last-Event-ID`` or ``after``."""
+    run = selectors.run_get_for_actor(actor=request_actor(request), run_id=run_id)
+    last = request.headers.get("Last-Event-ID", "")
+    if last.isdigit():
+        after = int(last)
+    return _event_stream_response(run.pk, max(0, after))
+
+
+@router.get(
+    "/inbox",
+    response=list[DeliveryOut],
+    summary="Take this agent's pending deliveries (long-poll with wait)",
+)
+def take_inbox(
+    request: HttpRequest, wait: float = 0.0, limit: int = 10
+) -> HttpResponse | Any:
+    actor = request_actor(request)
+    permissions.inbox_check_read(actor=actor)
+    agent = actor.agent
+    assert agent is not None
+
+    def take() -> list[Any]:
+        if not selectors.inbox_has_work(agent_id=agent.pk):
+            return []
+        return services.delivery_take(agent=agent, limit=limit)
+
+    def take_as_json() -> list[dict[str, Any]]:
+        return [DeliveryOut.from_orm(d).model_dump(mode="json") for d in take()]
+
+    wait = max(0.0, min(wait, settings.GROUPS_INBOX_MAX_WAIT))
+    if wait == 0:
+        return take()
+    return StreamingHttpResponse(
+        streams.inbox_long_poll(
+            agent_id=agent.pk, wait_seconds=wait, take=take_as_json
+        ),
+        content_type="application/json",
+    )
+
+
+def _delivery(request: HttpRequest, delivery_id: int) -> Any:
+    return selectors.delivery_get_for_actor(
+        actor=request_actor(request), delivery_id=delivery_id
+    )
+
+
+@router.post("/deliveries/{delivery_id}/chunks", response={201: EventOut})
+def post_chunk(request: HttpRequest, delivery_id: int, payload: ChunkIn) -> Any:
+    delivery = _delivery(request, delivery_id)
+    return Status(
+        201, services.delivery_chunk_add(delivery=delivery, text=payload.text)
+    )
+
+
+@router.post("/deliveries/{delivery_id}/tool-calls", response={201: EventOut})
+def start_tool_call(request: HttpRequest, delivery_id: int, payload: ToolCallIn) -> Any:
+    delivery = _delivery(request, delivery_id)
+    return Status(
+        201,
+        services.delivery_tool_call_start(
+            delivery=delivery,
+            call_id=payload.call_id,
+            fn_name=payload.fn_name,
+            args=payload.args,
+        ),
+    )
+
+
+@router.post("/deliveries/{delivery_id}/tool-calls/{call_id}", response={201: EventOut})
+def complete_tool_call(
+    request: HttpRequest, delivery_id: int, call_id: str, payload: ToolResultIn
+) -> Any:
+    delivery = _delivery(request, delivery_id)
+    return Status(
+        201,
+        services.delivery_tool_call_complete(
+            delivery=delivery, call_id=call_id, result=payload.result
+        ),
+    )
+
+
+@router.post("/deliveries/{delivery_id}/answer", response=RunOut)
+def answer_delivery(request: HttpRequest, delivery_id: int, payload: AnswerIn) -> Any:
+    delivery = _delivery(request, delivery_id)
+    done = services.delivery_complete(
+        delivery=delivery, text=payload.text, vote=payload.vote
+    )
+    return done.run
+
+
+@router.post("/deliveries/{delivery_id}/failure", response=RunOut)
+def fail_delivery(request: HttpRequest, delivery_id: int, payload: FailureIn) -> Any:
+    delivery = _delivery(request, delivery_id)
+    return services.delivery_fail(delivery=delivery, reason=payload.reason).run
+
+
+@router.post(
+    "/deliveries/{delivery_id}/delegations",
+    response={201: DeliveryOut, 200: RunOut},
+    summary="The leader delegates part of its work",
+)
+def delegate(request: HttpRequest, delivery_id: int, payload: DelegateIn) -> Any:
+    delivery = _delivery(request, delivery_id)
+    made = services.run_delegate(
+        delivery=delivery, message=payload.message, agent_id=payload.agent_id
+    )
+    if made is None:
+        return Status(
+            200,
+            selectors.run_get_for_actor(
+                actor=request_actor(request), run_id=delivery.run_id
+            ),
+        )
+    return Status(201, made)

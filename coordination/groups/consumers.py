@@ -1,0 +1,223 @@
+"""The groups websocket (``/ws/groups/``): watch runs, take and answer work.
+
+Humans authenticate with their session, agents with ``Authorization:
+Bearer <token>`` on the upgrade request (non-browser clients must also
+send an ``Origin`` of an allowed host).  Every message is JSON with a
+``type``; a client may add ``ref``, echoed in the ``ack`` or ``error``.
+
+- ``run.watch`` {run_id, after?}: the run's stored events after ``after``,
+  then each new one, as ``run.event``; ``run.unwatch`` {run_id} stops.
+- ``inbox.subscribe`` (agents): pending deliveries are taken and sent as
+  ``inbox.deliveries`` now and whenever new work arrives.
+- ``delivery.chunk`` {delivery_id, text}, ``delivery.tool_call``
+  {delivery_id, call_id, fn_name, args}, ``delivery.tool_result``
+  {delivery_id, call_id, result}, ``delivery.answer`` {delivery_id, text,
+  vote?}, ``delivery.failure`` {delivery_id, reason}: as the HTTP API.
+
+Rights are the selectors' (``coordination.groups.permissions``); domain
+errors come back as ``error`` with the error's code.
+"""
+
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from coordination.actors import Actor
+from coordination.agents.services import agent_token_authenticate
+from coordination.errors import ApplicationError, InvalidInput
+from coordination.groups import permissions, realtime, selectors, services
+from coordination.groups.schemas import DeliveryOut
+
+CLOSE_UNAUTHENTICATED = 4401
+
+
+def _bearer(scope: dict[str, Any]) -> str | None:
+    for name, value in scope.get("headers", []):
+        if name == b"authorization" and value.lower().startswith(b"bearer "):
+            return value[7:].decode().strip()
+    return None
+
+
+@database_sync_to_async
+def _authenticate(scope: dict[str, Any]) -> Actor | None:
+    token = _bearer(scope)
+    if token is not None:
+        try:
+            return Actor.for_agent(agent_token_authenticate(raw=token))
+        except ApplicationError:
+            return None
+    user = scope.get("user")
+    if user is not None and user.is_authenticated:
+        return Actor.for_user(user)
+    return None
+
+
+@database_sync_to_async
+def _watch(actor: Actor, run_id: int) -> None:
+    selectors.run_get_for_actor(actor=actor, run_id=run_id)
+
+
+@database_sync_to_async
+def _events_after(run_id: int, after: int) -> list[dict[str, Any]]:
+    page = selectors.run_events_after(run_id=run_id, after=after)
+    return [
+        {
+            "type": "run.event",
+            "run_id": run_id,
+            "seq": e.seq,
+            "event": e.type,
+            "data": e.data,
+        }
+        for e in page.events
+    ]
+
+
+@database_sync_to_async
+def _take(actor: Actor) -> list[dict[str, Any]]:
+    assert actor.agent is not None
+    if not selectors.inbox_has_work(agent_id=actor.agent.pk):
+        return []
+    taken = services.delivery_take(agent=actor.agent)
+    return [DeliveryOut.from_orm(d).model_dump(mode="json") for d in taken]
+
+
+@database_sync_to_async
+def _act(actor: Actor, content: dict[str, Any]) -> None:
+    kind = content["type"]
+    delivery = selectors.delivery_get_for_actor(
+        actor=actor, delivery_id=int(content.get("delivery_id", 0))
+    )
+    if kind == "delivery.chunk":
+        services.delivery_chunk_add(
+            delivery=delivery, text=str(content.get("text", ""))
+        )
+    elif kind == "delivery.tool_call":
+        services.delivery_tool_call_start(
+            delivery=delivery,
+            call_id=str(content.get("call_id", "")),
+            fn_name=str(content.get("fn_name", "")),
+            args=dict(content.get("args") or {}),
+        )
+    elif kind == "delivery.tool_result":
+        services.delivery_tool_call_complete(
+            delivery=delivery,
+            call_id=str(content.get("call_id", "")),
+            result=content.get("result"),
+        )
+    elif kind == "delivery.answer":
+        services.delivery_complete(
+            delivery=delivery,
+            text=str(content.get("text", "")),
+            vote=str(content.get("vote", "")),
+        )
+    else:
+        services.delivery_fail(delivery=delivery, reason=str(content.get("reason", "")))
+
+
+DELIVERY_ACTIONS = {
+    "delivery.chunk",
+    "delivery.tool_call",
+    "delivery.tool_result",
+    "delivery.answer",
+    "delivery.failure",
+}
+
+
+class GroupSocketConsumer(AsyncJsonWebsocketConsumer):
+    actor: Actor | None = None
+
+    async def connect(self) -> None:
+        self.actor = await _authenticate(self.scope)
+        if self.actor is None:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        self.watching: dict[int, int] = {}  # run id -> last event sent
+        self.subscribed = False
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        for run_id in list(getattr(self, "watching", {})):
+            await self.channel_layer.group_discard(
+                realtime.run_channel_group(run_id), self.channel_name
+            )
+        if getattr(self, "subscribed", False) and self.actor and self.actor.agent:
+            await self.channel_layer.group_discard(
+                realtime.inbox_channel_group(self.actor.agent.pk), self.channel_name
+            )
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        ref = content.get("ref") if isinstance(content, dict) else None
+        try:
+            if not isinstance(content, dict) or "type" not in content:
+                raise InvalidInput("each message is a JSON object with a type")
+            await self.dispatch_message(content)
+        except ApplicationError as exc:
+            await self.send_json(
+                {"type": "error", "code": exc.code, "detail": exc.message, "ref": ref}
+            )
+        except (TypeError, ValueError) as exc:
+            await self.send_json(
+                {
+                    "type": "error",
+                    "code": "invalid_input",
+                    "detail": str(exc),
+                    "ref": ref,
+                }
+            )
+        else:
+            if content["type"] in DELIVERY_ACTIONS:
+                await self.send_json({"type": "ack", "ref": ref})
+
+    async def dispatch_message(self, content: dict[str, Any]) -> None:
+        assert self.actor is not None
+        kind = content["type"]
+        if kind == "run.watch":
+            run_id = int(content.get("run_id", 0))
+            await _watch(self.actor, run_id)
+            self.watching[run_id] = int(content.get("after", 0))
+            await self.channel_layer.group_add(
+                realtime.run_channel_group(run_id), self.channel_name
+            )
+            await self._send_events(run_id)
+        elif kind == "run.unwatch":
+            run_id = int(content.get("run_id", 0))
+            self.watching.pop(run_id, None)
+            await self.channel_layer.group_discard(
+                realtime.run_channel_group(run_id), self.channel_name
+            )
+        elif kind == "inbox.subscribe":
+            permissions.inbox_check_read(actor=self.actor)
+            assert self.actor.agent is not None
+            self.subscribed = True
+            await self.channel_layer.group_add(
+                realtime.inbox_channel_group(self.actor.agent.pk), self.channel_name
+            )
+            await self._send_inbox()
+        elif kind in DELIVERY_ACTIONS:
+            await _act(self.actor, content)
+        else:
+            raise InvalidInput(
+                f"unknown message type {kind!r}; one of: run.watch, run.unwatch,"
+                f" inbox.subscribe, {', '.join(sorted(DELIVERY_ACTIONS))}"
+            )
+
+    async def _send_events(self, run_id: int) -> None:
+        if run_id not in self.watching:
+            return
+        for message in await _events_after(run_id, self.watching[run_id]):
+            self.watching[run_id] = message["seq"]
+            await self.send_json(message)
+
+    async def _send_inbox(self) -> None:
+        assert self.actor is not None
+        deliveries = await _take(self.actor)
+        if deliveries:
+            await self.send_json({"type": "inbox.deliveries", "deliveries": deliveries})
+
+    async def group_run_wake(self, message: dict[str, Any]) -> None:
+        await self._send_events(int(message["run_id"]))
+
+    async def group_inbox_wake(self, message: dict[str, Any]) -> None:
+        if self.subscribed:
+            await self._send_inbox()

@@ -1,0 +1,213 @@
+"""Agent groups, their members, and the runs that route a message through them.
+
+A group's ``config`` is its coordination pattern's configuration, validated
+by that pattern (``coordination.groups.patterns``) before any save; its
+``state`` is what the pattern remembers between messages (the round-robin
+index, the sleeptime clock).  A run is one routed message: its deliveries
+are the inbox items of the agents it selected, and its events are the
+``GroupResponseEvent`` stream, numbered per run so a reader can resume.
+"""
+
+from django.db import models
+
+from coordination.agents.models import Agent, Constellation
+
+
+class CoordinationPattern(models.TextChoices):
+    SUPERVISOR = "supervisor", "Supervisor"
+    ROUND_ROBIN = "round_robin", "Round robin"
+    VOTING = "voting", "Voting"
+    PIPELINE = "pipeline", "Pipeline"
+    DYNAMIC = "dynamic", "Dynamic"
+    SLEEPTIME = "sleeptime", "Sleeptime"
+
+
+class AgentGroup(models.Model):
+    constellation = models.ForeignKey(
+        Constellation, on_delete=models.CASCADE, related_name="agent_groups"
+    )
+    name = models.CharField(max_length=100)
+    description = models.TextField(blank=True)
+    pattern = models.CharField(max_length=20, choices=CoordinationPattern.choices)
+    config = models.JSONField(default=dict, blank=True)
+    state = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["constellation_id", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["constellation", "name"],
+                name="group_name_unique_per_constellation",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.pattern})"
+
+
+class MemberRole(models.TextChoices):
+    REGULAR = "regular", "Regular"
+    SUPERVISOR = "supervisor", "Supervisor"
+    # Receives the group's messages but is never asked to respond.
+    OBSERVER = "observer", "Observer"
+    SPECIALIST = "specialist", "Specialist"
+
+
+class GroupMembership(models.Model):
+    group = models.ForeignKey(
+        AgentGroup, on_delete=models.CASCADE, related_name="memberships"
+    )
+    agent = models.ForeignKey(
+        Agent, on_delete=models.CASCADE, related_name="group_memberships"
+    )
+    role = models.CharField(
+        max_length=20, choices=MemberRole.choices, default=MemberRole.REGULAR
+    )
+    domain = models.CharField(
+        max_length=100, blank=True, help_text="A specialist's domain."
+    )
+    capabilities = models.JSONField(default=list, blank=True)
+    joined_at = models.DateTimeField(auto_now_add=True)
+    # Least recently used first (load balancing); set whenever a run selects
+    # the member.
+    last_routed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["group_id", "joined_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["group", "agent"], name="group_member_once"
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(role="specialist") | ~models.Q(domain=""),
+                name="group_specialist_has_domain",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} in {self.group_id} as {self.role}"
+
+
+class RunStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+
+
+class GroupRun(models.Model):
+    group = models.ForeignKey(AgentGroup, on_delete=models.CASCADE, related_name="runs")
+    pattern = models.CharField(max_length=20, choices=CoordinationPattern.choices)
+    # The group's configuration when the run started: a run finishes under
+    # the rules it began with, whatever the group is changed to meanwhile.
+    config = models.JSONField(default=dict, blank=True)
+    message = models.TextField()
+    options = models.JSONField(default=list, blank=True)
+    requested_by = models.CharField(max_length=100)
+    status = models.CharField(
+        max_length=20, choices=RunStatus.choices, default=RunStatus.RUNNING
+    )
+    # The pattern's bookkeeping for this run (pipeline stage, delegations).
+    state = models.JSONField(default=dict, blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    # When the run's vote closes, if it is a vote.
+    closes_at = models.DateTimeField(null=True, blank=True)
+    # Number of the last event written; events are numbered 1, 2, ...
+    last_seq = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [models.Index(fields=["group", "status"])]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} of group {self.group_id} ({self.status})"
+
+
+class DeliveryKind(models.TextChoices):
+    RESPOND = "respond", "Respond"
+    LEAD = "lead", "Lead (may delegate)"
+    DELEGATED = "delegated", "Delegated by the leader"
+    SELECT = "select", "Select who responds"
+    VOTE = "vote", "Vote"
+    STAGE = "stage", "Pipeline stage"
+    INTERVENE = "intervene", "Sleeptime intervention"
+    OBSERVE = "observe", "Observe (no answer expected)"
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    TAKEN = "taken", "Taken"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    EXPIRED = "expired", "Expired"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+OPEN_DELIVERY_STATUSES = (DeliveryStatus.PENDING, DeliveryStatus.TAKEN)
+
+
+class RunDelivery(models.Model):
+    """One agent's part in a run: an item of its inbox until it answers."""
+
+    run = models.ForeignKey(
+        GroupRun, on_delete=models.CASCADE, related_name="deliveries"
+    )
+    agent = models.ForeignKey(
+        Agent, on_delete=models.CASCADE, related_name="group_deliveries"
+    )
+    role = models.CharField(max_length=20, choices=MemberRole.choices)
+    kind = models.CharField(max_length=20, choices=DeliveryKind.choices)
+    content = models.TextField()
+    stage = models.PositiveIntegerField(null=True, blank=True)
+    attempt = models.PositiveIntegerField(default=1)
+    status = models.CharField(
+        max_length=20, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING
+    )
+    answer = models.TextField(blank=True)
+    vote = models.CharField(max_length=200, blank=True)
+    failure = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    deadline_at = models.DateTimeField(null=True, blank=True)
+    taken_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [
+            models.Index(fields=["agent", "status"]),
+            models.Index(fields=["status", "deadline_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} for {self.agent_id} in run {self.run_id}"
+
+
+class GroupEventType(models.TextChoices):
+    STARTED = "Started"
+    AGENT_STARTED = "AgentStarted"
+    TEXT_CHUNK = "TextChunk"
+    TOOL_CALL_STARTED = "ToolCallStarted"
+    TOOL_CALL_COMPLETED = "ToolCallCompleted"
+    AGENT_COMPLETED = "AgentCompleted"
+    COMPLETE = "Complete"
+    ERROR = "Error"
+
+
+class GroupRunEvent(models.Model):
+    run = models.ForeignKey(GroupRun, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    type = models.CharField(max_length=20, choices=GroupEventType.choices)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run_id", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "seq"], name="group_event_seq_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} #{self.seq} of run {self.run_id}"

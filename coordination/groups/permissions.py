@@ -1,0 +1,70 @@
+"""Every right over agent groups, their runs and deliveries, decided here.
+
+- Groups are seen by the humans of their constellation and by its agents;
+  another constellation's groups do not exist for the caller (404).
+- Only humans create, reconfigure or delete groups and their members.
+- A message is routed through a group by a human of the constellation or
+  by an agent that is a member of the group.
+- A run (and its event stream) is seen by the humans of the constellation,
+  the group's member agents and the agent that started it.
+- A delivery is acted on (chunks, tool calls, answer, delegation) only by
+  the agent it was delivered to; to anyone else it does not exist.
+"""
+
+from django.db.models import QuerySet
+
+from coordination.actors import Actor
+from coordination.agents.selectors import constellation_list_for_actor
+from coordination.errors import PermissionDenied
+from coordination.groups.models import AgentGroup, GroupRun, RunDelivery
+
+
+def group_queryset_for_actor(*, actor: Actor) -> QuerySet[AgentGroup]:
+    visible = constellation_list_for_actor(actor=actor).values("pk")
+    return AgentGroup.objects.filter(constellation__in=visible)
+
+
+def _is_member(actor: Actor, group: AgentGroup) -> bool:
+    assert actor.agent is not None
+    return group.memberships.filter(agent_id=actor.agent.pk).exists()
+
+
+def group_check_manage(*, actor: Actor) -> None:
+    if actor.kind == "agent":
+        raise PermissionDenied(
+            "agents cannot create or change groups; the partner or a member"
+            " of the constellation can"
+        )
+
+
+def group_check_route(*, actor: Actor, group: AgentGroup) -> None:
+    if actor.kind == "agent" and not _is_member(actor, group):
+        raise PermissionDenied(
+            f"agent {actor.display_name!r} is not a member of group"
+            f" {group.name!r}; only its members and the constellation's humans"
+            " may route messages through it"
+        )
+
+
+def run_check_view(*, actor: Actor, run: GroupRun) -> None:
+    if actor.kind != "agent" or run.requested_by == actor.ref:
+        return
+    if not _is_member(actor, run.group):
+        raise PermissionDenied(
+            f"agent {actor.display_name!r} is not a member of group"
+            f" {run.group.name!r} and did not start this run"
+        )
+
+
+def delivery_queryset_for_actor(*, actor: Actor) -> QuerySet[RunDelivery]:
+    if actor.kind != "agent":
+        return RunDelivery.objects.none()
+    assert actor.agent is not None
+    return RunDelivery.objects.filter(agent_id=actor.agent.pk)
+
+
+def inbox_check_read(*, actor: Actor) -> None:
+    if actor.kind != "agent":
+        raise PermissionDenied(
+            "only agents have an inbox; sign in with the agent's bearer token"
+        )

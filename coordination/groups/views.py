@@ -1,0 +1,205 @@
+"""Dashboard pages of agent groups (humans only).
+
+The groups of a constellation (with a create form), a group (members,
+roles, the pattern configuration form, a message form, recent runs) and a
+run viewer whose events arrive live over ``/ws/groups/``.  Each post calls
+one service; a refused change comes back as a message on the page.
+"""
+
+import json
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from coordination.actors import Actor
+from coordination.agents.selectors import (
+    agent_get_for_actor,
+    agent_list_for_actor,
+    constellation_get_for_actor,
+)
+from coordination.errors import ApplicationError, InvalidInput
+from coordination.groups import selectors, services
+from coordination.groups.forms import (
+    GroupCreateForm,
+    MemberAddForm,
+    RouteForm,
+    pattern_forms,
+)
+from coordination.groups.models import AgentGroup, CoordinationPattern
+from coordination.web import form_action
+
+
+def _actor(request: HttpRequest) -> Actor:
+    return Actor.for_user(request.user)
+
+
+def _form_problems(form: Any) -> str:
+    return "; ".join(
+        f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()
+    )
+
+
+@login_required
+def group_list_page(request: HttpRequest, constellation_id: int) -> HttpResponse:
+    actor = _actor(request)
+    constellation = constellation_get_for_actor(
+        actor=actor, constellation_id=constellation_id
+    )
+    form = GroupCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            group = services.group_create(
+                constellation=constellation,
+                name=form.cleaned_data["name"],
+                pattern=form.cleaned_data["pattern"],
+                description=form.cleaned_data["description"],
+            )
+        except ApplicationError as exc:
+            messages.error(request, exc.message)
+        else:
+            messages.success(request, f"Created group {group.name!r}.")
+            return redirect("groups:group", group_id=group.pk)
+    groups = selectors.group_list_for_actor(
+        actor=actor, constellation_id=constellation.pk
+    )
+    return render(
+        request,
+        "groups/list.html",
+        {"constellation": constellation, "groups": groups, "form": form},
+    )
+
+
+def _group_context(
+    request: HttpRequest, group: AgentGroup, configs: Any = None
+) -> dict[str, Any]:
+    actor = _actor(request)
+    memberships = list(group.memberships.all())
+    members = [(m.agent_id, m.agent.name) for m in memberships]
+    in_group = {pk for pk, _ in members}
+    candidates = [
+        (a.pk, a.name)
+        for a in agent_list_for_actor(
+            actor=actor, constellation_id=group.constellation_id
+        )
+        if a.pk not in in_group
+    ]
+    return {
+        "group": group,
+        "constellation": group.constellation,
+        "memberships": memberships,
+        "member_form": MemberAddForm(agents=candidates),
+        "route_form": RouteForm(),
+        "configs": [
+            (name, CoordinationPattern(name).label, form)
+            for name, form in (configs or pattern_forms(group, members)).items()
+        ],
+        "runs": selectors.run_list_for_group(group=group, limit=15),
+    }
+
+
+@login_required
+def group_page(request: HttpRequest, group_id: int) -> HttpResponse:
+    group = selectors.group_get_for_actor(actor=_actor(request), group_id=group_id)
+    return render(request, "groups/group.html", _group_context(request, group))
+
+
+@login_required
+@require_POST
+def configure_group(request: HttpRequest, group_id: int) -> HttpResponse:
+    group = selectors.group_get_for_change(actor=_actor(request), group_id=group_id)
+    members = [(m.agent_id, m.agent.name) for m in group.memberships.all()]
+    configs = pattern_forms(group, members, request.POST)
+    posted = configs.get(request.POST.get("pattern", ""))
+    try:
+        if posted is None:
+            raise InvalidInput("choose one of the six coordination patterns")
+        if not posted.all_valid():
+            problems = [_form_problems(posted)] + [
+                _form_problems(f) for fs in posted.formsets() for f in fs.forms
+            ]
+            raise InvalidInput(
+                "the configuration has errors: " + "; ".join(p for p in problems if p)
+            )
+        services.group_update(
+            group=group,
+            description=request.POST.get("description", group.description),
+            pattern=posted.pattern,
+            config=posted.to_config(),
+        )
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+        context = _group_context(request, group, configs)
+        context["chosen_pattern"] = request.POST.get("pattern")
+        return render(request, "groups/group.html", context, status=422)
+    messages.success(request, f"Saved the {posted.pattern} configuration.")
+    return redirect("groups:group", group_id=group.pk)
+
+
+@form_action
+def add_member(request: HttpRequest, group_id: int) -> HttpResponse:
+    actor = _actor(request)
+    group = selectors.group_get_for_change(actor=actor, group_id=group_id)
+    agents = [
+        (a.pk, a.name)
+        for a in agent_list_for_actor(
+            actor=actor, constellation_id=group.constellation_id
+        )
+    ]
+    form = MemberAddForm(request.POST, agents=agents)
+    if not form.is_valid():
+        raise InvalidInput(f"could not add the member: {_form_problems(form)}")
+    agent = agent_get_for_actor(actor=actor, agent_id=form.cleaned_data["agent"])
+    services.group_member_add(
+        group=group,
+        agent=agent,
+        role=form.cleaned_data["role"],
+        domain=form.cleaned_data["domain"],
+        capabilities=form.capability_list(),
+    )
+    messages.success(request, f"Added {agent.name}.")
+    return redirect("groups:group", group_id=group.pk)
+
+
+@form_action
+def remove_member(request: HttpRequest, group_id: int, agent_id: int) -> HttpResponse:
+    group = selectors.group_get_for_change(actor=_actor(request), group_id=group_id)
+    services.group_member_remove(group=group, agent_id=agent_id)
+    messages.success(request, "Member removed.")
+    return redirect("groups:group", group_id=group.pk)
+
+
+@form_action
+def route_group_message(request: HttpRequest, group_id: int) -> HttpResponse:
+    actor = _actor(request)
+    group = selectors.group_get_for_route(actor=actor, group_id=group_id)
+    form = RouteForm(request.POST)
+    if not form.is_valid():
+        raise InvalidInput(f"could not send: {_form_problems(form)}")
+    run = services.group_message_route(
+        actor=actor,
+        group=group,
+        message=form.cleaned_data["message"],
+        options=form.option_list(),
+    )
+    return redirect("groups:run", run_id=run.pk)
+
+
+@login_required
+def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = selectors.run_get_for_actor(actor=_actor(request), run_id=run_id)
+    events = selectors.run_events_after(run_id=run.pk, after=0).events
+    return render(
+        request,
+        "groups/run.html",
+        {
+            "run": run,
+            "group": run.group,
+            "constellation": run.group.constellation,
+            "events": [(e, json.dumps(e.data)) for e in events],
+            "last_seq": events[-1].seq if events else 0,
+        },
+    )
