@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -26,7 +27,7 @@ from django.db import (
     transaction,
 )
 from django.utils import timezone
-from loro import LoroDoc
+from loro import LoroDoc, VersionVector
 
 from coordination.actors import Actor
 from coordination.errors import (
@@ -66,6 +67,7 @@ from memory.blocks.selectors import (
     block_log_pending,
     block_snapshot_data,
     block_version_get,
+    block_version_number,
 )
 from memory.blocks.sync.broadcast import block_broadcast
 from memory.longterm.models import ArchivalSource
@@ -151,12 +153,15 @@ def _block_change(
     change: Callable[[LoroDoc], list[Any] | None],
     access: str | None = None,
     origin: str | None = None,
+    burst: bool = False,
 ) -> BlockChange:
     """Apply ``change`` to the block's document as ``actor``; see module doc.
 
     ``change`` mutates the (uncommitted) document and may return entries it
     pruned (log blocks).  ``access`` overrides the actor's right (approved
-    requests were authorised by a human).
+    requests were authorised by a human).  With ``burst`` the change joins
+    the actor's latest version when :func:`_burst_version` finds one, so a
+    burst of live edits is one version of the history.
 
     The document comes from the per-process cache (``memory.blocks.doc_cache``)
     when it is at the locked row's version; it goes back into the cache only
@@ -190,14 +195,20 @@ def _block_change(
     rendered = documents.render_value(locked.schema, new_value)
     _check_limit(block=locked, old_size=locked.size, new_size=len(rendered))
     data = documents.updates_since(doc, before)
-    update = _block_record(
-        block=locked,
-        doc=doc,
-        actor=actor,
-        summary=summary,
-        data=data,
-        rendered=rendered,
+    joined = (
+        _burst_version(block=locked, actor=actor, summary=summary) if burst else None
     )
+    if joined is not None:
+        update = _burst_extend(block=locked, doc=doc, version=joined, rendered=rendered)
+    else:
+        update = _block_record(
+            block=locked,
+            doc=doc,
+            actor=actor,
+            summary=summary,
+            data=data,
+            rendered=rendered,
+        )
     _cache_on_commit(locked, doc)
     block_id = locked.pk
 
@@ -262,6 +273,29 @@ def _block_record(
     # No full_clean: every field comes from server code, cut to its length.
     update.created_at = timezone.now()
     update.pk = row_insert(update)
+    _block_row_refresh(
+        block=block,
+        doc=doc,
+        update=update,
+        rendered=rendered,
+        compact=compact,
+        added=(1, len(data)),
+    )
+    return update
+
+
+def _block_row_refresh(
+    *,
+    block: MemoryBlock,
+    doc: LoroDoc,
+    update: BlockUpdate,
+    rendered: str,
+    compact: bool,
+    added: tuple[int, int],
+) -> None:
+    """Write the locked block's row after ``update`` was stored: content,
+    version and log counters (``added``: log rows and bytes this change
+    added), folding the log into a new snapshot when ``compact``."""
     block.rendered = rendered
     block.size = len(rendered)
     block.updated_at = update.created_at
@@ -282,10 +316,69 @@ def _block_record(
         block.log_count = block.log_bytes = 0
         fields += ("snapshot_upto",)
     else:
-        block.log_count += 1
-        block.log_bytes += len(data)
+        block.log_count += added[0]
+        block.log_bytes += added[1]
     row_update(block, fields)
-    return update
+
+
+def _burst_version(
+    *, block: MemoryBlock, actor: Actor, summary: str
+) -> BlockUpdate | None:
+    """The version a live edit joins: the block's latest one, when the same
+    actor made it with the same summary less than
+    ``settings.MEMORY_HISTORY_BURST_SECONDS`` ago and its bytes are still in
+    the log (a version folded into the snapshot cannot grow: the snapshot
+    would not hold the rest of the burst)."""
+    window = settings.MEMORY_HISTORY_BURST_SECONDS
+    if window <= 0 or not block.log_count:
+        return None
+    latest = BlockUpdate.objects.filter(block=block).order_by("-pk").first()
+    if (
+        latest is None
+        or latest.pk <= block.snapshot_upto
+        or (latest.actor_kind, latest.actor_id) != (actor.kind, actor.id)
+        or latest.summary != _summary(summary)
+        or timezone.now() - latest.created_at > timedelta(seconds=window)
+    ):
+        return None
+    return latest
+
+
+def _burst_extend(
+    *, block: MemoryBlock, doc: LoroDoc, version: BlockUpdate, rendered: str
+) -> BlockUpdate:
+    """Grow ``version`` (see :func:`_burst_version`) to include the change
+    just made to ``doc``: its bytes become every change since the version
+    before it, its frontiers and size the document's now, and its time the
+    time of this change, so that the burst lasts while edits keep coming."""
+    previous = (
+        BlockUpdate.objects.filter(block=block, pk__lt=version.pk)
+        .order_by("-pk")
+        .values_list("frontiers", flat=True)
+        .first()
+    )
+    start = (
+        doc.frontiers_to_vv(documents.frontiers_decode(bytes(previous)))
+        if previous is not None
+        else VersionVector()
+    )
+    data = documents.updates_since(doc, start)
+    grown = len(data) - len(version.data)
+    compact = block.log_bytes + grown >= settings.MEMORY_COMPACT_BYTES
+    version.data = b"" if compact else data
+    version.frontiers = doc.oplog_frontiers.encode()
+    version.size = len(rendered)
+    version.created_at = timezone.now()
+    row_update(version, ("data", "frontiers", "size", "created_at"))
+    _block_row_refresh(
+        block=block,
+        doc=doc,
+        update=version,
+        rendered=rendered,
+        compact=compact,
+        added=(0, grown),
+    )
+    return version
 
 
 def _log_fold(*, block: MemoryBlock, upto: int) -> None:
@@ -364,7 +457,8 @@ def block_update_import(
     Corrupt bytes or updates depending on unknown changes are
     ``InvalidInput``; the actor's right and the char limit are checked on
     the result.  Returns the stored update (empty when nothing was new).
-    Attribution comes from ``actor``.
+    Attribution comes from ``actor``; a burst of updates by one actor is one
+    version of the history (:func:`_burst_version`).
     """
     if not updates or not all(isinstance(u, bytes | bytearray) for u in updates):
         raise InvalidInput("expected one or more Loro updates as bytes")
@@ -380,7 +474,12 @@ def block_update_import(
 
     summary = f"live edit by {actor.display_name}"
     result = _block_change(
-        block=block, actor=actor, summary=summary, change=apply, origin=origin
+        block=block,
+        actor=actor,
+        summary=summary,
+        change=apply,
+        origin=origin,
+        burst=True,
     )
     return [result.data] if result.update is not None else []
 
@@ -504,7 +603,8 @@ def block_rollback(*, actor: Actor, block: MemoryBlock, version_id: int) -> Bloc
     return _block_change(
         block=block,
         actor=actor,
-        summary=f"rolled back to version {version.pk}",
+        summary="rolled back to version "
+        f"{block_version_number(block=block, version_id=version.pk)}",
         change=apply,
     )
 

@@ -180,6 +180,12 @@ MEMORY_COMPACT_UPDATES = env.int("PATTERN_MEMORY_COMPACT_UPDATES", default=16)
 MEMORY_COMPACT_BYTES = env.int("PATTERN_MEMORY_COMPACT_BYTES", default=16 * 1024)
 # Block documents kept per process (least recently used go first); 0: none.
 MEMORY_DOCUMENT_CACHE_SIZE = env.int("PATTERN_MEMORY_DOCUMENT_CACHE", default=256)
+# Live edits by one person within this many seconds of their previous one
+# join that version of the block's history (a typed sentence is one version,
+# not one per keystroke); 0 stores every live edit as a version of its own.
+MEMORY_HISTORY_BURST_SECONDS = env.float(
+    "PATTERN_MEMORY_HISTORY_BURST_SECONDS", default=5.0
+)
 MEMORY_DEFAULT_CHAR_LIMIT = env.int("PATTERN_MEMORY_CHAR_LIMIT", default=5000)
 # Dotted path of ``callable(agent) -> str | None`` that renders the activity
 # section of an agent's context (empty: no activity section).
