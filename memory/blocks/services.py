@@ -552,13 +552,9 @@ def _run_operations(
     agent = read_only_binds(actor)
 
     def apply(doc: LoroDoc) -> None:
-        for op in operations:
-            if op.get("op") == "set_content":
-                documents.document_set_value(doc, block.schema, op.get("value"))
-            else:
-                documents.operation_apply(
-                    doc, block.schema, op, enforce_read_only=agent
-                )
+        documents.operations_apply(
+            doc, block.schema, operations, enforce_read_only=agent
+        )
 
     return _block_change(block=block, actor=actor, change=apply, **kw)
 
@@ -633,11 +629,7 @@ def _dry_run(
     """Refuse a request now if it could not apply (bad op, over the limit)."""
     doc = block_document_load(block=block)
     old = documents.document_value(doc, block.schema)
-    for op in operations:
-        if op.get("op") == "set_content":
-            documents.document_set_value(doc, block.schema, op.get("value"))
-        else:
-            documents.operation_apply(doc, block.schema, op, enforce_read_only=True)
+    documents.operations_apply(doc, block.schema, operations, enforce_read_only=True)
     new = documents.document_value(doc, block.schema)
     block_change_check(actor=actor, block=block, access="write", old=old, new=new)
     rendered = documents.render_value(block.schema, new)
@@ -646,14 +638,16 @@ def _dry_run(
 
 @transaction.atomic
 def approval_decide(
-    *, actor: Actor, approval: BlockApproval, approve: bool
+    *, actor: Actor, approval: BlockApproval, approve: bool, reason: str = ""
 ) -> BlockApproval:
-    """Approve (apply as the agent's change) or reject a pending request."""
+    """Approve (apply as the agent's change) or reject a pending request;
+    a rejection's ``reason`` is kept as its result, for the agent to read."""
     approval.decided_by = actor.display_name[:150]
     approval.decided_at = timezone.now()
     fields = ["status", "decided_by", "decided_at", "result"]
     if not approve:
         approval.status = ApprovalStatus.REJECTED
+        approval.result = " ".join(reason.split())[:SUMMARY_MAX]
         approval.full_clean()
         approval.save(update_fields=fields)
         return approval

@@ -1,0 +1,61 @@
+// Behaviour of every dashboard page (loaded by templates/base.html):
+// - a form with data-confirm="question" asks in a dialog before it submits;
+// - "/" outside a field focuses the search box of the top bar;
+// - an input with data-autosubmit submits its form while typing (debounced).
+
+const AUTOSUBMIT_MS = 350;
+
+function confirmDialog(form) {
+  const dialog = document.createElement("dialog");
+  dialog.className = "confirm-dialog";
+  dialog.dataset.testid = "confirm-dialog";
+  const text = document.createElement("p");
+  text.textContent = form.dataset.confirm;
+  const actions = document.createElement("div");
+  actions.className = "confirm-actions";
+  const cancel = document.createElement("button");
+  cancel.type = "button";
+  cancel.className = "button button-quiet";
+  cancel.textContent = "Cancel";
+  const ok = document.createElement("button");
+  ok.type = "button";
+  ok.className = "button button-danger";
+  ok.textContent = form.dataset.confirmButton || "Confirm";
+  actions.append(cancel, ok);
+  dialog.append(text, actions);
+  document.body.append(dialog);
+  cancel.addEventListener("click", () => dialog.close());
+  dialog.addEventListener("close", () => dialog.remove());
+  ok.addEventListener("click", () => {
+    form.dataset.confirmed = "true";
+    dialog.close();
+    form.requestSubmit();
+  });
+  dialog.showModal();
+  cancel.focus();
+}
+
+document.addEventListener("submit", (event) => {
+  const form = event.target;
+  if (!form.dataset.confirm || form.dataset.confirmed === "true") return;
+  event.preventDefault();
+  confirmDialog(form);
+});
+
+document.addEventListener("keydown", (event) => {
+  if (event.key !== "/" || event.ctrlKey || event.metaKey || event.altKey) return;
+  if (event.target.closest?.("input, textarea, select, [contenteditable], .cm-editor")) return;
+  const search = document.querySelector("[data-search-shortcut]");
+  if (!search) return;
+  event.preventDefault();
+  search.focus();
+  search.select?.();
+});
+
+for (const input of document.querySelectorAll("[data-autosubmit]")) {
+  let timer;
+  input.addEventListener("input", () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => input.form.requestSubmit(), AUTOSUBMIT_MS);
+  });
+}

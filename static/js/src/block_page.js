@@ -1,0 +1,232 @@
+// The block page around the live editor (templates/memory/block.html):
+// - history: a version's view and diff open in place under its row, the
+//   compare form and "diff to now" fill the compare box, diff layout toggles;
+// - live panels: when the block changes ("block-change" events from
+//   block_editor.js), every [data-live] element is replaced by its copy in a
+//   fresh render of the page, and an agent's edit is named for a moment;
+// - keyboard: Ctrl/Cmd+S saves the form being edited (app.js has the
+//   shortcuts of every page).
+
+const LIVE_REFRESH_MS = 400;
+const AGENT_MARK_MS = 6000;
+const LAYOUT_KEY = "pattern.diffLayout";
+
+async function fragment(url) {
+  const response = await fetch(url, { credentials: "same-origin" });
+  if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
+  return response.text();
+}
+
+function applyLayout(root) {
+  const layout = localStorage.getItem(LAYOUT_KEY);
+  if (!layout) return;
+  for (const box of root.querySelectorAll("[data-diff]")) box.dataset.layout = layout;
+}
+
+class BlockHistory {
+  constructor(section) {
+    this.section = section;
+    this.versionUrl = section.dataset.versionUrl; // ends in /0/
+    this.compareUrl = section.dataset.compareUrl;
+    this.compareTarget = section.querySelector("[data-compare-target]");
+    section.addEventListener("click", (event) => this.onClick(event));
+    section.querySelector("[data-compare-form]")?.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const form = new FormData(event.target);
+      const query = new URLSearchParams({ from: form.get("from") || "" });
+      if (form.get("to")) query.set("to", form.get("to"));
+      this.compare(`${this.compareUrl}?${query}`);
+    });
+    applyLayout(section);
+  }
+
+  onClick(event) {
+    const open = event.target.closest("[data-open-version]");
+    if (open) {
+      event.preventDefault();
+      this.toggleVersion(open.closest("tr"), open.dataset.openVersion);
+      return;
+    }
+    const from = event.target.closest("[data-compare-from]");
+    if (from) {
+      event.preventDefault();
+      this.compare(`${this.compareUrl}?from=${from.dataset.compareFrom}`);
+      return;
+    }
+    const link = event.target.closest("[data-compare-url]");
+    if (link) {
+      event.preventDefault();
+      this.compare(link.dataset.compareUrl);
+    }
+  }
+
+  async toggleVersion(row, number) {
+    const next = row.nextElementSibling;
+    if (next?.classList.contains("version-row")) {
+      next.remove();
+      row.classList.remove("is-open");
+      return;
+    }
+    const detail = document.createElement("tr");
+    detail.className = "version-row";
+    detail.id = `version-${number}`;
+    const cell = detail.insertCell();
+    cell.colSpan = row.cells.length;
+    cell.textContent = "Loading…";
+    row.after(detail);
+    row.classList.add("is-open");
+    try {
+      cell.innerHTML = await fragment(this.versionUrl.replace(/\/0\/$/, `/${number}/`));
+      applyLayout(cell);
+    } catch (error) {
+      cell.textContent = `Could not load version ${number}: ${error.message}`;
+    }
+  }
+
+  async compare(url) {
+    this.compareTarget.textContent = "Loading…";
+    try {
+      this.compareTarget.innerHTML = await fragment(url);
+      applyLayout(this.compareTarget);
+    } catch (error) {
+      this.compareTarget.textContent = `Could not compare: ${error.message}`;
+    }
+    this.compareTarget.scrollIntoView({ block: "nearest" });
+  }
+}
+
+// Diff layout buttons live in fragments loaded later: one listener for all.
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("[data-diff-layout]");
+  if (!button) return;
+  const layout = button.dataset.diffLayout;
+  localStorage.setItem(LAYOUT_KEY, layout);
+  for (const box of document.querySelectorAll("[data-diff]")) box.dataset.layout = layout;
+});
+
+// Live panels: refetch the page and swap each [data-live] element whose
+// copy changed.  Panels holding focus (a form being filled in) are kept.
+let refreshTimer;
+let refreshing = false;
+
+async function refreshPanels() {
+  if (refreshing) {
+    scheduleRefresh();
+    return;
+  }
+  refreshing = true;
+  try {
+    const html = await fragment(location.pathname + location.search);
+    const fresh = new DOMParser().parseFromString(html, "text/html");
+    for (const panel of document.querySelectorAll("[data-live]")) {
+      const copy = fresh.querySelector(`[data-live="${panel.dataset.live}"]`);
+      if (!copy || copy.innerHTML === panel.innerHTML) continue;
+      // A form being filled in, or a version opened in the history, stays.
+      const busy = panel.contains(document.activeElement) && document.activeElement !== document.body;
+      if (busy || panel.querySelector(".version-row")) {
+        panel.dataset.stale = "true";
+        continue;
+      }
+      panel.innerHTML = copy.innerHTML;
+      for (const name of copy.getAttributeNames()) panel.setAttribute(name, copy.getAttribute(name));
+      delete panel.dataset.stale;
+      applyLayout(panel);
+    }
+    markAgentEdit(fresh);
+  } catch (error) {
+    console.warn("live refresh failed", error);
+  } finally {
+    refreshing = false;
+  }
+}
+
+function scheduleRefresh() {
+  clearTimeout(refreshTimer);
+  refreshTimer = setTimeout(refreshPanels, LIVE_REFRESH_MS);
+}
+
+// The newest version, when an agent made it and it is new to this page,
+// names the agent beside the content for a few seconds.
+let newestSeen = document.querySelector("[data-latest-version]")?.dataset.latestVersion;
+
+function markAgentEdit(fresh) {
+  const latest = fresh.querySelector("[data-latest-version]");
+  const mark = document.querySelector("[data-agent-mark]");
+  if (!latest || !mark) return;
+  const key = `${latest.dataset.latestVersion}@${latest.dataset.latestAt}`;
+  if (key === newestSeen) return;
+  newestSeen = key;
+  if (latest.dataset.latestKind !== "agent") return;
+  mark.textContent = `${latest.dataset.latestName} is editing`;
+  mark.hidden = false;
+  clearTimeout(mark.timer);
+  mark.timer = setTimeout(() => {
+    mark.hidden = true;
+  }, AGENT_MARK_MS);
+}
+
+document.addEventListener("block-change", scheduleRefresh);
+
+// Ctrl/Cmd+S submits the form holding focus; text is saved live, so in the
+// editor it only confirms that (and keeps the browser's save dialog away).
+document.addEventListener("keydown", (event) => {
+  if (!(event.ctrlKey || event.metaKey) || event.key.toLowerCase() !== "s") return;
+  event.preventDefault();
+  const form = document.activeElement?.closest?.("form");
+  if (form) {
+    form.requestSubmit();
+    return;
+  }
+  const status = document.querySelector("[data-editor-status]");
+  status?.classList.add("badge-flash");
+  setTimeout(() => status?.classList.remove("badge-flash"), 800);
+});
+
+// List editors of structured forms (templates/memory/_list_items.html):
+// new items get keys of their own; moving rows moves their hidden key
+// inputs, which is the order the server reads.
+let newItems = 0;
+
+function listItem(editor) {
+  const name = editor.dataset.name;
+  const key = `new${(newItems += 1)}`;
+  const item = document.createElement("li");
+  item.className = "list-item";
+  item.dataset.listItem = "";
+  const hidden = Object.assign(document.createElement("input"), { type: "hidden", name, value: key });
+  item.append(hidden);
+  if (editor.dataset.checkbox === "true") {
+    item.append(Object.assign(document.createElement("input"), { type: "checkbox", name: `${name}#${key}.done` }));
+  }
+  const text = Object.assign(document.createElement("input"), { type: "text", name: `${name}#${key}` });
+  text.setAttribute("aria-label", "new item");
+  const tools = document.createElement("span");
+  tools.className = "item-tools";
+  for (const [attr, label, glyph] of [["itemUp", "move up", "↑"], ["itemDown", "move down", "↓"], ["itemRemove", "remove", "✕"]]) {
+    const button = Object.assign(document.createElement("button"), { type: "button", className: "icon-button", textContent: glyph, title: label });
+    button.dataset[attr] = "";
+    button.setAttribute("aria-label", label);
+    tools.append(button);
+  }
+  item.append(text, tools);
+  return item;
+}
+
+document.addEventListener("click", (event) => {
+  const editor = event.target.closest("[data-list-editor]");
+  if (!editor) return;
+  const item = event.target.closest("[data-list-item]");
+  if (event.target.closest("[data-item-add]")) {
+    const fresh = listItem(editor);
+    editor.querySelector("[data-list-items]").append(fresh);
+    fresh.querySelector("input[type=text]").focus();
+  } else if (item && event.target.closest("[data-item-remove]")) {
+    item.remove();
+  } else if (item && event.target.closest("[data-item-up]")) {
+    item.previousElementSibling?.before(item);
+  } else if (item && event.target.closest("[data-item-down]")) {
+    item.nextElementSibling?.after(item);
+  }
+});
+
+for (const section of document.querySelectorAll("[data-block-history]")) new BlockHistory(section);
