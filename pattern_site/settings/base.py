@@ -67,6 +67,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "pattern_site.dashboard.dashboard_frame",
             ],
         },
     },
@@ -192,6 +193,11 @@ MEMORY_DEFAULT_CHAR_LIMIT = env.int("PATTERN_MEMORY_CHAR_LIMIT", default=5000)
 MEMORY_CONTEXT_ACTIVITY_RENDERER = env.str(
     "PATTERN_MEMORY_ACTIVITY_RENDERER", default=""
 )
+
+# Dotted path of a callable returning the health report's "worker" section
+# (ok, last_heartbeat_seconds_ago); the dashboard shows a banner on every
+# page when it is not ok.  Empty: no banner.
+DASHBOARD_WORKER_STATUS = env.str("PATTERN_DASHBOARD_WORKER_STATUS", default="")
 
 DEMO_PASSWORD = env.str("PATTERN_DEMO_PASSWORD", default="")
 
