@@ -149,7 +149,6 @@ def block_version_fragment(
         {
             "memory_block": block,
             "viewing": _version_context(block, str(number)),
-            "diff_layout": request.GET.get("layout", "inline"),
         },
     )
 
@@ -166,7 +165,6 @@ def block_compare_fragment(request: HttpRequest, block_id: UUID) -> HttpResponse
             "comparison": _comparison(
                 block, request.GET.get("from") or "0", request.GET.get("to")
             ),
-            "diff_layout": request.GET.get("layout", "inline"),
         },
     )
 

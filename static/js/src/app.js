@@ -1,9 +1,18 @@
 // Behaviour of every dashboard page (loaded by templates/base.html):
 // - a form with data-confirm="question" asks in a dialog before it submits;
 // - "/" outside a field focuses the search box of the top bar;
-// - an input with data-autosubmit submits its form while typing (debounced).
+// - diffs are shown inline or side by side ([data-diff-layout] buttons), a
+//   choice kept for every page in localStorage and set on <html>.
 
-const AUTOSUBMIT_MS = 350;
+const LAYOUT_KEY = "pattern.diffLayout";
+
+document.documentElement.dataset.diffLayout = localStorage.getItem(LAYOUT_KEY) || "inline";
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("[data-diff-layout]");
+  if (!button) return;
+  localStorage.setItem(LAYOUT_KEY, button.dataset.diffLayout);
+  document.documentElement.dataset.diffLayout = button.dataset.diffLayout;
+});
 
 function confirmDialog(form) {
   const dialog = document.createElement("dialog");
@@ -51,11 +60,3 @@ document.addEventListener("keydown", (event) => {
   search.focus();
   search.select?.();
 });
-
-for (const input of document.querySelectorAll("[data-autosubmit]")) {
-  let timer;
-  input.addEventListener("input", () => {
-    clearTimeout(timer);
-    timer = setTimeout(() => input.form.requestSubmit(), AUTOSUBMIT_MS);
-  });
-}

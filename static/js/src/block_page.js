@@ -9,18 +9,11 @@
 
 const LIVE_REFRESH_MS = 400;
 const AGENT_MARK_MS = 6000;
-const LAYOUT_KEY = "pattern.diffLayout";
 
 async function fragment(url) {
   const response = await fetch(url, { credentials: "same-origin" });
   if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
   return response.text();
-}
-
-function applyLayout(root) {
-  const layout = localStorage.getItem(LAYOUT_KEY);
-  if (!layout) return;
-  for (const box of root.querySelectorAll("[data-diff]")) box.dataset.layout = layout;
 }
 
 class BlockHistory {
@@ -37,7 +30,6 @@ class BlockHistory {
       if (form.get("to")) query.set("to", form.get("to"));
       this.compare(`${this.compareUrl}?${query}`);
     });
-    applyLayout(section);
   }
 
   onClick(event) {
@@ -77,7 +69,6 @@ class BlockHistory {
     row.classList.add("is-open");
     try {
       cell.innerHTML = await fragment(this.versionUrl.replace(/\/0\/$/, `/${number}/`));
-      applyLayout(cell);
     } catch (error) {
       cell.textContent = `Could not load version ${number}: ${error.message}`;
     }
@@ -87,22 +78,12 @@ class BlockHistory {
     this.compareTarget.textContent = "Loading…";
     try {
       this.compareTarget.innerHTML = await fragment(url);
-      applyLayout(this.compareTarget);
     } catch (error) {
       this.compareTarget.textContent = `Could not compare: ${error.message}`;
     }
     this.compareTarget.scrollIntoView({ block: "nearest" });
   }
 }
-
-// Diff layout buttons live in fragments loaded later: one listener for all.
-document.addEventListener("click", (event) => {
-  const button = event.target.closest("[data-diff-layout]");
-  if (!button) return;
-  const layout = button.dataset.diffLayout;
-  localStorage.setItem(LAYOUT_KEY, layout);
-  for (const box of document.querySelectorAll("[data-diff]")) box.dataset.layout = layout;
-});
 
 // Live panels: refetch the page and swap each [data-live] element whose
 // copy changed.  Panels holding focus (a form being filled in) are kept.
@@ -130,7 +111,6 @@ async function refreshPanels() {
       panel.innerHTML = copy.innerHTML;
       for (const name of copy.getAttributeNames()) panel.setAttribute(name, copy.getAttribute(name));
       delete panel.dataset.stale;
-      applyLayout(panel);
     }
     markAgentEdit(fresh);
   } catch (error) {
