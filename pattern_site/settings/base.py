@@ -8,6 +8,9 @@ moves the channel layer and the broker to Redis; ``DATABASE_URL`` moves the
 database (e.g. to PostgreSQL).
 """
 
+import os
+import secrets
+import time
 from pathlib import Path
 
 import environ
@@ -21,7 +24,33 @@ if (BASE_DIR / ".env").is_file():
 DATA_DIR = Path(env.str("PATTERN_DATA_DIR", default=str(BASE_DIR / "var")))
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
-SECRET_KEY = env.str("PATTERN_SECRET_KEY", default="dev-only-insecure-key-change-me")
+
+
+def _persisted_secret_key(path: Path) -> str:
+    """The key in ``path``, made there (readable by its owner only) on first
+    use: sessions survive restarts, and processes sharing the data directory
+    (web, worker) agree on it.  Exclusive creation: of two processes starting
+    together one writes, the other reads."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        for _ in range(50):  # the other process may be writing it right now
+            key = path.read_text().strip()
+            if key:
+                return key
+            time.sleep(0.02)
+        raise RuntimeError(f"{path} is empty: delete it to make a new key") from None
+    key = secrets.token_urlsafe(50)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key)
+    return key
+
+
+# Unset: a random key generated once into the data directory (never in the
+# repository).
+SECRET_KEY = env.str("PATTERN_SECRET_KEY", default="") or _persisted_secret_key(
+    DATA_DIR / "secret_key"
+)
 DEBUG = env.bool("PATTERN_DEBUG", default=False)
 ALLOWED_HOSTS = env.list("PATTERN_ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env.list("PATTERN_CSRF_TRUSTED_ORIGINS", default=[])
@@ -218,6 +247,9 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)
+# WhiteNoise serves static/ itself when nothing was collected, so a site run
+# with DEBUG off (`make run`) has its styles and scripts without collectstatic.
+WHITENOISE_USE_FINDERS = True
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

@@ -102,9 +102,10 @@ async function refreshPanels() {
     for (const panel of document.querySelectorAll("[data-live]")) {
       const copy = fresh.querySelector(`[data-live="${panel.dataset.live}"]`);
       if (!copy || copy.innerHTML === panel.innerHTML) continue;
-      // A form being filled in, or a version opened in the history, stays.
-      const busy = panel.contains(document.activeElement) && document.activeElement !== document.body;
-      if (busy || panel.querySelector(".version-row")) {
+      // A version opened in the history stays open; a form being filled in
+      // is not overwritten, only marked as behind the block.
+      if (panel.querySelector(".version-row")) continue;
+      if (panel.contains(document.activeElement) && document.activeElement !== document.body) {
         panel.dataset.stale = "true";
         continue;
       }
