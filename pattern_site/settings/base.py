@@ -25,7 +25,6 @@ DATA_DIR = Path(env.str("PATTERN_DATA_DIR", default=str(BASE_DIR / "var")))
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 
-
 def _persisted_secret_key(path: Path) -> str:
     """The key in ``path``, made there (readable by its owner only) on first
     use: sessions survive restarts, and processes sharing the data directory
