@@ -282,6 +282,10 @@ PATTERN_SYNC_RATE_LIMIT = env.float("PATTERN_SYNC_RATE_LIMIT", default=200.0)
 # --- Long-term memory search and embedding jobs ----------------------------
 # The quantised fast path: a binary vec0 table gives oversample * k coarse
 # candidates, re-scored exactly (see README "Search").
+# The search page lists a result found by meaning alone (no keyword match)
+# only as a "weaker match" when its cosine distance to the query is above
+# this: the nearest rows are returned whether related or not.
+SEARCH_WEAK_DISTANCE = env.float("PATTERN_SEARCH_WEAK_DISTANCE", default=0.65)
 SEARCH_VECTOR_QUANTISED = env.bool("PATTERN_SEARCH_QUANTISED", default=False)
 SEARCH_QUANTISED_OVERSAMPLE = env.int("PATTERN_SEARCH_QUANTISED_OVERSAMPLE", default=8)
 # Hybrid (and auto) searches take the quantised path anyway once the

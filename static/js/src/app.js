@@ -2,7 +2,9 @@
 // - a form with data-confirm="question" asks in a dialog before it submits;
 // - "/" outside a field focuses the search box of the top bar;
 // - diffs are shown inline or side by side ([data-diff-layout] buttons), a
-//   choice kept for every page in localStorage and set on <html>.
+//   choice kept for every page in localStorage and set on <html>;
+// - a form with data-live-search searches as you type (debounced): its
+//   results ([data-search-results]) are replaced in place.
 
 const LAYOUT_KEY = "pattern.diffLayout";
 
@@ -60,3 +62,29 @@ document.addEventListener("keydown", (event) => {
   search.focus();
   search.select?.();
 });
+
+const SEARCH_DELAY_MS = 300;
+
+for (const form of document.querySelectorAll("[data-live-search]")) {
+  let timer;
+  let latest = 0;
+  const run = async () => {
+    const query = new URLSearchParams(new FormData(form));
+    if (!query.get("q")?.trim()) return;
+    const url = `${form.action}?${query}`;
+    const ticket = (latest += 1);
+    const response = await fetch(url, { credentials: "same-origin" });
+    if (!response.ok || ticket !== latest) return; // a newer search is on its way
+    const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
+    const target = document.querySelector("[data-search-results]");
+    const copy = fresh.querySelector("[data-search-results]");
+    if (target && copy) target.innerHTML = copy.innerHTML;
+    history.replaceState(null, "", url);
+  };
+  const later = () => {
+    clearTimeout(timer);
+    timer = setTimeout(run, SEARCH_DELAY_MS);
+  };
+  form.addEventListener("input", later);
+  form.addEventListener("change", later);
+}
