@@ -89,6 +89,8 @@ def block_detail_page(request: HttpRequest, block_id: UUID) -> HttpResponse:
             ),
             "latest": next(iter(block_history_numbered(block=block, limit=1)), None),
             "viewing": viewing,
+            "viewing_elsewhere": viewing is not None
+            and all(v.number != viewing["number"] for v in history),
             "comparison": comparison,
             "attachments": block_attachment_list(block=block),
             "share_agents": [a for a in agents if a.pk != block.owner_id],

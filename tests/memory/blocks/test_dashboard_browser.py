@@ -167,6 +167,10 @@ def test_delete_asks_for_confirmation(
 ):
     block = block_create(actor=Actor.system(), label="old", owner=agent, content="x")
     page = _page(browser, daphne_server, partner, f"/memory/blocks/{block.pk}/")
+    page.keyboard.press("/")  # the search shortcut, outside any field
+    assert page.evaluate("document.activeElement.name") == "q"
+    page.keyboard.press("Escape")
+    page.evaluate("document.activeElement.blur()")
 
     page.click("[data-testid=delete-block] button")
     dialog = page.locator("[data-testid=confirm-dialog]")

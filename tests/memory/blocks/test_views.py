@@ -85,6 +85,8 @@ def test_history_is_numbered_per_block_and_pages_to_older_versions(
     assert 'data-version="35"' in page and 'data-version="6"' in page
     assert 'data-version="5"' not in page
     assert 'href="?older=6#history"' in page
+    far = web.get(f"/memory/blocks/{block.pk}/?version=2").content.decode()
+    assert "Content at version 2" in far  # shown though not on this page
     older = web.get(f"/memory/blocks/{block.pk}/?older=6").content.decode()
     assert 'data-version="5"' in older and 'data-version="1"' in older
     assert 'data-version="6"' not in older
