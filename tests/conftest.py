@@ -5,6 +5,7 @@ CI they skip with the reason when those are absent; with ``CI=true`` a
 missing one fails the run instead.
 """
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -194,14 +195,15 @@ def wait_until(predicate: Any, timeout: float = 20.0, interval: float = 0.1) -> 
     raise AssertionError(f"condition not met within {timeout} s")
 
 
-@pytest.fixture
-def daphne_server(transactional_db: None) -> Iterator[str]:
-    """A real Daphne process serving this test database; yields its base URL."""
+@contextlib.contextmanager
+def daphne_process(**env: str) -> Iterator[str]:
+    """A real Daphne process serving this test database, with ``env`` added
+    to its environment; yields its base URL."""
     port = free_port()
     proc = subprocess.Popen(
         daphne_command(port=port),
         cwd=REPO,
-        env=subprocess_env(),
+        env=subprocess_env(**env),
     )
     try:
         wait_for_port(port, proc=proc)
@@ -212,6 +214,13 @@ def daphne_server(transactional_db: None) -> Iterator[str]:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture
+def daphne_server(transactional_db: None) -> Iterator[str]:
+    """A real Daphne process serving this test database; yields its base URL."""
+    with daphne_process() as url:
+        yield url
 
 
 # --- domain objects and clients -------------------------------------------------

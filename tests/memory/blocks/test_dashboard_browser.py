@@ -1,48 +1,19 @@
 """The block page, approvals and the dashboard frame in Chromium on real Daphne."""
 
-import subprocess
 from collections.abc import Iterator
 
 import pytest
-from django.test import Client
 
 from coordination.actors import Actor
 from memory.blocks.selectors import block_value
 from memory.blocks.services import block_create, block_operate
 from memory.models import BlockApproval, BlockUpdate, MemoryBlock
-from pattern_site.processes import daphne_command, free_port, wait_for_port
-from tests.conftest import REPO, subprocess_env
-from tests.memory.blocks.test_editor_browser import _agent_operates
+from tests.conftest import daphne_process
+from tests.memory.blocks.test_editor_browser import _agent_operates, _page
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-EDITOR = "[data-block-editor]"
 PHONE = {"width": 390, "height": 844}
-
-
-def _page(browser, base_url, user, path, *, viewport=None, ready=True):
-    client = Client()
-    client.force_login(user)
-    context = browser.new_context(viewport=viewport or {"width": 1280, "height": 900})
-    context.add_cookies(
-        [
-            {
-                "name": "sessionid",
-                "value": client.cookies["sessionid"].value,
-                "url": base_url,
-            }
-        ]
-    )
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(f"{base_url}{path}")
-    if ready:
-        try:
-            page.wait_for_selector(f"{EDITOR}[data-ready=true]", timeout=20_000)
-        except Exception as exc:
-            raise AssertionError(f"the editor did not start: {errors}") from exc
-    return page
 
 
 def test_typing_a_sentence_makes_one_version(
@@ -237,21 +208,10 @@ def old_heartbeat() -> dict:
 @pytest.fixture
 def daphne_old_worker(transactional_db: None) -> Iterator[str]:
     """Daphne whose health report says no worker was seen for two minutes."""
-    port = free_port()
-    proc = subprocess.Popen(
-        daphne_command(port=port),
-        cwd=REPO,
-        env=subprocess_env(PATTERN_DASHBOARD_WORKER_STATUS=f"{__name__}.old_heartbeat"),
-    )
-    try:
-        wait_for_port(port, proc=proc)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    with daphne_process(
+        PATTERN_DASHBOARD_WORKER_STATUS=f"{__name__}.old_heartbeat"
+    ) as url:
+        yield url
 
 
 def test_every_page_shows_a_banner_when_no_worker_was_seen(
