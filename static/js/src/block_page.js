@@ -45,7 +45,7 @@ class BlockHistory {
       this.compare(`${this.compareUrl}?from=${from.dataset.compareFrom}`);
       return;
     }
-    const link = event.target.closest("[data-compare-url]");
+    const link = event.target.closest("a[data-compare-url]");
     if (link) {
       event.preventDefault();
       this.compare(link.dataset.compareUrl);
