@@ -76,7 +76,11 @@ def form_action(view: View) -> View:
     return wrapper
 
 
-def form_retry(request: HttpRequest) -> dict[str, Any] | None:
+def form_retry(request: HttpRequest, form: str | None = None) -> dict[str, Any] | None:
     """The failed post a page shows again, once: ``form`` (its name),
-    ``data`` (input name -> posted values), ``error`` and ``field``."""
-    return request.session.pop(FORM_RETRY, None)
+    ``data`` (input name -> posted values), ``error`` and ``field``.  With
+    ``form``, only that form's (another page's stays for it)."""
+    retry = request.session.get(FORM_RETRY)
+    if retry is None or (form is not None and retry["form"] != form):
+        return None
+    return request.session.pop(FORM_RETRY)

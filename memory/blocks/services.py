@@ -707,6 +707,11 @@ def block_create(
     Loro document with its history instead.
     """
     block_create_check(actor=actor, owner=owner)
+    if not isinstance(label, str) or not label.strip():
+        raise InvalidInput(
+            "a block needs a label (up to 100 characters, unique per owner)",
+            extra={"field": "label"},
+        )
     if owner is not None:
         constellation = owner.constellation
     if constellation is None:
@@ -762,7 +767,10 @@ def _label_free(block: MemoryBlock, *, exclude: Any = None) -> None:
         qs = qs.exclude(pk=exclude)
     if qs.exists():
         where = "this agent" if block.owner_id else "this constellation"
-        raise Conflict(f"{where} already has a block labelled {block.label!r}")
+        raise Conflict(
+            f"{where} already has a block labelled {block.label!r}",
+            extra={"field": "label"},
+        )
 
 
 def _block_adopt_snapshot(*, block: MemoryBlock, actor: Actor, snapshot: bytes) -> None:

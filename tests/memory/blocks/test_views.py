@@ -307,3 +307,32 @@ def test_other_constellations_blocks_are_404_on_the_dashboard(web):
 def test_memory_pages_require_login(client, make_block):
     block = make_block()
     assert client.get(f"/memory/blocks/{block.pk}/").status_code == 302
+
+
+def test_a_refused_new_block_comes_back_on_the_agent_page_with_its_input(
+    web, make_block, agent
+):
+    make_block(label="persona")
+    agent_page = f"/agents/{agent.pk}/"
+    response = web.post(
+        f"/memory/agents/{agent.pk}/blocks/new",
+        {
+            "form": "create-block",
+            "label": "persona",
+            "template": "human",
+            "permission": "partner",
+            "pinned": "on",
+            "next": agent_page,
+        },
+        follow=True,
+    )
+    page = response.content.decode()
+    assert response.redirect_chain[-1][0] == agent_page
+    assert (
+        'data-testid="field-error">this agent already has a block labelled '
+        "&#x27;persona&#x27;" in page
+    )
+    assert 'value="persona"' in page and '<option value="human" selected>' in page
+    assert '<option value="partner" selected>' in page
+    assert 'name="pinned" checked' in page
+    assert MemoryBlock.objects.filter(label="persona").count() == 1
