@@ -105,7 +105,8 @@ async function refreshPanels() {
       // A version opened in the history stays open; a form being filled in
       // is not overwritten, only marked as behind the block.
       if (panel.querySelector(".version-row")) continue;
-      if (panel.contains(document.activeElement) && document.activeElement !== document.body) {
+      const focused = panel.contains(document.activeElement) && document.activeElement !== document.body;
+      if (focused || "dirty" in panel.dataset) {
         panel.dataset.stale = "true";
         continue;
       }
@@ -147,6 +148,18 @@ function markAgentEdit(fresh) {
 }
 
 document.addEventListener("block-change", scheduleRefresh);
+
+// A live form with unsaved input is not refreshed under the person typing.
+function markDirty(event) {
+  const panel = event.target.closest?.("form[data-live]");
+  if (panel) panel.dataset.dirty = "";
+}
+document.addEventListener("input", markDirty);
+document.addEventListener("click", (event) => {
+  if (event.target.closest("[data-item-add], [data-item-remove], [data-item-up], [data-item-down]")) {
+    markDirty(event);
+  }
+});
 
 // Ctrl/Cmd+S submits the form holding focus; text is saved live, so in the
 // editor it only confirms that (and keeps the browser's save dialog away).

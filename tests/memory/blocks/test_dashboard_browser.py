@@ -7,6 +7,7 @@ import pytest
 from coordination.actors import Actor
 from memory.blocks.selectors import block_value
 from memory.blocks.services import block_create, block_operate
+from memory.longterm.services import archival_entry_create
 from memory.models import BlockApproval, BlockUpdate, MemoryBlock
 from tests.conftest import daphne_process
 from tests.memory.blocks.test_editor_browser import _agent_operates, _page
@@ -222,3 +223,19 @@ def test_every_page_shows_a_banner_when_no_worker_was_seen(
         page.goto(f"{daphne_old_worker}{path}")
         banner = page.inner_text("[data-testid=worker-banner]")
         assert "No background worker seen for 2 minutes" in banner
+
+
+def test_search_runs_as_you_type(built_assets, daphne_server, browser, partner, agent):
+    for text in ("the heron nests by the lake", "a kingfisher on the wire"):
+        archival_entry_create(agent=agent, content=text)
+    page = _page(browser, daphne_server, partner, "/memory/search/", ready=False)
+    page.click("text=More filters")
+    page.select_option("[name=mode]", "fts")
+
+    page.locator("#q").press_sequentially("kingfisher", delay=40)
+
+    page.wait_for_selector("[data-testid=search-result]", timeout=10_000)
+    results = page.locator("[data-testid=search-result]")
+    assert results.count() == 1 and "kingfisher" in results.inner_text()
+    assert "q=kingfisher" in page.url  # the address follows, for reload and sharing
+    assert page.evaluate("document.activeElement.id") == "q"  # still typing
