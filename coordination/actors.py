@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
-    from coordination.models import Agent
+    from coordination.agents.models import Agent
 
 ActorKind = Literal["agent", "human", "system"]
 

@@ -2,8 +2,8 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from coordination.agents.models import Agent, AgentToken, Constellation
 from coordination.agents.services import agent_token_issue, agent_token_revoke
-from coordination.models import Agent, AgentToken, Constellation
 
 
 class AgentInline(admin.TabularInline):

@@ -6,6 +6,10 @@ dashboard shows their message once.  A message says what was wrong and what
 is allowed.
 """
 
+from typing import Any
+
+from django.core.exceptions import ValidationError
+
 
 class ApplicationError(Exception):
     """Base of every error a user of the product may be shown."""
@@ -47,3 +51,14 @@ class InvalidInput(ApplicationError):
 class Conflict(ApplicationError):
     status_code = 409
     code = "conflict"
+
+
+def full_clean(obj: Any, **kwargs: Any) -> None:
+    """``obj.full_clean(**kwargs)``, its ``ValidationError`` as
+    ``InvalidInput`` naming each field and what was wrong with it."""
+    try:
+        obj.full_clean(**kwargs)
+    except ValidationError as exc:
+        raise InvalidInput(
+            "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+        ) from exc

@@ -31,8 +31,8 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 from coordination.actors import Actor
+from coordination.agents.models import Agent
 from coordination.errors import InvalidInput
-from coordination.models import Agent
 from memory.blocks.models import BlockType, MemoryBlock
 from memory.blocks.permissions import block_permission_label
 from memory.blocks.selectors import block_list_for_actor, block_shared_from
@@ -171,6 +171,27 @@ def activity_section(agent: Agent) -> str:
     return renderer(agent) or ""
 
 
+@dataclass(frozen=True)
+class ContextSection:
+    """A section another capability adds to every built context, after the
+    working blocks: ``render(agent)`` returns its text ("" to leave it out)."""
+
+    name: str
+    render: Callable[[Agent], str]
+    order: int
+
+
+_SECTIONS: dict[str, ContextSection] = {}
+
+
+def context_section_register(
+    *, name: str, render: Callable[[Agent], str], order: int
+) -> None:
+    """Add a section to built contexts (from the registering app's
+    ``AppConfig.ready``); sections render by ``order``, then name."""
+    _SECTIONS[name] = ContextSection(name=name, render=render, order=order)
+
+
 def context_build(
     *,
     agent: Agent,
@@ -222,6 +243,10 @@ def context_build(
             "\n\n".join(working_texts[b.pk] for b in kept),
             0,
             [b.label for b in kept],
+        ),
+        *(
+            Section(extra.name, extra.render(agent), 0)
+            for extra in sorted(_SECTIONS.values(), key=lambda x: (x.order, x.name))
         ),
         Section("activity", activity_section(agent), 0),
         Section("tool_rules", render_tool_rules(tool_rules), 0),

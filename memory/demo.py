@@ -8,7 +8,7 @@ from django.db import (
 )
 
 from coordination.actors import Actor
-from coordination.models import Constellation
+from coordination.agents.models import Constellation
 from memory.blocks.models import BlockType, Permission
 from memory.blocks.services import block_create
 

@@ -10,5 +10,6 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("coordination.urls")),
+    path("", include("coordination.work.urls")),
     path("memory/", include("memory.urls")),
 ]

@@ -10,7 +10,7 @@ own and its constellation's humans'; for other agents it does not exist.
 from django.db.models import Q
 
 from coordination.actors import Actor
-from coordination.models import Agent
+from coordination.agents.models import Agent
 
 
 def constellation_filter(actor: Actor) -> Q | None:

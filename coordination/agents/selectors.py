@@ -8,13 +8,13 @@ caller (``NotFound``), so ids of other constellations leak nothing.
 from django.db.models import QuerySet
 
 from coordination.actors import Actor
+from coordination.agents.models import Agent, Constellation
 from coordination.agents.permissions import (
     agent_can_change,
     agent_private_allowed,
     constellation_filter,
 )
 from coordination.errors import InvalidInput, NotFound, PermissionDenied
-from coordination.models import Agent, Constellation
 
 
 def constellation_list_for_actor(*, actor: Actor) -> QuerySet[Constellation]:

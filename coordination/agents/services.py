@@ -17,9 +17,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from coordination.agents.models import Agent, AgentToken, Constellation
 from coordination.agents.tasks import agent_touch_task
 from coordination.errors import AuthenticationFailed, Conflict
-from coordination.models import Agent, AgentToken, Constellation
 from pattern_site.db.compiled import CompiledQuery
 
 TOKEN_PREFIX = "pat_"

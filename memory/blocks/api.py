@@ -11,6 +11,7 @@ from django.http import HttpRequest
 from ninja import Body, Router, Status
 
 from coordination.actors import Actor
+from coordination.agents.models import Agent
 from coordination.agents.selectors import (
     agent_get_for_actor,
     agent_get_private,
@@ -18,7 +19,6 @@ from coordination.agents.selectors import (
 )
 from coordination.auth import request_actor
 from coordination.errors import InvalidInput, PermissionDenied
-from coordination.models import Agent
 from memory.blocks.models import BlockApproval, BlockType, MemoryBlock
 from memory.blocks.permissions import block_create_check
 from memory.blocks.schemas import (

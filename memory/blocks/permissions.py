@@ -22,9 +22,9 @@ from typing import Any, Literal
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 
 from coordination.actors import Actor
+from coordination.agents.models import Agent, Constellation
 from coordination.agents.permissions import constellation_filter
 from coordination.errors import NotFound, PermissionDenied
-from coordination.models import Agent, Constellation
 from memory.blocks import documents
 from memory.blocks.models import (
     BlockApproval,

@@ -18,8 +18,8 @@ from django.db.models.functions import Cast
 from loro import LoroDoc
 
 from coordination.actors import Actor
+from coordination.agents.models import Agent
 from coordination.errors import InvalidInput, NotFound
-from coordination.models import Agent
 from memory.blocks import diffs, doc_cache, documents
 from memory.blocks.models import (
     ApprovalStatus,

@@ -30,6 +30,7 @@ from django.utils import timezone
 from loro import LoroDoc, VersionVector
 
 from coordination.actors import Actor
+from coordination.agents.models import Agent, Constellation
 from coordination.errors import (
     Conflict,
     InvalidInput,
@@ -37,7 +38,6 @@ from coordination.errors import (
     NotFound,
     PermissionDenied,
 )
-from coordination.models import Agent, Constellation
 from memory.blocks import doc_cache, documents
 from memory.blocks.models import (
     ApprovalStatus,

@@ -11,10 +11,10 @@ from django.db import (
 from django.utils import timezone
 
 from coordination.actors import Actor
+from coordination.agents.models import Agent
 from coordination.errors import (
     InvalidInput,
 )
-from coordination.models import Agent
 from memory.blocks import documents
 from memory.blocks.models import BlockType, MemoryBlock, Permission
 from memory.blocks.selectors import block_document_load, block_list_for_actor

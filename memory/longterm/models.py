@@ -9,7 +9,7 @@ embedding pipeline knows which rows need a vector.
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from coordination.models import Agent, Constellation
+from coordination.agents.models import Agent, Constellation
 from memory.search.registry import EmbeddingState
 
 

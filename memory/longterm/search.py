@@ -10,12 +10,12 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from coordination.actors import Actor
+from coordination.agents.models import Constellation
 from coordination.agents.selectors import (
     agent_get_for_actor,
     constellation_for_actor,
 )
 from coordination.errors import InvalidInput
-from coordination.models import Constellation
 from memory.longterm.indexes import ARCHIVAL_INDEX, MESSAGE_INDEX
 from memory.longterm.models import Message, RetrievalConfig
 from memory.longterm.permissions import longterm_own_agent

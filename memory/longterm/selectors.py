@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.db.models import QuerySet
 
 from coordination.actors import Actor
+from coordination.agents.models import Constellation
 from coordination.errors import NotFound
-from coordination.models import Constellation
 from memory.longterm.models import ArchivalEntry, Conversation, Message, RetrievalConfig
 from memory.longterm.permissions import longterm_rows_visible
 from memory.search.registry import EmbeddingState

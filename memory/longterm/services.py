@@ -7,7 +7,6 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from django.core.exceptions import ValidationError
 from django.db import (
     IntegrityError,
     transaction,
@@ -15,12 +14,13 @@ from django.db import (
 from django.utils import timezone
 
 from coordination.actors import Actor
+from coordination.agents.models import Agent, Constellation
 from coordination.errors import (
     Conflict,
     InvalidInput,
     LimitExceeded,
+    full_clean,
 )
-from coordination.models import Agent, Constellation
 from memory.longterm.indexes import ARCHIVAL_INDEX, MESSAGE_INDEX
 from memory.longterm.models import (
     ArchivalEntry,
@@ -85,15 +85,6 @@ def _clean_tags(tags: Iterable[str]) -> list[str]:
     return cleaned
 
 
-def _full_clean(obj: Any, **kwargs: Any) -> None:
-    try:
-        obj.full_clean(**kwargs)
-    except ValidationError as exc:
-        raise InvalidInput(
-            "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
-        ) from exc
-
-
 @transaction.atomic
 def archival_entry_create(
     *,
@@ -120,7 +111,7 @@ def archival_entry_create(
         source=source,
         content_hash=content_hash(content),
     )
-    _full_clean(entry, validate_constraints=False)
+    full_clean(entry, validate_constraints=False)
     entry.save()
     _index_archival(entry)
     return entry
@@ -176,7 +167,7 @@ def archival_entry_update(
         fields.append("label")
     if not fields:
         return entry
-    _full_clean(entry, validate_constraints=False)
+    full_clean(entry, validate_constraints=False)
     entry.save(update_fields=[*fields, "updated_at"])
     if "content" in fields:
         _index_archival(entry)
@@ -207,7 +198,7 @@ def conversation_start(*, agent: Agent, title: str = "") -> Conversation:
     conversation = Conversation(
         agent=agent, constellation_id=agent.constellation_id, title=title.strip()
     )
-    _full_clean(conversation)
+    full_clean(conversation)
     conversation.save()
     return conversation
 
@@ -272,7 +263,7 @@ def messages_append(
             batch_id=batch_id,
             content_hash=content_hash(content),
         )
-        _full_clean(message, validate_constraints=False)
+        full_clean(message, validate_constraints=False)
         created.append(message)
     try:
         Message.objects.bulk_create(created)
@@ -317,7 +308,7 @@ def retrieval_config_update(
     if decay_rate is not None:
         config.decay_rate = decay_rate
         fields.append("decay_rate")
-    _full_clean(config)
+    full_clean(config)
     if fields:
         config.save(update_fields=fields)
     return config

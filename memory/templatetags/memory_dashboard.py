@@ -9,7 +9,7 @@ from typing import Any
 from django import template
 
 from coordination.actors import Actor
-from coordination.models import Agent, Constellation
+from coordination.agents.models import Agent, Constellation
 from coordination.web import form_retry
 from memory.blocks import documents
 from memory.blocks.models import BlockType, Permission

@@ -306,3 +306,10 @@ CELERY_BEAT_SCHEDULE["memory-embedding-backfill"] = {
     "task": "memory.embedding_backfill",
     "schedule": EMBEDDING_BACKFILL_MINUTES * 60.0,
 }
+
+# --- Coordination work ------------------------------------------------------
+# An agent counts as active (``/coord status``) when it made an authenticated
+# request within this many minutes.
+COORDINATION_ACTIVE_AGENT_MINUTES = env.int(
+    "PATTERN_COORDINATION_ACTIVE_MINUTES", default=15
+)

@@ -66,6 +66,7 @@ def test_prompt_order_and_block_format(make_block, agent, other_agent, constella
         "base_instructions",
         "core_memory",
         "working_memory",
+        "handoffs",
         "activity",
         "tool_rules",
     ]

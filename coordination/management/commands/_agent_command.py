@@ -6,9 +6,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from coordination.agents.models import Agent
 from coordination.agents.selectors import agent_get_by_name
 from coordination.errors import ApplicationError
-from coordination.models import Agent
 
 
 class AgentCommand(BaseCommand, ABC):

@@ -10,13 +10,13 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from coordination.agents.models import Constellation
 from coordination.agents.services import (
     agent_create,
     constellation_create,
     user_get_or_create,
 )
 from coordination.errors import ApplicationError
-from coordination.models import Constellation
 
 
 class Command(BaseCommand):

@@ -1,8 +1,8 @@
 """Revoke every token of an agent."""
 
+from coordination.agents.models import Agent
 from coordination.agents.services import agent_token_revoke
 from coordination.management.commands._agent_command import AgentCommand
-from coordination.models import Agent
 
 
 class Command(AgentCommand):

@@ -1,8 +1,8 @@
 """Issue a new token for an agent, revoking its old ones; print it last."""
 
+from coordination.agents.models import Agent
 from coordination.agents.services import agent_token_issue
 from coordination.management.commands._agent_command import AgentCommand
-from coordination.models import Agent
 
 
 class Command(AgentCommand):

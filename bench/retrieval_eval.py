@@ -1,0 +1,370 @@
+"""Retrieval quality on a public conversational-memory eval, per search mode.
+
+Loads ``../shared/eval/conversational/eval.json`` (conversations of turns
+with ids and dates; questions with the ids of the turns that answer them),
+stores each conversation as one agent's memory - archival entries by default,
+or the messages of one conversation with ``--domain conversations`` - waits
+for every embedding, asks every question in each mode and prints hit@5,
+hit@10, recall@5, recall@10 and search p50/p95 per mode, then the same per
+question category.  Conversations are split in two halves (even and odd
+positions in the file): settings are to be chosen on ``dev`` and reported on
+``test`` too, so nothing is tuned to single questions.
+
+In-process by default (the services and ``memory_search``, as the API calls
+them, embeddings computed in this process); ``--http`` stores and asks
+through a live Daphne and a Celery worker started on the throwaway database,
+with an agent token per conversation, timing whole HTTP requests.  A
+throwaway data directory is used (never var/).
+
+    .venv/bin/python bench/retrieval_eval.py [--domain archival|conversations]
+        [--modes fts vector hybrid auto] [--http] [--convs N] [--eval PATH]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from pattern_site.processes import (
+    SOLO_WORKER_OPTIONS,
+    celery_worker_command,
+    daphne_command,
+    free_port,
+    throwaway_dir,
+    wait_for_port,
+)
+
+_tmp = throwaway_dir("pattern-bench-retrieval-")
+os.environ["PATTERN_DATA_DIR"] = _tmp
+os.environ["DATABASE_URL"] = f"sqlite:///{_tmp}/bench.sqlite3"
+os.environ["DJANGO_SETTINGS_MODULE"] = "pattern_site.settings.dev"
+os.environ["PATTERN_DEBUG"] = "false"
+os.environ.setdefault("PATTERN_CELERY_EAGER", "false")
+
+DEFAULT_EVAL = ROOT.parent / "shared" / "eval" / "conversational" / "eval.json"
+KS = (5, 10)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+class Scores:
+    """hit@k and recall@k over questions, and search latencies."""
+
+    def __init__(self) -> None:
+        self.hits: dict[int, list[float]] = {k: [] for k in KS}
+        self.recalls: dict[int, list[float]] = {k: [] for k in KS}
+        self.ms: list[float] = []
+
+    def add(self, ranked: list[str], evidence: set[str], ms: float) -> None:
+        for k in KS:
+            top = set(ranked[:k])
+            self.hits[k].append(1.0 if top & evidence else 0.0)
+            self.recalls[k].append(len(top & evidence) / len(evidence))
+        self.ms.append(ms)
+
+    def row(self) -> str:
+        def mean(xs: list[float]) -> float:
+            return statistics.fmean(xs) if xs else 0.0
+
+        return (
+            f"{mean(self.hits[5]):6.3f} {mean(self.hits[10]):6.3f} "
+            f"{mean(self.recalls[5]):6.3f} {mean(self.recalls[10]):6.3f} "
+            f"{percentile(self.ms, 0.5):7.1f} {percentile(self.ms, 0.95):7.1f}"
+            f"  (n={len(self.ms)})"
+        )
+
+
+HEADER = "hit@5  hit@10   rec@5  rec@10   p50ms   p95ms"
+
+
+def load(path: Path, convs: int | None) -> list[dict[str, Any]]:
+    data = json.loads(path.read_text())
+    found = data["convs"]
+    return found[:convs] if convs else found
+
+
+def store_in_process(conversations: list[dict], domain: str) -> list[dict]:
+    """Each conversation as one agent's memory; returns, per conversation,
+    the agent and a map from stored row id to turn id."""
+    from coordination.agents.services import (
+        agent_create,
+        constellation_create,
+        user_get_or_create,
+    )
+    from memory.longterm.services import (
+        archival_entry_create,
+        conversation_start,
+        messages_append,
+    )
+
+    partner, _new = user_get_or_create(username="eval-partner")
+    constellation = constellation_create(name="Eval", partner=partner)
+    stored = []
+    for i, conv in enumerate(conversations):
+        agent, _token = agent_create(constellation=constellation, name=f"conv{i}")
+        ids: dict[int, str] = {}
+        if domain == "archival":
+            for turn in conv["turns"]:
+                entry = archival_entry_create(
+                    agent=agent,
+                    content=turn["text"],
+                    metadata={"dia_id": turn["dia_id"], "date": turn["date"]},
+                )
+                ids[entry.pk] = turn["dia_id"]
+        else:
+            conversation = conversation_start(agent=agent, title=conv["id"])
+            for start in range(0, len(conv["turns"]), 200):
+                chunk = conv["turns"][start : start + 200]
+                messages = messages_append(
+                    conversation=conversation,
+                    messages=[{"role": "user", "content": t["text"]} for t in chunk],
+                )
+                for message, turn in zip(messages, chunk, strict=True):
+                    ids[message.pk] = turn["dia_id"]
+        stored.append({"agent": agent, "token": None, "ids": ids, "conv": conv})
+    return stored
+
+
+def embed_in_process(domain: str) -> None:
+    from memory.models import ArchivalEntry, EmbeddingState, Message
+    from memory.search.pipeline import embeddings_refresh
+
+    kind, model = (
+        ("archival", ArchivalEntry) if domain == "archival" else ("message", Message)
+    )
+    ids = list(
+        model.objects.filter(embedding_state=EmbeddingState.PENDING).values_list(
+            "pk", flat=True
+        )
+    )
+    for start in range(0, len(ids), 256):
+        embeddings_refresh(kind=kind, row_ids=ids[start : start + 256])
+
+
+def ask_in_process(stored: dict, query: str, mode: str, domain: str) -> list[str]:
+    from coordination.actors import Actor
+    from memory.longterm.search import memory_search
+
+    result = memory_search(
+        actor=Actor.for_agent(stored["agent"]),
+        query=query,
+        domain="archival_memory" if domain == "archival" else "conversations",
+        mode=mode,
+        limit=10,
+    )
+    return [stored["ids"].get(hit.row.pk, "") for _kind, hit in result.hits]
+
+
+class LiveServer:
+    """Daphne and a solo Celery worker on the throwaway database."""
+
+    def __init__(self) -> None:
+        env = {**os.environ, "PATTERN_ALLOWED_HOSTS": "127.0.0.1,localhost"}
+        self.port = free_port()
+        self.procs = [
+            subprocess.Popen(daphne_command(port=self.port), cwd=ROOT, env=env),
+            subprocess.Popen(
+                celery_worker_command(*SOLO_WORKER_OPTIONS, "--loglevel", "WARNING"),
+                cwd=ROOT,
+                env=env,
+            ),
+        ]
+        wait_for_port(self.port, proc=self.procs[0])
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def store_over_http(server: LiveServer, conversations: list[dict], domain: str):
+    import httpx
+
+    from coordination.agents.services import (
+        agent_create,
+        constellation_create,
+        user_get_or_create,
+    )
+
+    partner, _new = user_get_or_create(username="eval-partner")
+    constellation = constellation_create(name="Eval", partner=partner)
+    stored = []
+    with httpx.Client(base_url=server.base, timeout=60) as client:
+        for i, conv in enumerate(conversations):
+            agent, token = agent_create(constellation=constellation, name=f"conv{i}")
+            headers = {"Authorization": f"Bearer {token.raw}"}
+            ids: dict[int, str] = {}
+            if domain == "archival":
+                for turn in conv["turns"]:
+                    response = client.post(
+                        "/api/archival",
+                        headers=headers,
+                        json={
+                            "content": turn["text"],
+                            "metadata": {
+                                "dia_id": turn["dia_id"],
+                                "date": turn["date"],
+                            },
+                        },
+                    )
+                    response.raise_for_status()
+                    ids[response.json()["id"]] = turn["dia_id"]
+            else:
+                response = client.post(
+                    "/api/conversations", headers=headers, json={"title": conv["id"]}
+                )
+                response.raise_for_status()
+                conversation_id = response.json()["id"]
+                for start in range(0, len(conv["turns"]), 200):
+                    chunk = conv["turns"][start : start + 200]
+                    response = client.post(
+                        f"/api/conversations/{conversation_id}/messages",
+                        headers=headers,
+                        json={
+                            "messages": [
+                                {"role": "user", "content": t["text"]} for t in chunk
+                            ]
+                        },
+                    )
+                    response.raise_for_status()
+                    for message, turn in zip(response.json(), chunk, strict=True):
+                        ids[message["id"]] = turn["dia_id"]
+            stored.append(
+                {"agent": agent, "token": token.raw, "ids": ids, "conv": conv}
+            )
+    return stored
+
+
+def wait_embedded(domain: str, timeout: float = 1800.0) -> None:
+    from memory.models import ArchivalEntry, EmbeddingState, Message
+
+    model = ArchivalEntry if domain == "archival" else Message
+    deadline = time.monotonic() + timeout
+    while model.objects.filter(embedding_state=EmbeddingState.PENDING).exists():
+        if time.monotonic() > deadline:
+            raise SystemExit("embeddings did not finish in time")
+        time.sleep(1)
+
+
+def ask_over_http(client: Any, stored: dict, query: str, mode: str, domain: str):
+    response = client.post(
+        "/api/tools/search",
+        headers={"Authorization": f"Bearer {stored['token']}"},
+        json={
+            "query": query,
+            "mode": mode,
+            "limit": 10,
+            "domain": "archival_memory" if domain == "archival" else "conversations",
+        },
+    )
+    response.raise_for_status()
+    return [stored["ids"].get(hit["id"], "") for hit in response.json()["results"]]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--eval", type=Path, default=DEFAULT_EVAL)
+    parser.add_argument("--domain", choices=("archival", "conversations"))
+    parser.add_argument(
+        "--modes", nargs="+", default=["fts", "vector", "hybrid", "auto"]
+    )
+    parser.add_argument("--http", action="store_true")
+    parser.add_argument("--convs", type=int, default=None, help="first N only")
+    args = parser.parse_args()
+    domain = args.domain or "archival"
+    if not args.eval.is_file():
+        raise SystemExit(f"no eval set at {args.eval} (see ../shared/eval/)")
+
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from memory.search.embedder import embedding_status
+
+    call_command("migrate", verbosity=0)
+    status = embedding_status()
+    print(f"embedding model: {'yes' if status.available else status.reason}")
+    conversations = load(args.eval, args.convs)
+    questions = sum(len(c["queries"]) for c in conversations)
+    turns = sum(len(c["turns"]) for c in conversations)
+    print(
+        f"{len(conversations)} conversations, {turns} turns, {questions} questions;"
+        f" domain {domain}; {'HTTP' if args.http else 'in-process'}"
+    )
+
+    t0 = time.perf_counter()
+    server = LiveServer() if args.http else None
+    try:
+        if server is not None:
+            stored = store_over_http(server, conversations, domain)
+            wait_embedded(domain)
+        else:
+            stored = store_in_process(conversations, domain)
+            embed_in_process(domain)
+        print(f"stored and embedded in {time.perf_counter() - t0:.0f} s")
+        results = run_questions(stored, args.modes, domain, server)
+    finally:
+        if server is not None:
+            server.stop()
+    report(results, args.modes)
+
+
+def run_questions(stored, modes, domain, server) -> dict:
+    """scores[(half, category, mode)] over every question, each mode in turn
+    per question (a slow spell of the machine falls on all modes alike)."""
+    import httpx
+
+    client = httpx.Client(base_url=server.base, timeout=60) if server else None
+    scores: dict[tuple[str, str, str], Scores] = defaultdict(Scores)
+    for i, entry in enumerate(stored):
+        half = "dev" if i % 2 == 0 else "test"
+        for question in entry["conv"]["queries"]:
+            evidence = set(question["evidence"])
+            if not evidence:
+                continue
+            for mode in modes:
+                t = time.perf_counter()
+                if client is not None:
+                    ranked = ask_over_http(client, entry, question["q"], mode, domain)
+                else:
+                    ranked = ask_in_process(entry, question["q"], mode, domain)
+                ms = (time.perf_counter() - t) * 1000
+                for key in (half, "all"):
+                    scores[(key, "all", mode)].add(ranked, evidence, ms)
+                scores[("all", question["category"], mode)].add(ranked, evidence, ms)
+    if client is not None:
+        client.close()
+    return scores
+
+
+def report(scores: dict, modes: list[str]) -> None:
+    for half in ("all", "dev", "test"):
+        print(f"\n{half} questions          {HEADER}")
+        for mode in modes:
+            print(f"  {mode:<20} {scores[(half, 'all', mode)].row()}")
+    categories = sorted({c for (_h, c, _m) in scores if c != "all"})
+    for category in categories:
+        print(f"\ncategory {category:<12} {HEADER}")
+        for mode in modes:
+            print(f"  {mode:<20} {scores[('all', category, mode)].row()}")
+
+
+if __name__ == "__main__":
+    main()

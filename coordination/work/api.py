@@ -1,0 +1,285 @@
+"""Task, handoff and coordination-state endpoints of the tool API, and the
+``/coord`` dialect tool.  Thin: resolve what the request names through the
+selectors, call one service, shape the answer."""
+
+from typing import Any
+
+from django.http import HttpRequest
+from ninja import Router, Status
+
+from coordination.agents.selectors import agent_get_for_actor
+from coordination.auth import request_actor
+from coordination.work import selectors, services
+from coordination.work.dialect import GRAMMAR_TEXT, coord_execute, coord_parse
+from coordination.work.schemas import (
+    CoordIn,
+    CoordOut,
+    HandoffIn,
+    HandoffOut,
+    StateIn,
+    StateOut,
+    TaskAssignIn,
+    TaskCreateIn,
+    TaskDependencyIn,
+    TaskOut,
+    TaskStatusIn,
+)
+
+router = Router(tags=["coordination work"])
+
+COORD_TOOL = f"""Coordinate with the other agents of your constellation: shared
+tasks, handoff notes and shared notes. Send one command per call as `command`.
+
+{GRAMMAR_TEXT}
+
+- status: who is active, task counts, your tasks, your unread handoffs, open
+  tasks and the latest shared notes. Start here.
+- tasks: list your tasks (mine), open tasks (open, the default) or all.
+- assign: create a task with a quoted title and give it to an agent, or give
+  an existing task to an agent.
+- claim: take an open task and start it. If another agent claimed it first
+  you get a conflict naming them: pick another task.
+- complete: mark a task done. Tasks it depends on (and its subtasks) must be
+  done first; the error lists what is still waiting.
+- block: say a task cannot go on, with the reason in quotes.
+- handoff: leave context for another agent (or @anyone); it appears in their
+  context until they read it.
+- note: add an observation to the constellation's shared notes.
+- read: mark a handoff note you have taken in as read.
+Task ids look like task-12, handoff ids like handoff-3. Put text with spaces
+in double quotes. A malformed command answers with the grammar of that
+command."""
+
+
+@router.post(
+    "/tools/coord",
+    response=CoordOut,
+    summary="coord: tasks, handoffs and notes",
+    description=COORD_TOOL,
+    operation_id="coord",
+)
+def coord_tool(
+    request: HttpRequest, payload: CoordIn, constellation_id: int | None = None
+) -> Any:
+    actor = request_actor(request)
+    command = coord_parse(payload.command)
+    constellation = selectors.work_constellation_for_actor(
+        actor=actor, constellation_id=constellation_id
+    )
+    return coord_execute(actor=actor, constellation=constellation, command=command)
+
+
+# --- tasks ---------------------------------------------------------------------
+
+
+@router.get("/tasks", response=list[TaskOut], summary="List tasks")
+def list_tasks(
+    request: HttpRequest,
+    constellation_id: int | None = None,
+    status: str | None = None,
+    assignee_id: int | None = None,
+) -> Any:
+    """Filter with `status` (comma-separated) and `assignee_id`."""
+    return selectors.task_list_for_actor(
+        actor=request_actor(request),
+        constellation_id=constellation_id,
+        statuses=status.split(",") if status else (),
+        assignee_id=assignee_id,
+    )
+
+
+@router.post("/tasks", response={201: TaskOut}, summary="Create a task")
+def create_task(request: HttpRequest, payload: TaskCreateIn) -> Any:
+    actor = request_actor(request)
+    constellation = selectors.work_constellation_for_actor(
+        actor=actor, constellation_id=payload.constellation_id
+    )
+    task = services.task_create(
+        actor=actor,
+        constellation=constellation,
+        title=payload.title,
+        description=payload.description,
+        assignee=(
+            agent_get_for_actor(actor=actor, agent_id=payload.assignee_id)
+            if payload.assignee_id is not None
+            else None
+        ),
+        priority=payload.priority,
+        parent=(
+            selectors.task_get_for_actor(actor=actor, task_id=payload.parent_id)
+            if payload.parent_id is not None
+            else None
+        ),
+        dependencies=[
+            selectors.task_get_for_actor(actor=actor, task_id=pk)
+            for pk in payload.depends_on
+        ],
+        due_at=payload.due_at,
+    )
+    return Status(201, selectors.task_get_for_actor(actor=actor, task_id=task.pk))
+
+
+@router.get("/tasks/{task_id}", response=TaskOut, summary="Get a task")
+def get_task(request: HttpRequest, task_id: int) -> Any:
+    return selectors.task_get_for_actor(actor=request_actor(request), task_id=task_id)
+
+
+@router.post("/tasks/{task_id}/assign", response=TaskOut, summary="Assign a task")
+def assign_task(request: HttpRequest, task_id: int, payload: TaskAssignIn) -> Any:
+    actor = request_actor(request)
+    task = selectors.task_get_for_actor(actor=actor, task_id=task_id)
+    assignee = (
+        agent_get_for_actor(actor=actor, agent_id=payload.assignee_id)
+        if payload.assignee_id is not None
+        else None
+    )
+    services.task_assign(actor=actor, task=task, assignee=assignee)
+    return selectors.task_get_for_actor(actor=actor, task_id=task_id)
+
+
+@router.post("/tasks/{task_id}/claim", response=TaskOut, summary="Claim a task")
+def claim_task(request: HttpRequest, task_id: int) -> Any:
+    """The calling agent takes an open task and starts it; 409 when another
+    agent got it first."""
+    actor = request_actor(request)
+    task = selectors.task_get_for_actor(actor=actor, task_id=task_id)
+    services.task_claim(actor=actor, task=task)
+    return selectors.task_get_for_actor(actor=actor, task_id=task_id)
+
+
+@router.post(
+    "/tasks/{task_id}/status", response=TaskOut, summary="Change a task's status"
+)
+def change_task_status(
+    request: HttpRequest, task_id: int, payload: TaskStatusIn
+) -> Any:
+    """Start, block (with a reason), complete, cancel or reopen; 409 when the
+    task's current status does not allow the move."""
+    actor = request_actor(request)
+    task = selectors.task_get_for_actor(actor=actor, task_id=task_id)
+    services.task_status_set(
+        actor=actor, task=task, status=payload.status, reason=payload.reason
+    )
+    return selectors.task_get_for_actor(actor=actor, task_id=task_id)
+
+
+@router.post(
+    "/tasks/{task_id}/dependencies", response=TaskOut, summary="Add a dependency"
+)
+def add_task_dependency(
+    request: HttpRequest, task_id: int, payload: TaskDependencyIn
+) -> Any:
+    actor = request_actor(request)
+    task = selectors.task_get_for_actor(actor=actor, task_id=task_id)
+    depends_on = selectors.task_get_for_actor(actor=actor, task_id=payload.depends_on)
+    services.task_dependency_add(actor=actor, task=task, depends_on=depends_on)
+    return selectors.task_get_for_actor(actor=actor, task_id=task_id)
+
+
+@router.delete(
+    "/tasks/{task_id}/dependencies/{depends_on_id}",
+    response=TaskOut,
+    summary="Remove a dependency",
+)
+def remove_task_dependency(
+    request: HttpRequest, task_id: int, depends_on_id: int
+) -> Any:
+    actor = request_actor(request)
+    task = selectors.task_get_for_actor(actor=actor, task_id=task_id)
+    depends_on = selectors.task_get_for_actor(actor=actor, task_id=depends_on_id)
+    services.task_dependency_remove(actor=actor, task=task, depends_on=depends_on)
+    return selectors.task_get_for_actor(actor=actor, task_id=task_id)
+
+
+# --- handoffs ------------------------------------------------------------------
+
+
+@router.get("/handoffs", response=list[HandoffOut], summary="List handoff notes")
+def list_handoffs(
+    request: HttpRequest, constellation_id: int | None = None, unread: bool = False
+) -> Any:
+    """An agent sees notes to it, to anyone and from it; `unread=true` keeps
+    the unread ones."""
+    return selectors.handoff_list_for_actor(
+        actor=request_actor(request),
+        constellation_id=constellation_id,
+        unread_only=unread,
+    )
+
+
+@router.post("/handoffs", response={201: HandoffOut}, summary="Leave a handoff")
+def create_handoff(request: HttpRequest, payload: HandoffIn) -> Any:
+    actor = request_actor(request)
+    to_agent = (
+        agent_get_for_actor(actor=actor, agent_id=payload.to_agent_id)
+        if payload.to_agent_id is not None
+        else None
+    )
+    note = services.handoff_create(
+        actor=actor, to_agent=to_agent, content=payload.content
+    )
+    return Status(201, note)
+
+
+@router.post(
+    "/handoffs/{handoff_id}/read", response=HandoffOut, summary="Mark a handoff read"
+)
+def read_handoff(request: HttpRequest, handoff_id: int) -> Any:
+    actor = request_actor(request)
+    note = selectors.handoff_get_for_actor(actor=actor, handoff_id=handoff_id)
+    return services.handoff_mark_read(actor=actor, note=note)
+
+
+# --- coordination state --------------------------------------------------------
+
+
+@router.get("/coordination/state", response=list[StateOut], summary="List shared state")
+def list_state(request: HttpRequest, constellation_id: int | None = None) -> Any:
+    actor = request_actor(request)
+    constellation = selectors.work_constellation_for_actor(
+        actor=actor, constellation_id=constellation_id
+    )
+    return selectors.coordination_state_list_for_actor(
+        actor=actor, constellation_id=constellation.pk
+    )
+
+
+@router.get(
+    "/coordination/state/{key}", response=StateOut, summary="Read a shared state key"
+)
+def get_state(
+    request: HttpRequest, key: str, constellation_id: int | None = None
+) -> Any:
+    actor = request_actor(request)
+    constellation = selectors.work_constellation_for_actor(
+        actor=actor, constellation_id=constellation_id
+    )
+    return selectors.coordination_state_get_for_actor(
+        actor=actor, constellation=constellation, key=key
+    )
+
+
+@router.put(
+    "/coordination/state/{key}",
+    response=StateOut,
+    summary="Write a shared state key (compare-and-set)",
+)
+def put_state(
+    request: HttpRequest,
+    key: str,
+    payload: StateIn,
+    constellation_id: int | None = None,
+) -> Any:
+    """`version` is the version you read (0 to create the key); 409 with the
+    current value when someone wrote it since."""
+    actor = request_actor(request)
+    constellation = selectors.work_constellation_for_actor(
+        actor=actor, constellation_id=constellation_id
+    )
+    return services.coordination_state_set(
+        actor=actor,
+        constellation=constellation,
+        key=key,
+        value=payload.value,
+        expected_version=payload.version,
+    )
