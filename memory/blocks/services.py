@@ -329,8 +329,11 @@ def _burst_version(
     ``settings.MEMORY_HISTORY_BURST_SECONDS`` ago and its bytes are still in
     the log (a version folded into the snapshot cannot grow: the snapshot
     would not hold the rest of the burst)."""
-    window = settings.MEMORY_HISTORY_BURST_SECONDS
-    if window <= 0 or not block.log_count:
+    window = timedelta(seconds=settings.MEMORY_HISTORY_BURST_SECONDS)
+    now = timezone.now()
+    # The locked row says when the block last changed: a quiet block needs
+    # no look at its history.
+    if not window or not block.log_count or now - block.updated_at > window:
         return None
     latest = BlockUpdate.objects.filter(block=block).order_by("-pk").first()
     if (
@@ -338,7 +341,7 @@ def _burst_version(
         or latest.pk <= block.snapshot_upto
         or (latest.actor_kind, latest.actor_id) != (actor.kind, actor.id)
         or latest.summary != _summary(summary)
-        or timezone.now() - latest.created_at > timedelta(seconds=window)
+        or now - latest.created_at > window
     ):
         return None
     return latest

@@ -28,7 +28,7 @@ from memory.blocks.services import (
     block_update_import,
 )
 from memory.blocks.sync.broadcast import block_group
-from memory.models import BlockUpdate, Permission, SharedAccess
+from memory.models import BlockUpdate, MemoryBlock, Permission, SharedAccess
 
 
 def remote_edit(block: Any, edit: Any) -> bytes:
@@ -352,9 +352,22 @@ def test_another_actor_or_a_pause_starts_a_new_version(
     type_into(block, person, "gh")
     assert BlockUpdate.objects.filter(block=block).count() == start + 4
 
+    # A block quiet for a minute (its row says so) starts a new version too.
+    MemoryBlock.objects.filter(pk=block.pk).update(
+        updated_at=timezone.now() - timedelta(seconds=60)
+    )
+    block.refresh_from_db()
+    type_into(block, person, "!")
+    assert BlockUpdate.objects.filter(block=block).count() == start + 5
+    block_operate(
+        actor=person,
+        block=block,
+        operations=[{"op": "replace_text", "old": "!", "new": ""}],
+    )
+
     settings.MEMORY_HISTORY_BURST_SECONDS = 0
     type_into(block, person, "ij")
-    assert BlockUpdate.objects.filter(block=block).count() == start + 6
+    assert BlockUpdate.objects.filter(block=block).count() == start + 8
     doc_cache.clear()
     assert block_value(block=block) == "abcdefghij"
 
