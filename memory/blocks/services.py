@@ -198,9 +198,12 @@ def _block_change(
     joined = (
         _burst_version(block=locked, actor=actor, summary=summary) if burst else None
     )
-    if joined is not None:
-        update = _burst_extend(block=locked, doc=doc, version=joined, rendered=rendered)
-    else:
+    update = (
+        _burst_extend(block=locked, doc=doc, version=joined, rendered=rendered)
+        if joined is not None
+        else None
+    )
+    if update is None:
         update = _block_record(
             block=locked,
             doc=doc,
@@ -347,13 +350,21 @@ def _burst_version(
     return latest
 
 
+# A burst's row is rewritten whole with each edit it takes in; past this
+# size the next edit starts a new version, so that a long burst does not
+# rewrite kilobytes per keystroke (a typed paragraph fits well within it).
+BURST_MAX_BYTES = 4096
+
+
 def _burst_extend(
     *, block: MemoryBlock, doc: LoroDoc, version: BlockUpdate, rendered: str
-) -> BlockUpdate:
+) -> BlockUpdate | None:
     """Grow ``version`` (see :func:`_burst_version`) to include the change
     just made to ``doc``: its bytes become every change since the version
     before it, its frontiers and size the document's now, and its time the
-    time of this change, so that the burst lasts while edits keep coming."""
+    time of this change, so that the burst lasts while edits keep coming.
+    None, changing nothing, when the grown version would pass
+    ``BURST_MAX_BYTES``."""
     previous = (
         BlockUpdate.objects.filter(block=block, pk__lt=version.pk)
         .order_by("-pk")
@@ -366,6 +377,8 @@ def _burst_extend(
         else VersionVector()
     )
     data = documents.updates_since(doc, start)
+    if len(data) > BURST_MAX_BYTES:
+        return None
     grown = len(data) - len(version.data)
     compact = block.log_bytes + grown >= settings.MEMORY_COMPACT_BYTES
     version.data = b"" if compact else data

@@ -12,7 +12,7 @@ from loro import ExportMode, LoroDoc
 
 from coordination.actors import Actor
 from coordination.errors import InvalidInput, LimitExceeded, NotFound, PermissionDenied
-from memory.blocks import doc_cache
+from memory.blocks import doc_cache, services
 from memory.blocks.permissions import block_access_for_actor
 from memory.blocks.selectors import (
     block_document_load,
@@ -406,3 +406,18 @@ def test_a_burst_folded_into_the_snapshot_stops_growing(make_block, partner, set
     assert not rows.filter(pk__lte=block.snapshot_upto).exclude(data=b"")
     doc_cache.clear()
     assert block_value(block=block) == "x" * 80
+
+
+def test_a_long_burst_is_cut_into_versions_of_bounded_size(
+    make_block, partner, monkeypatch
+):
+    monkeypatch.setattr(services, "BURST_MAX_BYTES", 300)
+    block = make_block(content="")
+
+    type_into(block, Actor.for_user(partner), "y" * 120)
+
+    rows = BlockUpdate.objects.filter(block=block)
+    assert 2 < rows.count() < 60
+    assert all(len(data) <= 300 for data in rows.values_list("data", flat=True))
+    doc_cache.clear()
+    assert block_value(block=block) == "y" * 120
