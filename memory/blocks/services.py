@@ -26,6 +26,7 @@ from django.db import (
     IntegrityError,
     transaction,
 )
+from django.db.models.functions import Length
 from django.utils import timezone
 from loro import LoroDoc, VersionVector
 
@@ -199,7 +200,14 @@ def _block_change(
         _burst_version(block=locked, actor=actor, summary=summary) if burst else None
     )
     update = (
-        _burst_extend(block=locked, doc=doc, version=joined, rendered=rendered)
+        _burst_extend(
+            block=locked,
+            doc=doc,
+            burst=joined,
+            actor=actor,
+            summary=summary,
+            rendered=rendered,
+        )
         if joined is not None
         else None
     )
@@ -324,30 +332,48 @@ def _block_row_refresh(
     row_update(block, fields)
 
 
-def _burst_version(
-    *, block: MemoryBlock, actor: Actor, summary: str
-) -> BlockUpdate | None:
+@dataclass(frozen=True)
+class _Burst:
+    """The version a live edit may join: its id, its stored bytes' length and
+    the frontiers of the version before it (None: it is the first)."""
+
+    version_id: int
+    stored: int
+    start: bytes | None
+
+
+def _burst_version(*, block: MemoryBlock, actor: Actor, summary: str) -> _Burst | None:
     """The version a live edit joins: the block's latest one, when the same
     actor made it with the same summary less than
     ``settings.MEMORY_HISTORY_BURST_SECONDS`` ago and its bytes are still in
     the log (a version folded into the snapshot cannot grow: the snapshot
-    would not hold the rest of the burst)."""
+    would not hold the rest of the burst).  One query, for the last two
+    versions, on the path of every keystroke."""
     window = timedelta(seconds=settings.MEMORY_HISTORY_BURST_SECONDS)
     now = timezone.now()
     # The locked row says when the block last changed: a quiet block needs
     # no look at its history.
     if not window or not block.log_count or now - block.updated_at > window:
         return None
-    latest = BlockUpdate.objects.filter(block=block).order_by("-pk").first()
+    rows = list(
+        BlockUpdate.objects.filter(block=block)
+        .order_by("-pk")
+        .values_list(
+            "pk", "actor_kind", "actor_id", "summary", "created_at", "frontiers"
+        )
+        .annotate(stored=Length("data"))[:2]
+    )
+    if not rows:
+        return None
+    pk, kind, actor_id, latest_summary, created_at, _, stored = rows[0]
     if (
-        latest is None
-        or latest.pk <= block.snapshot_upto
-        or (latest.actor_kind, latest.actor_id) != (actor.kind, actor.id)
-        or latest.summary != _summary(summary)
-        or now - latest.created_at > window
+        pk <= block.snapshot_upto
+        or (kind, actor_id) != (actor.kind, actor.id)
+        or latest_summary != _summary(summary)
+        or now - created_at > window
     ):
         return None
-    return latest
+    return _Burst(pk, stored or 0, bytes(rows[1][5]) if len(rows) > 1 else None)
 
 
 # A burst's row is rewritten whole with each edit it takes in; past this
@@ -357,29 +383,37 @@ BURST_MAX_BYTES = 4096
 
 
 def _burst_extend(
-    *, block: MemoryBlock, doc: LoroDoc, version: BlockUpdate, rendered: str
+    *,
+    block: MemoryBlock,
+    doc: LoroDoc,
+    burst: _Burst,
+    actor: Actor,
+    summary: str,
+    rendered: str,
 ) -> BlockUpdate | None:
-    """Grow ``version`` (see :func:`_burst_version`) to include the change
-    just made to ``doc``: its bytes become every change since the version
-    before it, its frontiers and size the document's now, and its time the
-    time of this change, so that the burst lasts while edits keep coming.
-    None, changing nothing, when the grown version would pass
+    """Grow the burst's version (see :func:`_burst_version`) to include the
+    change just made to ``doc``: its bytes become every change since the
+    version before it, its frontiers and size the document's now, and its
+    time the time of this change, so that the burst lasts while edits keep
+    coming.  None, changing nothing, when the grown version would pass
     ``BURST_MAX_BYTES``."""
-    previous = (
-        BlockUpdate.objects.filter(block=block, pk__lt=version.pk)
-        .order_by("-pk")
-        .values_list("frontiers", flat=True)
-        .first()
-    )
     start = (
-        doc.frontiers_to_vv(documents.frontiers_decode(bytes(previous)))
-        if previous is not None
+        doc.frontiers_to_vv(documents.frontiers_decode(burst.start))
+        if burst.start is not None
         else VersionVector()
     )
     data = documents.updates_since(doc, start)
     if len(data) > BURST_MAX_BYTES:
         return None
-    grown = len(data) - len(version.data)
+    version = BlockUpdate(
+        pk=burst.version_id,
+        block=block,
+        actor_kind=actor.kind,
+        actor_id=actor.id,
+        actor_name=actor.display_name[:150],
+        summary=_summary(summary),
+    )
+    grown = len(data) - burst.stored
     compact = block.log_bytes + grown >= settings.MEMORY_COMPACT_BYTES
     version.data = b"" if compact else data
     version.frontiers = doc.oplog_frontiers.encode()
