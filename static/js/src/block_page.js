@@ -1,9 +1,12 @@
 // The block page around the live editor (templates/memory/block.html):
 // - history: a version's view and diff open in place under its row, the
-//   compare form and "diff to now" fill the compare box, diff layout toggles;
+//   compare form and "diff to now" fill the compare box (app.js switches
+//   the diff layout);
 // - live panels: when the block changes ("block-change" events from
 //   block_editor.js), every [data-live] element is replaced by its copy in a
-//   fresh render of the page, and an agent's edit is named for a moment;
+//   fresh render of the page (not a form with unsaved input, nor a history
+//   with a version open), and an agent's edit is named for a moment;
+// - list editors of structured forms: add, remove and reorder items;
 // - keyboard: Ctrl/Cmd+S saves the form being edited (app.js has the
 //   shortcuts of every page).
 
