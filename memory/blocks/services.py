@@ -717,7 +717,10 @@ def approval_decide(
     else:
         approval.status = ApprovalStatus.APPROVED
         approval.result = (
-            f"version {change.update.pk}" if change.update else "no change"
+            "version "
+            f"{block_version_number(block=approval.block, version_id=change.update.pk)}"
+            if change.update
+            else "no change"
         )
     approval.full_clean()
     approval.save(update_fields=fields)
