@@ -6,9 +6,14 @@ Input names are ``<section>/<field>`` paths (the section part only in
 composite blocks): a map field is ``f:<path>``, a text section ``t:<section>``,
 list items ``i:<path>`` with their keys in order (``<name>#<key>`` holds an
 item's text, ``<name>#<key>.done`` its checkbox, ``<name>#<key>.orig`` the
-item as it was, so that keys the form does not show survive an edit).
-Read-only fields and sections, and logs, are shown but never posted: the
-value returned holds only what the form may change, and ``block_set_content``
+item as it was, so that keys the form does not show survive an edit).  A
+checkbox field says it was posted with ``b:<path>``, a list with ``l:<path>``
+(an unchecked box and an emptied list post nothing else).
+
+Only what was posted changes: the page's script leaves unchanged fields out
+of the post, so a field someone else changed meanwhile keeps their value.
+Read-only fields and sections, and logs, are shown but never posted; the
+value returned holds only what the form changes, and ``block_set_content``
 leaves everything else as it is.
 """
 
@@ -147,13 +152,22 @@ def _number(raw: str, name: str, path: str, *, whole: bool) -> int | float:
     return number
 
 
+# A field the form left out (unchanged): the block keeps its value.
+NOT_POSTED = object()
+
+
 def _field_from_form(post: QueryDict, field: dict[str, Any], path: str) -> Any:
+    """The posted value of a map field; ``NOT_POSTED`` when left out."""
     name, ftype = f"f:{path}", field["type"]
     if ftype == "boolean":
-        return bool(post.get(name))
+        return bool(post.get(name)) if f"b:{path}" in post else NOT_POSTED
     if ftype == "list":
+        if f"l:{path}" not in post:
+            return NOT_POSTED
         return _items_from_form(post, f"i:{path}", checkbox=False)
-    raw = post.get(name, "")
+    if name not in post:
+        return NOT_POSTED
+    raw = post[name]
     if ftype in ("number", "counter"):
         return _number(raw.strip(), field["name"], path, whole=ftype == "counter")
     return raw.replace("\r\n", "\n")
@@ -162,19 +176,25 @@ def _field_from_form(post: QueryDict, field: dict[str, Any], path: str) -> Any:
 def form_value(
     schema: dict[str, Any], post: QueryDict, section: str = ""
 ) -> dict[str, Any] | list[Any] | str | None:
-    """The posted value of ``schema`` (only what the form may change); None
-    for a part the form does not edit (read-only, logs)."""
+    """The posted value of ``schema``: only the parts the form posted and
+    may change; None when it posted nothing for this part (left unchanged,
+    read-only, or a log)."""
     kind = schema["kind"]
     path = f"{section}/" if section else ""
     if kind == "text":
-        return post.get(f"t:{section}", "").replace("\r\n", "\n")
+        name = f"t:{section}"
+        return post[name].replace("\r\n", "\n") if name in post else None
     if kind == "map":
-        return {
+        fields = {
             f["name"]: _field_from_form(post, f, path + f["name"])
             for f in schema["fields"]
             if not f["read_only"]
         }
+        posted = {k: v for k, v in fields.items() if v is not NOT_POSTED}
+        return posted or None
     if kind == "list":
+        if f"l:{section}" not in post:
+            return None
         return _items_from_form(
             post, f"i:{section}", checkbox=schema["style"] == "checkbox"
         )
@@ -187,4 +207,4 @@ def form_value(
         part = form_value(s["schema"], post, s["name"])
         if part is not None:
             value[s["name"]] = part
-    return value
+    return value or None

@@ -242,12 +242,15 @@ def edit_block_action(request: HttpRequest, block_id: UUID) -> HttpResponse:
     if block.schema.get("kind") == "text":
         value: Any = request.POST.get("content", "").replace("\r\n", "\n")
     else:
-        value = forms.form_value(block.schema, request.POST)
-        if value is None:
+        if block.schema.get("kind") == "log":
             raise InvalidInput(
                 f"block {block.label!r} is a log: its entries are appended by the "
                 "system, not edited"
             )
+        value = forms.form_value(block.schema, request.POST)
+        if value is None:
+            messages.info(request, "Nothing changed.")
+            return redirect(_block_url(block.pk))
     block_set_content(
         actor=actor,
         block=block,

@@ -114,6 +114,9 @@ async function refreshPanels() {
         continue;
       }
       panel.innerHTML = copy.innerHTML;
+      for (const editor of panel.querySelectorAll("[data-list-editor]")) {
+        editor.dataset.initial = listState(editor);
+      }
       for (const name of copy.getAttributeNames()) panel.setAttribute(name, copy.getAttribute(name));
       delete panel.dataset.stale;
     }
@@ -223,6 +226,39 @@ document.addEventListener("click", (event) => {
     item.previousElementSibling?.before(item);
   } else if (item && event.target.closest("[data-item-down]")) {
     item.nextElementSibling?.after(item);
+  }
+});
+
+// A structured form posts only what was changed on this page, so that a
+// field someone else changed meanwhile keeps their value (the server sets
+// only the fields it receives: memory/blocks/forms.py).
+function listState(editor) {
+  return JSON.stringify(
+    [...editor.querySelectorAll("[data-list-item]")].map((item) => [
+      item.querySelector("input[type=text]")?.value,
+      item.querySelector("input[type=checkbox]")?.checked ?? null,
+    ]),
+  );
+}
+
+for (const editor of document.querySelectorAll("form[data-live] [data-list-editor]")) {
+  editor.dataset.initial = listState(editor);
+}
+
+document.addEventListener("submit", (event) => {
+  const form = event.target;
+  if (!form.matches("form.structured-form")) return;
+  for (const editor of form.querySelectorAll("[data-list-editor]")) {
+    if (listState(editor) !== editor.dataset.initial) continue;
+    for (const input of editor.querySelectorAll("input")) input.disabled = true;
+  }
+  for (const input of form.querySelectorAll("[name^='f:'], [name^='t:']")) {
+    const unchanged =
+      input.type === "checkbox" ? input.checked === input.defaultChecked : input.value === input.defaultValue;
+    if (!unchanged) continue;
+    input.disabled = true;
+    const marker = form.querySelector(`[data-marks="${CSS.escape(input.name)}"]`);
+    if (marker) marker.disabled = true;
   }
 });
 

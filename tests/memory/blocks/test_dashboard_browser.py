@@ -51,6 +51,16 @@ def test_a_field_saved_through_its_form_shows_live_on_another_page(
     editing.fill("[name='f:name']", "Sam")
     editing.click("[data-item-add]")
     editing.keyboard.type("green tea")
+    # While the form is being filled in, an agent sets another field: the
+    # form keeps what is typed, and saving leaves the agent's field alone.
+    _agent_operates(
+        daphne_server,
+        agent,
+        block,
+        {"op": "set_field", "field": "context", "value": "at work"},
+    )
+    editing.wait_for_selector("[data-testid=structured-form][data-stale]")
+    assert editing.input_value("[name='f:name']") == "Sam"
     editing.click("[data-testid=structured-form] button[type=submit]")
 
     watching.wait_for_function(
@@ -63,7 +73,11 @@ def test_a_field_saved_through_its_form_shows_live_on_another_page(
         timeout=10_000,
     )
     assert watching.input_value("[data-list-editor] input[type=text]") == "green tea"
-    assert block_value(block=block)["preferences"] == ["green tea"]
+    assert block_value(block=block) == {
+        "name": "Sam",
+        "preferences": ["green tea"],
+        "context": "at work",
+    }
 
 
 def test_an_agents_edit_is_named_on_the_page(

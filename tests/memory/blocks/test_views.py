@@ -115,6 +115,7 @@ def test_field_diff_is_readable_for_structured_blocks(web, make_block):
         f"/memory/blocks/{block.pk}/edit",
         {
             "f:name": "Sam",
+            "l:preferences": "1",
             "i:preferences": ["a", "b"],
             "i:preferences#a": "tea",
             "i:preferences#b": "jazz",
@@ -191,6 +192,7 @@ def test_structured_block_is_edited_through_its_form(web, make_block):
         {
             "f:name": "Sam",
             "f:context": "",
+            "l:preferences": "1",
             "i:preferences": ["2", "1"],
             "i:preferences#1": "tea",
             "i:preferences#2": "jazz",
@@ -237,7 +239,9 @@ def test_structured_form_keeps_read_only_fields_and_checks_numbers(
         "f:facts/count": "3",
         "f:facts/ratio": "0.5",
         "f:facts/on": "on",
+        "b:facts/on": "1",
         "f:facts/fixed": "ignored",
+        "l:todo": "1",
         "i:todo": ["a"],
         "i:todo#a": "write tests",
         "i:todo#a.done": "on",
@@ -336,3 +340,33 @@ def test_a_refused_new_block_comes_back_on_the_agent_page_with_its_input(
     assert '<option value="partner" selected>' in page
     assert 'name="pinned" checked' in page
     assert MemoryBlock.objects.filter(label="persona").count() == 1
+
+
+def test_a_structured_form_changes_only_the_fields_it_posts(web, make_block, agent):
+    block = make_block(label="human", template="human")
+    url = f"/memory/blocks/{block.pk}/edit"
+    web.post(
+        url,
+        {
+            "f:name": "Sam",
+            "l:preferences": "1",
+            "i:preferences": ["a"],
+            "i:preferences#a": "tea",
+        },
+    )
+    # Meanwhile an agent sets the context; this page posts only its change.
+    block_operate(
+        actor=Actor.for_agent(agent),
+        block=block,
+        operations=[{"op": "set_field", "field": "context", "value": "at work"}],
+    )
+    web.post(url, {"f:name": "Robin"})
+    assert block_value(block=block) == {
+        "name": "Robin",
+        "preferences": ["tea"],
+        "context": "at work",
+    }
+    web.post(url, {"l:preferences": "1"})  # every item removed
+    assert block_value(block=block)["preferences"] == []
+    page = web.post(url, {}, follow=True).content.decode()
+    assert "Nothing changed." in page
