@@ -31,9 +31,10 @@ migrate: setup
 	$(PY) manage.py migrate --noinput
 
 ## make run: set up, migrate, seed the demo if empty, serve web + worker + beat
+## (DEBUG off unless PATTERN_DEBUG says otherwise: the site as people use it)
 run: migrate assets
 	$(PY) manage.py seed_demo
-	$(PY) manage.py serve
+	PATTERN_DEBUG=$${PATTERN_DEBUG:-false} $(PY) manage.py serve
 
 ## make test: set up (with Chromium for browser tests), lint (ruff, import
 ## rules), run every test

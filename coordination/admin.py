@@ -57,3 +57,25 @@ class AgentAdmin(admin.ModelAdmin):
     def revoke_tokens(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
         revoked = sum(agent_token_revoke(agent=agent) for agent in queryset)
         self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)
+
+
+@admin.register(AgentToken)
+class AgentTokenAdmin(admin.ModelAdmin):
+    """Tokens for inspection; issuing and revoking go through the agent's
+    actions (the raw token is shown once, by the service that makes it)."""
+
+    list_display = ["prefix", "agent", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["agent__constellation"]
+    search_fields = ["prefix", "agent__name"]
+    list_select_related = ["agent"]
+    readonly_fields = ["agent", "prefix", "created_at", "last_used_at", "revoked_at"]
+    exclude = ["key_hash"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False

@@ -34,8 +34,17 @@ def safe_next(request: HttpRequest, candidate: str | None) -> str:
     return "/"
 
 
+FORM_RETRY = "form_retry"
+
+
 def form_action(view: View) -> View:
-    """A POST-only form handler: errors become a message, then go back."""
+    """A POST-only form handler: errors go back to the page the form was on.
+
+    A form that names itself (a ``form`` input) gets its input and the error
+    back through :func:`form_retry`, to show them beside its fields (the
+    error's ``extra["field"]`` names the field, when one was wrong); any
+    other form's error becomes a message.
+    """
 
     @login_required
     @require_POST
@@ -47,8 +56,31 @@ def form_action(view: View) -> View:
         try:
             result = view(request, *args, **kwargs)
         except ApplicationError as exc:
-            messages.error(request, exc.message)
+            form = request.POST.get("form")
+            if form:
+                request.session[FORM_RETRY] = {
+                    "form": form,
+                    "data": {
+                        key: request.POST.getlist(key)
+                        for key in request.POST
+                        if key != "csrfmiddlewaretoken"
+                    },
+                    "error": exc.message,
+                    "field": str(exc.extra.get("field") or ""),
+                }
+            else:
+                messages.error(request, exc.message)
             return redirect(back)
         return result or redirect(back)
 
     return wrapper
+
+
+def form_retry(request: HttpRequest, form: str | None = None) -> dict[str, Any] | None:
+    """The failed post a page shows again, once: ``form`` (its name),
+    ``data`` (input name -> posted values), ``error`` and ``field``.  With
+    ``form``, only that form's (another page's stays for it)."""
+    retry = request.session.get(FORM_RETRY)
+    if retry is None or (form is not None and retry["form"] != form):
+        return None
+    return request.session.pop(FORM_RETRY)

@@ -24,6 +24,16 @@ urlpatterns = [
         name="block_rollback",
     ),
     path(
+        "blocks/<uuid:block_id>/versions/<int:number>/",
+        block_views.block_version_fragment,
+        name="block_version",
+    ),
+    path(
+        "blocks/<uuid:block_id>/compare/",
+        block_views.block_compare_fragment,
+        name="block_compare",
+    ),
+    path(
         "blocks/<uuid:block_id>/share",
         block_views.share_block_action,
         name="block_share",

@@ -62,7 +62,8 @@ def _broker() -> dict[str, Any]:
     return {"ok": True, "transport": url.split("://", 1)[0] or "unknown"}
 
 
-def _worker() -> dict[str, Any]:
+def worker_status() -> dict[str, Any]:
+    """The worker section of the report: when a worker last ran a task."""
     if celery_app.conf.task_always_eager:
         return {"ok": True, "detail": "tasks run inline (eager mode)"}
     at = worker_heartbeat_at()
@@ -128,7 +129,7 @@ def health_report() -> tuple[bool, dict[str, Any]]:
             failed.append(name)
             report[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     try:
-        report["worker"] = _worker()
+        report["worker"] = worker_status()
     except Exception as exc:
         report["worker"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     report["embeddings"] = _embeddings()

@@ -219,24 +219,19 @@ def daphne(port: int = 0, **env: str) -> Iterator[tuple[str, subprocess.Popen]]:
                 proc.kill()
 
 
+@contextmanager
+def daphne_process(**env: str) -> Iterator[str]:
+    """A real Daphne process serving this test database, with ``env`` added
+    to its environment; yields its base URL."""
+    with daphne(**env) as (ws_url, _proc):
+        yield ws_url.removesuffix("/ws/sync/").replace("ws://", "http://", 1)
+
+
 @pytest.fixture
 def daphne_server(transactional_db: None) -> Iterator[str]:
     """A real Daphne process serving this test database; yields its base URL."""
-    port = free_port()
-    proc = subprocess.Popen(
-        daphne_command(port=port),
-        cwd=REPO,
-        env=subprocess_env(),
-    )
-    try:
-        wait_for_port(port, proc=proc)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    with daphne_process() as url:
+        yield url
 
 
 # --- domain objects and clients -------------------------------------------------

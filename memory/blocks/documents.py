@@ -595,6 +595,22 @@ def log_prune(doc: LoroDoc, schema: dict[str, Any]) -> list[Any]:
     return pruned
 
 
+def operations_apply(
+    doc: LoroDoc,
+    schema: dict[str, Any],
+    operations: list[dict[str, Any]],
+    *,
+    enforce_read_only: bool,
+) -> None:
+    """Apply stored operations (an approval request's), including the
+    ``set_content`` pseudo-operation that replaces the whole value."""
+    for op in operations:
+        if op.get("op") == "set_content":
+            document_set_value(doc, schema, op.get("value"))
+        else:
+            operation_apply(doc, schema, op, enforce_read_only=enforce_read_only)
+
+
 def document_set_value(doc: LoroDoc, schema: dict[str, Any], value: Any) -> None:
     """Make the document's content equal ``value`` (rollback, imports)."""
     _set_value(doc, schema, value, None)

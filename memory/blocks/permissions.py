@@ -286,3 +286,29 @@ def approval_decide_check(*, actor: Actor, approval: BlockApproval) -> None:
             raise PermissionDenied(
                 f"block {approval.block.label!r} needs the partner's approval"
             )
+
+
+def approval_can_decide(*, actor: Actor, approval: BlockApproval) -> bool:
+    """Whether ``actor`` may decide ``approval`` (see approval_decide_check)."""
+    try:
+        approval_decide_check(actor=actor, approval=approval)
+    except PermissionDenied:
+        return False
+    return True
+
+
+def approvals_decidable(
+    qs: QuerySet[BlockApproval], *, actor: Actor
+) -> QuerySet[BlockApproval]:
+    """The requests of ``qs`` that ``actor`` may decide, as one query (the
+    rule of approval_decide_check)."""
+    if actor.kind == "agent":
+        return qs.none()
+    qs = approvals_visible(qs, actor=actor)
+    if actor.kind == "human":
+        assert actor.user is not None
+        return qs.exclude(
+            Q(block__permission=Permission.PARTNER)
+            & ~Q(block__constellation__partner_id=actor.user.pk)
+        )
+    return qs

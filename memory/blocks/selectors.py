@@ -20,7 +20,7 @@ from loro import LoroDoc
 from coordination.actors import Actor
 from coordination.agents.models import Agent
 from coordination.errors import InvalidInput, NotFound
-from memory.blocks import doc_cache, documents
+from memory.blocks import diffs, doc_cache, documents
 from memory.blocks.models import (
     ApprovalStatus,
     BlockApproval,
@@ -31,6 +31,7 @@ from memory.blocks.models import (
 )
 from memory.blocks.permissions import (
     approval_decide_check,
+    approvals_decidable,
     approvals_visible,
     block_access_for_actor,
     block_approval_needed,
@@ -250,6 +251,52 @@ def block_history_count(*, block: MemoryBlock) -> int:
     return BlockUpdate.objects.filter(block=block).count()
 
 
+@dataclass(frozen=True)
+class NumberedVersion:
+    """A history row with its number in the block's history (1 = oldest);
+    versions are never deleted, so a number always names the same one."""
+
+    number: int
+    row: Any
+
+
+def block_version_number(*, block: MemoryBlock, version_id: int) -> int:
+    """The number of the block's version ``version_id`` (1 = its first)."""
+    return BlockUpdate.objects.filter(block=block, pk__lte=version_id).count()
+
+
+def block_version_by_number(*, block: MemoryBlock, number: int) -> BlockUpdate:
+    """The block's ``number``-th version (1 = its first)."""
+    version = None
+    if number >= 1:
+        version = (
+            BlockUpdate.objects.filter(block=block).order_by("pk")[number - 1 :].first()
+        )
+    if version is None:
+        raise NotFound(
+            f"block {block.label!r} has no version {number}; its versions are "
+            f"1 to {block_history_count(block=block)}"
+        )
+    return version
+
+
+def block_history_numbered(
+    *, block: MemoryBlock, limit: int = 50, before: int | None = None
+) -> list[NumberedVersion]:
+    """Versions newest first with their numbers, ``limit`` of them older
+    than version number ``before`` (None: from the newest)."""
+    before_id = (
+        block_version_by_number(block=block, number=before).pk
+        if before is not None
+        else None
+    )
+    rows = block_history(block=block, limit=limit, before=before_id)
+    if not rows:
+        return []
+    newest = block_version_number(block=block, version_id=rows[0].id)
+    return [NumberedVersion(newest - n, row) for n, row in enumerate(rows)]
+
+
 def block_version_get(*, block: MemoryBlock, version_id: int) -> BlockUpdate:
     version = BlockUpdate.objects.filter(block=block, pk=version_id).first()
     if version is None:
@@ -287,6 +334,36 @@ def block_diff(
     return documents.diff_values(block.schema, old, new)
 
 
+@dataclass(frozen=True)
+class BlockComparison:
+    """Two versions of a block side by side: ``parts`` from
+    ``memory.blocks.diffs.value_diff``; ``new`` None is the live block."""
+
+    old: NumberedVersion
+    new: NumberedVersion | None
+    parts: list[Any]
+
+
+def block_compare(
+    *, block: MemoryBlock, old_number: int, new_number: int | None = None
+) -> BlockComparison:
+    """What changed from version ``old_number`` to ``new_number`` (None:
+    to the block as it is now)."""
+    old = block_version_by_number(block=block, number=old_number)
+    old_value = block_version_view(block=block, version_id=old.pk).value
+    new = None
+    if new_number is None:
+        new_value = block_value(block=block)
+    else:
+        new = block_version_by_number(block=block, number=new_number)
+        new_value = block_version_view(block=block, version_id=new.pk).value
+    return BlockComparison(
+        NumberedVersion(old_number, old),
+        NumberedVersion(new_number, new) if new is not None else None,
+        diffs.value_diff(block.schema, old_value, new_value),
+    )
+
+
 def block_attachment_list(*, block: MemoryBlock) -> QuerySet[BlockAttachment]:
     return BlockAttachment.objects.filter(block=block).select_related("agent")
 
@@ -309,6 +386,29 @@ def approval_list_for_actor(
             )
         qs = qs.filter(status=status)
     return qs
+
+
+def approval_preview(*, approval: BlockApproval) -> list[Any]:
+    """What approving ``approval`` would change in its block now, as
+    ``memory.blocks.diffs`` parts (the live document is untouched); an
+    empty list when it would change nothing."""
+    block = approval.block
+    doc = block_document_load(block=block)
+    old = documents.document_value(doc, block.schema)
+    preview = doc.fork()
+    documents.operations_apply(
+        preview, block.schema, approval.operations, enforce_read_only=False
+    )
+    return diffs.value_diff(
+        block.schema, old, documents.document_value(preview, block.schema)
+    )
+
+
+def approval_pending_count_for_actor(*, actor: Actor) -> int:
+    """Pending requests ``actor`` may decide (the top bar's badge)."""
+    return approvals_decidable(
+        BlockApproval.objects.filter(status=ApprovalStatus.PENDING), actor=actor
+    ).count()
 
 
 def approval_get_for_decision(*, actor: Actor, approval_id: int) -> BlockApproval:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -28,8 +29,9 @@ from django.db import (
     IntegrityError,
     transaction,
 )
+from django.db.models.functions import Length
 from django.utils import timezone
-from loro import Frontiers, LoroDoc
+from loro import Frontiers, LoroDoc, VersionVector
 
 from coordination.actors import Actor
 from coordination.agents.models import Agent, Constellation
@@ -72,6 +74,7 @@ from memory.blocks.selectors import (
     block_snapshot_data,
     block_snapshot_size,
     block_version_get,
+    block_version_number,
 )
 from memory.blocks.sync.broadcast import block_broadcast
 from memory.longterm.models import ArchivalSource
@@ -183,13 +186,16 @@ def _block_change(
     access: str | None = None,
     origin: str | None = None,
     change_type: str = "edit",
+    burst: bool = False,
 ) -> BlockChange:
     """Apply ``change`` to the block's document as ``actor``; see module doc.
 
     ``change`` mutates the (uncommitted) document and may return entries it
     pruned (log blocks).  ``access`` overrides the actor's right (approved
     requests were authorised by a human); otherwise the right is decided on
-    the locked row.
+    the locked row.  With ``burst`` the change joins the actor's latest
+    version when :func:`_burst_version` finds one, so a burst of live edits
+    is one version of the history.
 
     The document comes from the per-process cache (``memory.blocks.doc_cache``)
     when it is at the locked row's version; it goes back into the cache only
@@ -229,14 +235,30 @@ def _block_change(
     _check_limit(block=locked, old_size=locked.size, new_size=held)
     data = documents.updates_since(doc, before)
     _check_bytes(block=locked, added=len(data))
-    update = _block_record(
-        block=locked,
-        doc=doc,
-        actor=actor,
-        summary=summary,
-        data=data,
-        rendered=rendered,
+    joined = (
+        _burst_version(block=locked, actor=actor, summary=summary) if burst else None
     )
+    update = (
+        _burst_extend(
+            block=locked,
+            doc=doc,
+            burst=joined,
+            actor=actor,
+            summary=summary,
+            rendered=rendered,
+        )
+        if joined is not None
+        else None
+    )
+    if update is None:
+        update = _block_record(
+            block=locked,
+            doc=doc,
+            actor=actor,
+            summary=summary,
+            data=data,
+            rendered=rendered,
+        )
     _cache_on_commit(locked, doc)
     block_id = locked.pk
 
@@ -334,6 +356,29 @@ def _block_record(
     # No full_clean: every field comes from server code, cut to its length.
     update.created_at = timezone.now()
     update.pk = row_insert(update)
+    _block_row_refresh(
+        block=block,
+        doc=doc,
+        update=update,
+        rendered=rendered,
+        compact=compact,
+        added=(1, len(data)),
+    )
+    return update
+
+
+def _block_row_refresh(
+    *,
+    block: MemoryBlock,
+    doc: LoroDoc,
+    update: BlockUpdate,
+    rendered: str,
+    compact: bool,
+    added: tuple[int, int],
+) -> None:
+    """Write the locked block's row after ``update`` was stored: content,
+    version and log counters (``added``: log rows and bytes this change
+    added), folding the log into a new snapshot when ``compact``."""
     block.rendered = rendered
     block.size = len(rendered)
     block.updated_at = update.created_at
@@ -354,10 +399,108 @@ def _block_record(
         block.log_count = block.log_bytes = 0
         fields += ("snapshot_upto",)
     else:
-        block.log_count += 1
-        block.log_bytes += len(data)
+        block.log_count += added[0]
+        block.log_bytes += added[1]
     row_update(block, fields)
-    return update
+
+
+@dataclass(frozen=True)
+class _Burst:
+    """The version a live edit may join: its id, its stored bytes' length and
+    the frontiers of the version before it (None: it is the first)."""
+
+    version_id: int
+    stored: int
+    start: bytes | None
+
+
+def _burst_version(*, block: MemoryBlock, actor: Actor, summary: str) -> _Burst | None:
+    """The version a live edit joins: the block's latest one, when the same
+    actor made it with the same summary less than
+    ``settings.MEMORY_HISTORY_BURST_SECONDS`` ago and its bytes are still in
+    the log (a version folded into the snapshot cannot grow: the snapshot
+    would not hold the rest of the burst).  One query, for the last two
+    versions, on the path of every keystroke."""
+    window = timedelta(seconds=settings.MEMORY_HISTORY_BURST_SECONDS)
+    now = timezone.now()
+    # The locked row says when the block last changed: a quiet block needs
+    # no look at its history.
+    if not window or not block.log_count or now - block.updated_at > window:
+        return None
+    rows = list(
+        BlockUpdate.objects.filter(block=block)
+        .order_by("-pk")
+        .values_list(
+            "pk", "actor_kind", "actor_id", "summary", "created_at", "frontiers"
+        )
+        .annotate(stored=Length("data"))[:2]
+    )
+    if not rows:
+        return None
+    pk, kind, actor_id, latest_summary, created_at, _, stored = rows[0]
+    if (
+        pk <= block.snapshot_upto
+        or (kind, actor_id) != (actor.kind, actor.id)
+        or latest_summary != _summary(summary)
+        or now - created_at > window
+    ):
+        return None
+    return _Burst(pk, stored or 0, bytes(rows[1][5]) if len(rows) > 1 else None)
+
+
+# A burst's row is rewritten whole with each edit it takes in; past this
+# size the next edit starts a new version, so that a long burst does not
+# rewrite kilobytes per keystroke (a typed paragraph fits well within it).
+BURST_MAX_BYTES = 4096
+
+
+def _burst_extend(
+    *,
+    block: MemoryBlock,
+    doc: LoroDoc,
+    burst: _Burst,
+    actor: Actor,
+    summary: str,
+    rendered: str,
+) -> BlockUpdate | None:
+    """Grow the burst's version (see :func:`_burst_version`) to include the
+    change just made to ``doc``: its bytes become every change since the
+    version before it, its frontiers and size the document's now, and its
+    time the time of this change, so that the burst lasts while edits keep
+    coming.  None, changing nothing, when the grown version would pass
+    ``BURST_MAX_BYTES``."""
+    start = (
+        doc.frontiers_to_vv(documents.frontiers_decode(burst.start))
+        if burst.start is not None
+        else VersionVector()
+    )
+    data = documents.updates_since(doc, start)
+    if len(data) > BURST_MAX_BYTES:
+        return None
+    version = BlockUpdate(
+        pk=burst.version_id,
+        block=block,
+        actor_kind=actor.kind,
+        actor_id=actor.id,
+        actor_name=actor.display_name[:150],
+        summary=_summary(summary),
+    )
+    grown = len(data) - burst.stored
+    compact = block.log_bytes + grown >= settings.MEMORY_COMPACT_BYTES
+    version.data = b"" if compact else data
+    version.frontiers = doc.oplog_frontiers.encode()
+    version.size = len(rendered)
+    version.created_at = timezone.now()
+    row_update(version, ("data", "frontiers", "size", "created_at"))
+    _block_row_refresh(
+        block=block,
+        doc=doc,
+        update=version,
+        rendered=rendered,
+        compact=compact,
+        added=(0, grown),
+    )
+    return version
 
 
 def _log_fold(*, block: MemoryBlock, upto: int) -> None:
@@ -436,7 +579,8 @@ def block_update_import(
     Corrupt bytes or updates depending on unknown changes are
     ``InvalidInput``; the actor's right and the char limit are checked on
     the result.  Returns the stored update (empty when nothing was new).
-    Attribution comes from ``actor``.
+    Attribution comes from ``actor``; a burst of updates by one actor is one
+    version of the history (:func:`_burst_version`).
     """
     if not updates or not all(isinstance(u, bytes | bytearray) for u in updates):
         raise InvalidInput("expected one or more Loro updates as bytes")
@@ -458,6 +602,7 @@ def block_update_import(
         change=apply,
         origin=origin,
         change_type="co-edit",
+        burst=True,
     )
     return [result.data] if result.update is not None else []
 
@@ -530,13 +675,9 @@ def _run_operations(
     agent = read_only_binds(actor)
 
     def apply(doc: LoroDoc) -> None:
-        for op in operations:
-            if op.get("op") == "set_content":
-                documents.document_set_value(doc, block.schema, op.get("value"))
-            else:
-                documents.operation_apply(
-                    doc, block.schema, op, enforce_read_only=agent
-                )
+        documents.operations_apply(
+            doc, block.schema, operations, enforce_read_only=agent
+        )
 
     return _block_change(block=block, actor=actor, change=apply, **kw)
 
@@ -588,7 +729,8 @@ def block_rollback(*, actor: Actor, block: MemoryBlock, version_id: int) -> Bloc
         change_type="rollback",
         block=block,
         actor=actor,
-        summary=f"rolled back to version {version.pk}",
+        summary="rolled back to version "
+        f"{block_version_number(block=block, version_id=version.pk)}",
         change=apply,
     )
 
@@ -617,11 +759,7 @@ def _dry_run(
     """Refuse a request now if it could not apply (bad op, over the limit)."""
     doc = block_document_load(block=block)
     old = documents.document_value(doc, block.schema)
-    for op in operations:
-        if op.get("op") == "set_content":
-            documents.document_set_value(doc, block.schema, op.get("value"))
-        else:
-            documents.operation_apply(doc, block.schema, op, enforce_read_only=True)
+    documents.operations_apply(doc, block.schema, operations, enforce_read_only=True)
     new = documents.document_value(doc, block.schema)
     block_change_check(actor=actor, block=block, access="write", old=old, new=new)
     rendered = documents.render_value(block.schema, new)
@@ -630,14 +768,16 @@ def _dry_run(
 
 @transaction.atomic
 def approval_decide(
-    *, actor: Actor, approval: BlockApproval, approve: bool
+    *, actor: Actor, approval: BlockApproval, approve: bool, reason: str = ""
 ) -> BlockApproval:
-    """Approve (apply as the agent's change) or reject a pending request."""
+    """Approve (apply as the agent's change) or reject a pending request;
+    a rejection's ``reason`` is kept as its result, for the agent to read."""
     approval.decided_by = actor.display_name[:150]
     approval.decided_at = timezone.now()
     fields = ["status", "decided_by", "decided_at", "result"]
     if not approve:
         approval.status = ApprovalStatus.REJECTED
+        approval.result = " ".join(reason.split())[:SUMMARY_MAX]
         approval.full_clean()
         approval.save(update_fields=fields)
         return approval
@@ -657,7 +797,10 @@ def approval_decide(
     else:
         approval.status = ApprovalStatus.APPROVED
         approval.result = (
-            f"version {change.update.pk}" if change.update else "no change"
+            "version "
+            f"{block_version_number(block=approval.block, version_id=change.update.pk)}"
+            if change.update
+            else "no change"
         )
     approval.full_clean()
     approval.save(update_fields=fields)
@@ -697,6 +840,11 @@ def block_create(
     Loro document with its history instead.
     """
     block_create_check(actor=actor, owner=owner)
+    if not isinstance(label, str) or not label.strip():
+        raise InvalidInput(
+            "a block needs a label (up to 100 characters, unique per owner)",
+            extra={"field": "label"},
+        )
     if owner is not None:
         constellation = owner.constellation
     if constellation is None:
@@ -755,7 +903,10 @@ def _label_free(block: MemoryBlock, *, exclude: Any = None) -> None:
         qs = qs.exclude(pk=exclude)
     if qs.exists():
         where = "this agent" if block.owner_id else "this constellation"
-        raise Conflict(f"{where} already has a block labelled {block.label!r}")
+        raise Conflict(
+            f"{where} already has a block labelled {block.label!r}",
+            extra={"field": "label"},
+        )
 
 
 def _block_adopt_snapshot(*, block: MemoryBlock, actor: Actor, snapshot: bytes) -> None:

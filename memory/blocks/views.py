@@ -6,7 +6,6 @@ service each; a domain error comes back as a message on the page the form
 was on.
 """
 
-import json
 from typing import Any
 from uuid import UUID
 
@@ -20,20 +19,22 @@ from coordination.agents.selectors import (
     agent_get_for_actor,
     agent_list_for_actor,
 )
-from coordination.errors import InvalidInput
-from coordination.web import form_action, page_actor
-from memory.blocks import documents
+from coordination.errors import ApplicationError, InvalidInput
+from coordination.web import form_action, form_retry, page_actor
+from memory.blocks import documents, forms
 from memory.blocks.models import BlockType, Permission, SharedAccess
-from memory.blocks.permissions import block_access_for_actor
+from memory.blocks.permissions import approval_can_decide, block_access_for_actor
 from memory.blocks.selectors import (
     approval_get_for_decision,
     approval_list_for_actor,
+    approval_preview,
     block_attachment_list,
-    block_diff,
+    block_compare,
     block_document_load,
     block_get_for_actor,
-    block_history,
     block_history_count,
+    block_history_numbered,
+    block_version_by_number,
     block_version_view,
 )
 from memory.blocks.services import (
@@ -58,19 +59,15 @@ def block_detail_page(request: HttpRequest, block_id: UUID) -> HttpResponse:
     block = block_get_for_actor(actor=actor, block_id=block_id)
     doc = block_document_load(block=block)
     value = documents.document_value(doc, block.schema)
-    history = block_history(block=block, limit=100)
-    viewing = diff = None
-    if request.GET.get("version"):
-        viewing = block_version_view(
-            block=block, version_id=_int(request.GET["version"], "version")
-        )
-    if request.GET.get("from"):
-        to = request.GET.get("to")
-        diff = block_diff(
-            block=block,
-            from_version=_int(request.GET["from"], "from"),
-            to_version=_int(to, "to") if to else None,
-        )
+    retry = form_retry(request)
+    older = request.GET.get("older")
+    history = block_history_numbered(
+        block=block,
+        limit=HISTORY_PAGE,
+        before=_int(older, "older") if older else None,
+    )
+    viewing = _version_context(block, request.GET.get("version"))
+    comparison = _comparison(block, request.GET.get("from"), request.GET.get("to"))
     agents = agent_list_for_actor(actor=actor, constellation_id=block.constellation_id)
     return render(
         request,
@@ -81,16 +78,25 @@ def block_detail_page(request: HttpRequest, block_id: UUID) -> HttpResponse:
             "block_access": block_access_for_actor(actor=actor, block=block),
             "constellation": block.constellation,
             "value": value,
-            "value_json": json.dumps(value, indent=2, ensure_ascii=False),
-            "fields": _fields(block.schema, value),
+            "widget": forms.form_widgets(
+                block.schema, value, posted=_retried(retry, "fields")
+            ),
+            "retry": retry,
             "history": history,
             "history_total": block_history_count(block=block),
+            "history_older": (
+                history[-1].number if history and history[-1].number > 1 else None
+            ),
+            "latest": next(iter(block_history_numbered(block=block, limit=1)), None),
             "viewing": viewing,
-            "diff": diff,
+            "viewing_elsewhere": viewing is not None
+            and all(v.number != viewing["number"] for v in history),
+            "comparison": comparison,
             "attachments": block_attachment_list(block=block),
             "share_agents": [a for a in agents if a.pk != block.owner_id],
-            "approvals": approval_list_for_actor(
-                actor=actor, block=block, status="pending"
+            "approvals": _with_previews(
+                actor,
+                approval_list_for_actor(actor=actor, block=block, status="pending"),
             ),
             "permissions": Permission.choices,
             "block_types": BlockType.choices,
@@ -100,47 +106,109 @@ def block_detail_page(request: HttpRequest, block_id: UUID) -> HttpResponse:
     )
 
 
-def _fields(schema: dict[str, Any], value: Any) -> list[dict[str, Any]]:
-    """Rows of the structured-fields table (map fields, composite sections)."""
-    if schema["kind"] == "map":
-        return [
-            {
-                "name": f["name"],
-                "type": f["type"],
-                "read_only": f["read_only"],
-                "value": documents.render_scalar(value[f["name"]]),
-            }
-            for f in schema["fields"]
-        ]
-    if schema["kind"] == "composite":
-        return [
-            {
-                "name": s["name"],
-                "type": s["schema"]["kind"],
-                "read_only": s["read_only"],
-                "value": documents.render_value(s["schema"], value[s["name"]]),
-            }
-            for s in schema["sections"]
-        ]
-    return []
+HISTORY_PAGE = 30
+
+
+def _version_context(block: Any, raw: str | None) -> dict[str, Any] | None:
+    """Version ``raw`` (a number) of the block, what it changed from the one
+    before, for memory/_version.html; None without a number."""
+    if not raw:
+        return None
+    number = _int(raw, "version")
+    version = block_version_by_number(block=block, number=number)
+    return {
+        "number": number,
+        "version": version,
+        "view": block_version_view(block=block, version_id=version.pk),
+        "changes": (
+            block_compare(block=block, old_number=number - 1, new_number=number)
+            if number > 1
+            else None
+        ),
+    }
+
+
+def _comparison(block: Any, old: str | None, new: str | None) -> Any:
+    if not old:
+        return None
+    return block_compare(
+        block=block,
+        old_number=_int(old, "from"),
+        new_number=_int(new, "to") if new else None,
+    )
+
+
+@login_required
+def block_version_fragment(
+    request: HttpRequest, block_id: UUID, number: int
+) -> HttpResponse:
+    """One version of a block as a page fragment (the history opens it in
+    place)."""
+    block = block_get_for_actor(actor=page_actor(request), block_id=block_id)
+    return render(
+        request,
+        "memory/_version.html",
+        {
+            "memory_block": block,
+            "viewing": _version_context(block, str(number)),
+        },
+    )
+
+
+@login_required
+def block_compare_fragment(request: HttpRequest, block_id: UUID) -> HttpResponse:
+    """The differences between two versions as a page fragment."""
+    block = block_get_for_actor(actor=page_actor(request), block_id=block_id)
+    return render(
+        request,
+        "memory/_comparison.html",
+        {
+            "memory_block": block,
+            "comparison": _comparison(
+                block, request.GET.get("from") or "0", request.GET.get("to")
+            ),
+        },
+    )
+
+
+def _retried(retry: dict[str, Any] | None, form: str) -> dict[str, list[str]] | None:
+    """The input of ``form``'s failed post, if that is what came back."""
+    return retry["data"] if retry and retry["form"] == form else None
 
 
 def _int(raw: str, name: str) -> int:
     try:
         return int(raw)
     except ValueError:
-        raise InvalidInput(f"{name} must be a version number") from None
+        raise InvalidInput(
+            f"{name} must be a whole number; got {raw!r}", extra={"field": name}
+        ) from None
+
+
+def _with_previews(actor: Any, approvals: Any) -> list[Any]:
+    """Pending requests with what they would change and whether ``actor``
+    may decide them (``preview``, ``can_decide`` attributes)."""
+    pending = list(approvals)
+    for approval in pending:
+        try:
+            approval.preview = approval_preview(approval=approval)
+            approval.preview_error = ""
+        except ApplicationError as exc:
+            approval.preview, approval.preview_error = [], exc.message
+        approval.can_decide = approval_can_decide(actor=actor, approval=approval)
+    return pending
 
 
 @login_required
 def approvals_inbox_page(request: HttpRequest) -> HttpResponse:
-    approvals = approval_list_for_actor(actor=page_actor(request))
+    actor = page_actor(request)
+    approvals = approval_list_for_actor(actor=actor)
     return render(
         request,
         "memory/approvals.html",
         {
-            "pending": [a for a in approvals if a.status == "pending"],
-            "decided": [a for a in approvals if a.status != "pending"][:50],
+            "pending": _with_previews(actor, approvals.filter(status="pending")),
+            "decided": approvals.exclude(status="pending")[:50],
         },
     )
 
@@ -167,17 +235,22 @@ def create_block_action(request: HttpRequest, agent_id: int) -> HttpResponse:
 
 @form_action
 def edit_block_action(request: HttpRequest, block_id: UUID) -> HttpResponse:
-    """Set the content: text as typed, structured blocks as JSON."""
+    """Set the content: text as typed, structured blocks from their form
+    (``memory.blocks.forms``)."""
     actor = page_actor(request)
     block = block_get_for_actor(actor=actor, block_id=block_id)
-    raw = request.POST.get("content", "")
     if block.schema.get("kind") == "text":
-        value: Any = raw.replace("\r\n", "\n")
+        value: Any = request.POST.get("content", "").replace("\r\n", "\n")
     else:
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"the content is not valid JSON: {exc}") from None
+        if block.schema.get("kind") == "log":
+            raise InvalidInput(
+                f"block {block.label!r} is a log: its entries are appended by the "
+                "system, not edited"
+            )
+        value = forms.form_value(block.schema, request.POST)
+        if value is None:
+            messages.info(request, "Nothing changed.")
+            return redirect(_block_url(block.pk))
     block_set_content(
         actor=actor,
         block=block,
@@ -211,9 +284,10 @@ def configure_block_action(request: HttpRequest, block_id: UUID) -> HttpResponse
 def rollback_block_action(request: HttpRequest, block_id: UUID) -> HttpResponse:
     actor = page_actor(request)
     block = block_get_for_actor(actor=actor, block_id=block_id)
-    version = _int(request.POST.get("version", ""), "version")
-    block_rollback(actor=actor, block=block, version_id=version)
-    messages.success(request, f"Rolled back to version {version}.")
+    number = _int(request.POST.get("version", ""), "version")
+    version = block_version_by_number(block=block, number=number)
+    block_rollback(actor=actor, block=block, version_id=version.pk)
+    messages.success(request, f"Rolled back to version {number}.")
     return redirect(_block_url(block.pk))
 
 
@@ -252,7 +326,12 @@ def decide_approval_action(request: HttpRequest, approval_id: int) -> None:
     actor = page_actor(request)
     approval = approval_get_for_decision(actor=actor, approval_id=approval_id)
     approve = request.POST.get("decision") == "approve"
-    approval = approval_decide(actor=actor, approval=approval, approve=approve)
+    approval = approval_decide(
+        actor=actor,
+        approval=approval,
+        approve=approve,
+        reason=request.POST.get("reason", ""),
+    )
     if approval.status == "failed":
         messages.error(request, f"Could not apply: {approval.result}")
     else:

@@ -9,6 +9,7 @@ from coordination.agents.models import Constellation
 from coordination.errors import NotFound
 from memory.longterm.models import ArchivalEntry, Conversation, Message, RetrievalConfig
 from memory.longterm.permissions import longterm_rows_visible
+from memory.search.registry import EmbeddingState
 
 SEARCH_DOMAINS = ("archival_memory", "conversations", "constellation_messages", "all")
 
@@ -96,3 +97,20 @@ def retrieval_config_for(*, constellation: Constellation) -> RetrievalConfig:
     """The constellation's settings, or the defaults (not saved)."""
     config = RetrievalConfig.objects.filter(constellation=constellation).first()
     return config or RetrievalConfig(constellation=constellation)
+
+
+def longterm_unindexed_count(*, actor: Actor, constellation_id: int) -> int:
+    """Archival entries and messages of the constellation, visible to
+    ``actor``, still waiting for their embedding (search by meaning does
+    not find them yet; keyword search does)."""
+    total = 0
+    for model in (ArchivalEntry, Message):
+        total += (
+            longterm_rows_visible(model.objects.all(), actor=actor, agent_id=None)
+            .filter(
+                constellation_id=constellation_id,
+                embedding_state=EmbeddingState.PENDING,
+            )
+            .count()
+        )
+    return total

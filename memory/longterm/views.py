@@ -1,7 +1,9 @@
 """Dashboard pages of long-term memory: search, archival entries, conversations."""
 
+from datetime import UTC, date, datetime, time
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -19,11 +21,12 @@ from memory.longterm.access import archival_access_record_later
 from memory.longterm.models import ArchivalSource, MessageRole
 from memory.longterm.search import SearchFilters, memory_search, search_hit_payload
 from memory.longterm.selectors import (
-    SEARCH_DOMAINS,
+    MAX_SEARCH_LIMIT,
     archival_entry_get_for_actor,
     archival_entry_list_for_actor,
     conversation_get_for_actor,
     conversation_list_for_actor,
+    longterm_unindexed_count,
     message_page_for_actor,
 )
 from memory.longterm.services import (
@@ -65,6 +68,37 @@ def _archival_form(request: HttpRequest) -> dict[str, Any]:
     }
 
 
+SEARCH_PAGE = 10
+SEARCH_KINDS = {
+    "all": "Everything",
+    "archival_memory": "Archival entries",
+    "constellation_messages": "Messages",
+}
+
+
+def _day(raw: str | None, name: str, *, end: bool) -> datetime | None:
+    """A date input as the first (or, with ``end``, last) instant of that
+    day in UTC."""
+    if not raw:
+        return None
+    try:
+        day = date.fromisoformat(raw)
+    except ValueError:
+        raise InvalidInput(f"{name} must be a date (YYYY-MM-DD); got {raw!r}") from None
+    moment = datetime.combine(day, time.max if end else time.min)
+    return moment.replace(tzinfo=UTC)
+
+
+def _is_weak(hit: dict[str, Any]) -> bool:
+    """A result found by meaning alone, and not close in meaning: the vector
+    side always returns its nearest rows, related or not."""
+    scores = hit["scores"]
+    if scores["fts_rank"] is not None:
+        return False
+    distance = scores["vector_distance"]
+    return distance is None or distance > settings.SEARCH_WEAK_DISTANCE
+
+
 @login_required
 def search_page(request: HttpRequest) -> HttpResponse:
     actor = Actor.for_user(request.user)
@@ -77,37 +111,62 @@ def search_page(request: HttpRequest) -> HttpResponse:
         "constellations": constellations,
         "constellation_id": constellation_id,
         "agents": agent_list_for_actor(actor=actor, constellation_id=constellation_id),
-        "domains": SEARCH_DOMAINS,
+        "kinds": SEARCH_KINDS,
         "modes": SEARCH_MODES,
         "roles": MessageRole.values,
         "params": params,
         "embedding": embedding_status(),
+        "unindexed": (
+            longterm_unindexed_count(actor=actor, constellation_id=constellation_id)
+            if constellation_id
+            else 0
+        ),
         "results": None,
     }
     query = params.get("q", "")
+    page = max(1, _int_or_none(params.get("page")) or 1)
     if "q" in params:
         try:
             result = memory_search(
                 actor=actor,
                 query=query,
-                domain=params.get("domain", "all"),
+                domain=params.get("kind") or params.get("domain") or "all",
                 mode=params.get("mode", "auto"),
-                limit=_int_or_none(params.get("limit")) or 20,
+                limit=min(page * SEARCH_PAGE + 1, MAX_SEARCH_LIMIT),
                 filters=SearchFilters(
                     agent_id=_int_or_none(params.get("agent")),
                     tags=tuple(_tags(params.get("tags", ""))),
                     role=params.get("role") or None,
+                    since=_day(params.get("since"), "from", end=False),
+                    until=_day(params.get("until"), "to", end=True),
                 ),
                 constellation_id=constellation_id,
             )
         except ApplicationError as exc:
             context["error"] = exc.message
         else:
-            archival_access_record_later(entry_ids=result.archival_ids)
-            context["result"] = result
-            context["results"] = [
-                search_hit_payload(kind, hit) for kind, hit in result.hits
-            ]
+            hits = [search_hit_payload(kind, hit) for kind, hit in result.hits]
+            strong = [hit for hit in hits if not _is_weak(hit)]
+            shown = strong[(page - 1) * SEARCH_PAGE : page * SEARCH_PAGE]
+            more = len(strong) > page * SEARCH_PAGE and page * SEARCH_PAGE < (
+                MAX_SEARCH_LIMIT
+            )
+            weak = [] if more else [hit for hit in hits if _is_weak(hit)]
+            archival_access_record_later(
+                entry_ids=[h["id"] for h in shown if h["kind"] == "archival"]
+            )
+            query_string = params.copy()
+            query_string.pop("page", None)
+            context.update(
+                result=result,
+                results=shown,
+                weaker=weak,
+                page=page,
+                first_number=(page - 1) * SEARCH_PAGE + 1,
+                last_number=(page - 1) * SEARCH_PAGE + len(shown),
+                next_page=page + 1 if more else None,
+                query_string=query_string.urlencode(),
+            )
     return render(request, "memory/search.html", context)
 
 

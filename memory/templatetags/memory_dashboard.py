@@ -10,6 +10,7 @@ from django import template
 
 from coordination.actors import Actor
 from coordination.agents.models import Agent, Constellation
+from coordination.web import form_retry
 from memory.blocks import documents
 from memory.blocks.models import BlockType, Permission
 from memory.blocks.selectors import (
@@ -40,6 +41,7 @@ def agent_memory(context: template.Context, agent: Agent) -> dict[str, Any]:
         "permissions": Permission.choices,
         "block_types": BlockType.choices,
         "csrf_token": context.get("csrf_token"),
+        "retry": form_retry(context["request"], "create-block"),
     }
 
 

@@ -9,6 +9,9 @@ moves the channel layer and the broker to Redis; ``DATABASE_URL`` moves the
 database (e.g. to PostgreSQL).
 """
 
+import os
+import secrets
+import time
 from pathlib import Path
 
 import environ
@@ -30,7 +33,32 @@ if (BASE_DIR / ".env").is_file():
 DATA_DIR = Path(env.str("PATTERN_DATA_DIR", default=str(BASE_DIR / "var")))
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
-SECRET_KEY = env.str("PATTERN_SECRET_KEY", default="dev-only-insecure-key-change-me")
+
+def _persisted_secret_key(path: Path) -> str:
+    """The key in ``path``, made there (readable by its owner only) on first
+    use: sessions survive restarts, and processes sharing the data directory
+    (web, worker) agree on it.  Exclusive creation: of two processes starting
+    together one writes, the other reads."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        for _ in range(50):  # the other process may be writing it right now
+            key = path.read_text().strip()
+            if key:
+                return key
+            time.sleep(0.02)
+        raise RuntimeError(f"{path} is empty: delete it to make a new key") from None
+    key = secrets.token_urlsafe(50)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key)
+    return key
+
+
+# Unset: a random key generated once into the data directory (never in the
+# repository).
+SECRET_KEY = env.str("PATTERN_SECRET_KEY", default="") or _persisted_secret_key(
+    DATA_DIR / "secret_key"
+)
 DEBUG = env.bool("PATTERN_DEBUG", default=False)
 ALLOWED_HOSTS = env.list("PATTERN_ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env.list("PATTERN_CSRF_TRUSTED_ORIGINS", default=[])
@@ -76,6 +104,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "pattern_site.dashboard.dashboard_frame",
             ],
         },
     },
@@ -195,10 +224,23 @@ MEMORY_COMPACT_UPDATES = env.int("PATTERN_MEMORY_COMPACT_UPDATES", default=16)
 MEMORY_COMPACT_BYTES = env.int("PATTERN_MEMORY_COMPACT_BYTES", default=16 * 1024)
 # Block documents kept per process (least recently used go first); 0: none.
 MEMORY_DOCUMENT_CACHE_SIZE = env.int("PATTERN_MEMORY_DOCUMENT_CACHE", default=256)
+# Live edits by one person within this many seconds of their previous one
+# join that version of the block's history (a typed sentence is one version,
+# not one per keystroke); 0 stores every live edit as a version of its own.
+MEMORY_HISTORY_BURST_SECONDS = env.float(
+    "PATTERN_MEMORY_HISTORY_BURST_SECONDS", default=5.0
+)
 MEMORY_DEFAULT_CHAR_LIMIT = env.int("PATTERN_MEMORY_CHAR_LIMIT", default=5000)
 # Bytes a block's stored document (snapshot and log, history included) may
 # reach: the fence behind the char limit, which counts only the content.
 MEMORY_BLOCK_MAX_BYTES = env.int("PATTERN_MEMORY_BLOCK_MAX_BYTES", default=4 * 1024**2)
+
+# Dotted path of a callable returning the health report's "worker" section
+# (ok, last_heartbeat_seconds_ago); the dashboard shows a banner on every
+# page when it is not ok.  Empty: no banner.
+DASHBOARD_WORKER_STATUS = env.str(
+    "PATTERN_DASHBOARD_WORKER_STATUS", default="pattern_site.health.worker_status"
+)
 
 DEMO_PASSWORD = env.str("PATTERN_DEMO_PASSWORD", default="")
 
@@ -219,6 +261,9 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)
+# WhiteNoise serves static/ itself when nothing was collected, so a site run
+# with DEBUG off (`make run`) has its styles and scripts without collectstatic.
+WHITENOISE_USE_FINDERS = True
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
@@ -252,6 +297,10 @@ PATTERN_SYNC_RATE_LIMIT = env.float("PATTERN_SYNC_RATE_LIMIT", default=200.0)
 # --- Long-term memory search and embedding jobs ----------------------------
 # The quantised fast path: a binary vec0 table gives oversample * k coarse
 # candidates, re-scored exactly (see README "Search").
+# The search page lists a result found by meaning alone (no keyword match)
+# only as a "weaker match" when its cosine distance to the query is above
+# this: the nearest rows are returned whether related or not.
+SEARCH_WEAK_DISTANCE = env.float("PATTERN_SEARCH_WEAK_DISTANCE", default=0.65)
 SEARCH_VECTOR_QUANTISED = env.bool("PATTERN_SEARCH_QUANTISED", default=False)
 SEARCH_QUANTISED_OVERSAMPLE = env.int("PATTERN_SEARCH_QUANTISED_OVERSAMPLE", default=8)
 # Hybrid (and auto) searches take the quantised path anyway once the

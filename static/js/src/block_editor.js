@@ -43,6 +43,12 @@ class BlockEditor {
   async start() {
     await init({ module_or_path: this.root.dataset.wasmUrl });
     this.doc = new LoroDoc();
+    // The rest of the page (block_page.js) follows the block through this.
+    this.doc.subscribe((event) => {
+      this.root.dispatchEvent(
+        new CustomEvent("block-change", { bubbles: true, detail: { by: event.by } }),
+      );
+    });
     if (this.root.dataset.mode === "rendered") return this.startRendered();
     this.presence = new EphemeralStore(PRESENCE_TIMEOUT_MS);
     const user = { name: this.userName, colorClassName: colourClass(this.userName) };

@@ -16,10 +16,12 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 EDITOR = "[data-block-editor]"
 
 
-def _page(browser, base_url, user, path):
+def _page(browser, base_url, user, path, *, viewport=None, ready=True):
+    """A page signed in as ``user`` at ``path``; with ``ready``, once the
+    block editor has started."""
     client = Client()
     client.force_login(user)
-    context = browser.new_context()
+    context = browser.new_context(viewport=viewport or {"width": 1280, "height": 720})
     context.add_cookies(
         [
             {
@@ -34,6 +36,8 @@ def _page(browser, base_url, user, path):
     page.on("console", lambda message: logs.append(message.text))
     page.on("pageerror", lambda error: logs.append(str(error)))
     page.goto(f"{base_url}{path}")
+    if not ready:
+        return page
     try:
         page.wait_for_selector(f"{EDITOR}[data-ready=true]", timeout=20_000)
     except Exception as exc:

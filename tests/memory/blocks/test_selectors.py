@@ -8,15 +8,22 @@ from coordination.actors import Actor
 from coordination.errors import InvalidInput, NotFound
 from memory.blocks.selectors import (
     approval_list_for_actor,
+    approval_pending_count_for_actor,
+    approval_preview,
     block_counts_by_owner,
     block_get_by_label_for_agent,
     block_get_for_actor,
     block_history,
     block_history_count,
+    block_history_numbered,
     block_shared_from,
+    block_value,
+    block_version_by_number,
+    block_version_number,
 )
 from memory.blocks.services import block_create, block_operate, block_share
 from memory.models import Permission
+from tests.factories import UserFactory
 
 SYSTEM = Actor(kind="system")
 
@@ -98,3 +105,49 @@ def test_approval_list_rejects_an_unknown_status(agent):
     block_create(actor=SYSTEM, owner=agent, label="p", permission=Permission.PARTNER)
     with pytest.raises(InvalidInput, match="status is one of"):
         approval_list_for_actor(actor=Actor.for_agent(agent), status="maybe")
+
+
+def test_version_numbers_are_per_block_and_name_the_same_version(agent):
+    first = block_create(actor=Actor.system(), label="a", owner=agent, content="1")
+    second = block_create(actor=Actor.system(), label="b", owner=agent, content="1")
+    for n in (2, 3):
+        for block in (first, second):
+            block_operate(
+                actor=Actor.system(),
+                block=block,
+                operations=[{"op": "set_text", "text": str(n)}],
+            )
+    numbered = block_history_numbered(block=second, limit=2)
+    assert [v.number for v in numbered] == [3, 2]
+    assert [v.number for v in block_history_numbered(block=second, before=2)] == [1]
+    third = block_version_by_number(block=second, number=3)
+    assert block_version_number(block=second, version_id=third.pk) == 3
+    with pytest.raises(NotFound, match="has no version 4; its versions are 1 to 3"):
+        block_version_by_number(block=second, number=4)
+    with pytest.raises(NotFound):
+        block_version_by_number(block=second, number=0)
+
+
+def test_approval_preview_diffs_the_block_with_the_request_applied(agent, partner):
+    block = block_create(
+        actor=Actor.system(),
+        label="human",
+        owner=agent,
+        template="human",
+        permission=Permission.PARTNER,
+    )
+    change = block_operate(
+        actor=Actor.for_agent(agent),
+        block=block,
+        operations=[{"op": "set_field", "field": "name", "value": "Sam"}],
+    )
+    parts = approval_preview(approval=change.approval)
+    assert [p.name for p in parts] == ["name"]
+    assert [(r.kind, r.old, r.new) for r in parts[0].rows] == [("added", None, "Sam")]
+    assert block_value(block=block)["name"] == ""  # the preview changed nothing
+
+    assert approval_pending_count_for_actor(actor=Actor.for_user(partner)) == 1
+    member = UserFactory(username="member")
+    agent.constellation.members.add(member)
+    assert approval_pending_count_for_actor(actor=Actor.for_user(member)) == 0
+    assert approval_pending_count_for_actor(actor=Actor.for_agent(agent)) == 0

@@ -231,6 +231,7 @@ def test_partner_block_write_becomes_request_and_approval_applies_as_agent(
     assert block_value(block=block) == "likes tea, coffee"
     approval.refresh_from_db()
     assert approval.status == ApprovalStatus.APPROVED
+    assert approval.result == "version 2"  # the block's own numbering
     last = BlockUpdate.objects.filter(block=block).last()
     assert (last.actor_kind, last.actor_id) == ("agent", str(agent.pk))
     assert "approved by partner" in last.summary
@@ -238,7 +239,9 @@ def test_partner_block_write_becomes_request_and_approval_applies_as_agent(
         approval_get_for_decision(actor=human, approval_id=approval.pk)
 
 
-def test_rejected_request_changes_nothing(make_block, agent, partner):
+def test_rejected_request_changes_nothing_and_keeps_its_reason(
+    make_block, agent, partner
+):
     block = make_block(content="x", permission=Permission.HUMAN)
     change = block_operate(actor=Actor.for_agent(agent), block=block, operations=APPEND)
     human = Actor.for_user(partner)
@@ -246,9 +249,12 @@ def test_rejected_request_changes_nothing(make_block, agent, partner):
         actor=human,
         approval=approval_get_for_decision(actor=human, approval_id=change.approval.pk),
         approve=False,
+        reason="  not   what we agreed  ",
     )
     assert block_value(block=block) == "x"
-    assert BlockApproval.objects.get().status == ApprovalStatus.REJECTED
+    rejected = BlockApproval.objects.get()
+    assert rejected.status == ApprovalStatus.REJECTED
+    assert rejected.result == "not what we agreed"  # for the agent to read
 
 
 def test_only_partner_decides_partner_blocks_any_member_human_blocks(

@@ -60,13 +60,71 @@ def test_block_page_shows_content_history_and_version(web, make_block, agent):
         operations=[{"op": "set_text", "text": "second"}],
         summary="rewrote notes",
     )
-    first = block_history(block=block)[-1]
-    page = web.get(f"/memory/blocks/{block.pk}/?version={first.id}").content.decode()
+    page = web.get(f"/memory/blocks/{block.pk}/?version=1").content.decode()
     assert 'data-testid="rendered"' in page and "second" in page
     assert "rewrote notes" in page and "Entropy" in page
-    assert "Read-only view" in page and "first" in page
-    diff = web.get(f"/memory/blocks/{block.pk}/?from={first.id}").content.decode()
-    assert "-first" in diff and "+second" in diff
+    assert "Content at version 1" in page and "first" in page
+    diff = web.get(f"/memory/blocks/{block.pk}/?from=1").content.decode()
+    assert '<tr class="diff-removed">' in diff and '<tr class="diff-added">' in diff
+    assert "Changes from version 1 to now" in diff
+
+
+def test_history_is_numbered_per_block_and_pages_to_older_versions(
+    web, make_block, agent
+):
+    make_block(label="other", content="x")  # its rows take ids, not numbers
+    block = make_block(label="notes", content="v1")
+    for n in range(2, 36):
+        block_operate(
+            actor=Actor.for_agent(agent),
+            block=block,
+            operations=[{"op": "set_text", "text": f"v{n}"}],
+        )
+    page = web.get(f"/memory/blocks/{block.pk}/").content.decode()
+    assert "(35 versions)" in page
+    assert 'data-version="35"' in page and 'data-version="6"' in page
+    assert 'data-version="5"' not in page
+    assert 'href="?older=6#history"' in page
+    far = web.get(f"/memory/blocks/{block.pk}/?version=2").content.decode()
+    assert "Content at version 2" in far  # shown though not on this page
+    older = web.get(f"/memory/blocks/{block.pk}/?older=6").content.decode()
+    assert 'data-version="5"' in older and 'data-version="1"' in older
+    assert 'data-version="6"' not in older
+
+
+def test_version_fragment_shows_the_version_and_what_it_changed(web, make_block, agent):
+    block = make_block(label="notes", content="alpha\nbeta")
+    block_operate(
+        actor=Actor.for_agent(agent),
+        block=block,
+        operations=[{"op": "set_text", "text": "alpha\ngamma"}],
+    )
+    html = web.get(f"/memory/blocks/{block.pk}/versions/2/").content.decode()
+    assert "<html" not in html  # a fragment, opened in place
+    assert "Changes from version 1 to version 2" in html
+    assert '<td class="diff-text">beta</td>' in html
+    assert '<td class="diff-text">gamma</td>' in html
+    missing = web.get(f"/memory/blocks/{block.pk}/versions/9/")
+    assert missing.status_code == 404
+
+
+def test_field_diff_is_readable_for_structured_blocks(web, make_block):
+    block = make_block(label="human", template="human")
+    web.post(f"/memory/blocks/{block.pk}/edit", {"f:name": "Sam"})
+    web.post(
+        f"/memory/blocks/{block.pk}/edit",
+        {
+            "f:name": "Sam",
+            "l:preferences": "1",
+            "i:preferences": ["a", "b"],
+            "i:preferences#a": "tea",
+            "i:preferences#b": "jazz",
+        },
+    )
+    html = web.get(f"/memory/blocks/{block.pk}/compare/?from=1").content.decode()
+    assert '<p class="diff-field">preferences</p>' in html
+    assert "[" not in html.split("diff-field", 1)[1]  # no Python list notation
+    assert '<td class="diff-text">jazz</td>' in html
 
 
 def test_edit_and_rollback_from_the_dashboard(web, make_block):
@@ -75,9 +133,9 @@ def test_edit_and_rollback_from_the_dashboard(web, make_block):
     assert block_value(block=block) == "two\nlines"
     last = block_history(block=block)[0]
     assert (last.actor_kind, last.actor_name) == ("human", "partner")
-    first = block_history(block=block)[-1]
-    web.post(f"/memory/blocks/{block.pk}/rollback", {"version": first.id})
+    web.post(f"/memory/blocks/{block.pk}/rollback", {"version": 1})
     assert block_value(block=block) == "one"
+    assert block_history(block=block)[0].summary == "rolled back to version 1"
 
 
 @pytest.mark.parametrize(
@@ -104,21 +162,99 @@ def test_dashboard_errors_come_back_as_messages(web, make_block):
         follow=True,
     )
     assert "is 1/3 chars; this change adds 7" in response.content.decode()
+
+
+def test_a_refused_form_comes_back_with_its_input_and_the_error_beside_the_field(
+    web, make_block
+):
+    block = make_block(label="notes", content="x")
+    url = f"/memory/blocks/{block.pk}/"
     response = web.post(
-        f"/memory/blocks/{make_block(label='m', template='human').pk}/edit",
-        {"content": "{broken", "next": url},
+        f"/memory/blocks/{block.pk}/configure",
+        {"form": "settings", "char_limit": "lots", "description": "kept", "next": url},
         follow=True,
     )
-    assert "not valid JSON" in response.content.decode()
+    page = response.content.decode()
+    assert response.redirect_chain[-1][0] == url
+    assert 'data-testid="field-error">char_limit must be a whole number' in page
+    assert 'value="lots"' in page and ">kept</textarea>" in page
+    again = web.get(url).content.decode()  # shown once
+    assert "field-error" not in again
 
 
-def test_structured_edit_takes_json(web, make_block):
+def test_structured_block_is_edited_through_its_form(web, make_block):
     block = make_block(label="human", template="human")
+    page = web.get(f"/memory/blocks/{block.pk}/").content.decode()
+    assert 'name="f:name"' in page and 'data-name="i:preferences"' in page
+    assert '<textarea id="content"' not in page  # no JSON textarea
     web.post(
         f"/memory/blocks/{block.pk}/edit",
-        {"content": '{"name": "Sam", "preferences": ["tea"]}'},
+        {
+            "f:name": "Sam",
+            "f:context": "",
+            "l:preferences": "1",
+            "i:preferences": ["2", "1"],
+            "i:preferences#1": "tea",
+            "i:preferences#2": "jazz",
+            "i:preferences#3": "dropped: its key is not in the order",
+        },
     )
-    assert block_value(block=block)["preferences"] == ["tea"]
+    assert block_value(block=block) == {
+        "name": "Sam",
+        "preferences": ["jazz", "tea"],
+        "context": "",
+    }
+
+
+def test_structured_form_keeps_read_only_fields_and_checks_numbers(
+    web, make_block, partner
+):
+    schema = {
+        "kind": "composite",
+        "sections": [
+            {
+                "name": "facts",
+                "schema": {
+                    "kind": "map",
+                    "fields": [
+                        {"name": "count", "type": "counter"},
+                        {"name": "ratio", "type": "number"},
+                        {"name": "on", "type": "boolean"},
+                        {"name": "fixed", "type": "text", "read_only": True},
+                    ],
+                },
+            },
+            {
+                "name": "todo",
+                "schema": {"kind": "list", "style": "checkbox"},
+            },
+            {"name": "events", "schema": {"kind": "log"}},
+        ],
+    }
+    block = make_block(label="state", schema=schema)
+    url = f"/memory/blocks/{block.pk}/"
+    post = {
+        "form": "fields",
+        "next": url,
+        "f:facts/count": "3",
+        "f:facts/ratio": "0.5",
+        "f:facts/on": "on",
+        "b:facts/on": "1",
+        "f:facts/fixed": "ignored",
+        "l:todo": "1",
+        "i:todo": ["a"],
+        "i:todo#a": "write tests",
+        "i:todo#a.done": "on",
+    }
+    web.post(f"{url}edit", post)
+    value = block_value(block=block)
+    assert value["facts"] == {"count": 3, "ratio": 0.5, "on": True, "fixed": ""}
+    assert value["todo"] == [{"text": "write tests", "done": True}]
+    page = web.post(f"{url}edit", {**post, "f:facts/count": "2.5"}, follow=True)
+    html = page.content.decode()
+    assert "count is a counter: a whole number" in html
+    assert 'value="2.5"' in html
+    assert block_value(block=block)["facts"]["count"] == 3
 
 
 def test_sharing_panel_shares_and_unshares(web, make_block, other_agent):
@@ -175,3 +311,62 @@ def test_other_constellations_blocks_are_404_on_the_dashboard(web):
 def test_memory_pages_require_login(client, make_block):
     block = make_block()
     assert client.get(f"/memory/blocks/{block.pk}/").status_code == 302
+
+
+def test_a_refused_new_block_comes_back_on_the_agent_page_with_its_input(
+    web, make_block, agent
+):
+    make_block(label="persona")
+    agent_page = f"/agents/{agent.pk}/"
+    response = web.post(
+        f"/memory/agents/{agent.pk}/blocks/new",
+        {
+            "form": "create-block",
+            "label": "persona",
+            "template": "human",
+            "permission": "partner",
+            "pinned": "on",
+            "next": agent_page,
+        },
+        follow=True,
+    )
+    page = response.content.decode()
+    assert response.redirect_chain[-1][0] == agent_page
+    assert (
+        'data-testid="field-error">this agent already has a block labelled '
+        "&#x27;persona&#x27;" in page
+    )
+    assert 'value="persona"' in page and '<option value="human" selected>' in page
+    assert '<option value="partner" selected>' in page
+    assert 'name="pinned" checked' in page
+    assert MemoryBlock.objects.filter(label="persona").count() == 1
+
+
+def test_a_structured_form_changes_only_the_fields_it_posts(web, make_block, agent):
+    block = make_block(label="human", template="human")
+    url = f"/memory/blocks/{block.pk}/edit"
+    web.post(
+        url,
+        {
+            "f:name": "Sam",
+            "l:preferences": "1",
+            "i:preferences": ["a"],
+            "i:preferences#a": "tea",
+        },
+    )
+    # Meanwhile an agent sets the context; this page posts only its change.
+    block_operate(
+        actor=Actor.for_agent(agent),
+        block=block,
+        operations=[{"op": "set_field", "field": "context", "value": "at work"}],
+    )
+    web.post(url, {"f:name": "Robin"})
+    assert block_value(block=block) == {
+        "name": "Robin",
+        "preferences": ["tea"],
+        "context": "at work",
+    }
+    web.post(url, {"l:preferences": "1"})  # every item removed
+    assert block_value(block=block)["preferences"] == []
+    page = web.post(url, {}, follow=True).content.decode()
+    assert "Nothing changed." in page

@@ -111,3 +111,64 @@ def test_conversation_viewer_shows_messages_in_order(
         f"/memory/conversations/{conversation.pk}/"
     ).content.decode()
     assert html.index("good morning") < html.index("morning! 3 tasks today")
+
+
+def test_search_page_pages_results_and_filters_by_kind_and_date(
+    agent: Any, partner_client: Client
+):
+    for n in range(13):
+        archival_entry_create(agent=agent, content=f"heron sighting number {n}")
+    conversation = conversation_start(agent=agent, title="walk")
+    messages_append(
+        conversation=conversation, messages=[{"role": "user", "content": "a heron!"}]
+    )
+    first = partner_client.get("/memory/search/", {"q": "heron", "mode": "fts"})
+    html = first.content.decode()
+    assert "Results 1\u201310" in html
+    assert html.count('data-testid="search-result"') == 10
+    assert 'page=2" data-testid="next-page"' in html
+    second = partner_client.get(
+        "/memory/search/", {"q": "heron", "mode": "fts", "page": "2"}
+    ).content.decode()
+    assert "Results 11\u201314" in second and "next-page" not in second
+
+    only_messages = partner_client.get(
+        "/memory/search/",
+        {"q": "heron", "mode": "fts", "kind": "constellation_messages"},
+    ).content.decode()
+    assert only_messages.count('data-testid="search-result"') == 1
+    ArchivalEntry.objects.filter(content__endswith=" 0").update(
+        created_at="2020-01-01T10:00:00Z"
+    )
+    old = partner_client.get(
+        "/memory/search/",
+        {"q": "heron", "mode": "fts", "kind": "archival_memory", "until": "2020-01-01"},
+    ).content.decode()
+    assert old.count('data-testid="search-result"') == 1
+    assert "sighting number 0" in old
+    bad = partner_client.get("/memory/search/", {"q": "heron", "since": "soon"})
+    assert "from must be a date (YYYY-MM-DD)" in bad.content.decode()
+
+
+def test_meaning_only_results_far_from_the_query_are_weaker_matches(settings):
+    from memory.longterm.views import _is_weak
+
+    settings.SEARCH_WEAK_DISTANCE = 0.5
+
+    def hit(fts_rank: Any, distance: Any) -> dict[str, Any]:
+        return {"scores": {"fts_rank": fts_rank, "vector_distance": distance}}
+
+    assert not _is_weak(hit(1, 0.9))  # the words matched
+    assert not _is_weak(hit(None, 0.3))
+    assert _is_weak(hit(None, 0.7))
+
+
+def test_search_page_counts_entries_not_yet_indexed(agent: Any, partner_client: Client):
+    archival_entry_create(agent=agent, content="fresh")
+    ArchivalEntry.objects.update(embedding_state="pending")
+    html = partner_client.get("/memory/search/").content.decode()
+    assert "1 entry not yet indexed" in html
+    ArchivalEntry.objects.update(embedding_state="ready")
+    assert (
+        "not yet indexed" not in partner_client.get("/memory/search/").content.decode()
+    )

@@ -2,29 +2,34 @@
 updates, the rights checked on them, compaction and the broadcast."""
 
 import secrets
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.utils import timezone
 from loro import ExportMode, LoroDoc, LoroText
 
 from coordination.actors import Actor
 from coordination.errors import InvalidInput, LimitExceeded, NotFound, PermissionDenied
+from memory.blocks import doc_cache, services
 from memory.blocks.permissions import block_access_for_actor
 from memory.blocks.selectors import (
     block_document_load,
     block_get_for_actor,
     block_value,
+    block_version_view,
 )
 from memory.blocks.services import (
     block_compact,
     block_operate,
+    block_rollback,
     block_share,
     block_update_import,
 )
 from memory.blocks.sync.broadcast import block_group
-from memory.models import BlockUpdate, Permission, SharedAccess
+from memory.models import BlockUpdate, MemoryBlock, Permission, SharedAccess
 
 
 def remote_edit(block: Any, edit: Any) -> bytes:
@@ -178,6 +183,7 @@ def test_compaction_folds_log_into_snapshot_without_losing_updates(
     make_block, agent, settings
 ):
     settings.MEMORY_COMPACT_UPDATES = 3
+    settings.MEMORY_HISTORY_BURST_SECONDS = 0  # every import its own log row
     block = make_block(content="a")
     actor = Actor.for_agent(agent)
     for letter in "bcdefg":
@@ -413,3 +419,113 @@ def test_the_char_limit_counts_log_entries_past_max_entries(make_block, partner)
             block=log, actor=Actor.for_user(partner), updates=[remote_edit(log, flood)]
         )
     assert block_value(block=log) == []
+
+
+def type_into(block: Any, actor: Actor, text: str) -> None:
+    """A person typing: one imported update per character, as the editor sends."""
+    for char in text:
+        block_update_import(
+            block=block, actor=actor, updates=[remote_edit(block, append_text(char))]
+        )
+
+
+def test_a_burst_of_live_edits_by_one_actor_is_one_version(make_block, partner):
+    block = make_block(content="Hello")
+    before = BlockUpdate.objects.filter(block=block).count()
+
+    type_into(block, Actor.for_user(partner), ", dear world.")
+
+    rows = BlockUpdate.objects.filter(block=block)
+    assert rows.count() == before + 1
+    assert rows.last().size == len("Hello, dear world.")
+    doc_cache.clear()  # the stored log alone rebuilds the document
+    assert block_value(block=block) == "Hello, dear world."
+
+
+def test_another_actor_or_a_pause_starts_a_new_version(
+    make_block, agent, partner, settings
+):
+    block = make_block(content="")
+    person, bot = Actor.for_user(partner), Actor.for_agent(agent)
+    start = BlockUpdate.objects.filter(block=block).count()
+
+    type_into(block, person, "ab")
+    type_into(block, bot, "cd")
+    type_into(block, person, "ef")
+    assert BlockUpdate.objects.filter(block=block).count() == start + 3
+
+    BlockUpdate.objects.filter(block=block).update(
+        created_at=timezone.now() - timedelta(seconds=60)
+    )
+    type_into(block, person, "gh")
+    assert BlockUpdate.objects.filter(block=block).count() == start + 4
+
+    # A block quiet for a minute (its row says so) starts a new version too.
+    MemoryBlock.objects.filter(pk=block.pk).update(
+        updated_at=timezone.now() - timedelta(seconds=60)
+    )
+    block.refresh_from_db()
+    type_into(block, person, "!")
+    assert BlockUpdate.objects.filter(block=block).count() == start + 5
+    block_operate(
+        actor=person,
+        block=block,
+        operations=[{"op": "replace_text", "old": "!", "new": ""}],
+    )
+
+    settings.MEMORY_HISTORY_BURST_SECONDS = 0
+    type_into(block, person, "ij")
+    assert BlockUpdate.objects.filter(block=block).count() == start + 8
+    doc_cache.clear()
+    assert block_value(block=block) == "abcdefghij"
+
+
+def test_burst_versions_view_and_roll_back_to_the_burst_end(make_block, partner):
+    block = make_block(content="a")
+    person = Actor.for_user(partner)
+    type_into(block, person, "bc")
+    burst = BlockUpdate.objects.filter(block=block).last()
+    block_operate(
+        actor=person,
+        block=block,
+        operations=[{"op": "append_text", "text": "X"}],
+    )
+
+    assert block_version_view(block=block, version_id=burst.pk).rendered == "abc"
+    first = BlockUpdate.objects.filter(block=block).first()
+    assert block_version_view(block=block, version_id=first.pk).rendered == "a"
+    block_rollback(actor=person, block=block, version_id=burst.pk)
+    doc_cache.clear()
+    assert block_value(block=block) == "abc"
+
+
+def test_a_burst_folded_into_the_snapshot_stops_growing(make_block, partner, settings):
+    settings.MEMORY_COMPACT_BYTES = 1000
+    block = make_block(content="")
+    person = Actor.for_user(partner)
+
+    type_into(block, person, "x" * 80)
+
+    block.refresh_from_db()
+    rows = BlockUpdate.objects.filter(block=block)
+    assert block.snapshot_upto > 0
+    assert rows.count() >= 3  # a version per compaction, not one per key
+    assert rows.count() < 20
+    assert not rows.filter(pk__lte=block.snapshot_upto).exclude(data=b"")
+    doc_cache.clear()
+    assert block_value(block=block) == "x" * 80
+
+
+def test_a_long_burst_is_cut_into_versions_of_bounded_size(
+    make_block, partner, monkeypatch
+):
+    monkeypatch.setattr(services, "BURST_MAX_BYTES", 300)
+    block = make_block(content="")
+
+    type_into(block, Actor.for_user(partner), "y" * 120)
+
+    rows = BlockUpdate.objects.filter(block=block)
+    assert 2 < rows.count() < 60
+    assert all(len(data) <= 300 for data in rows.values_list("data", flat=True))
+    doc_cache.clear()
+    assert block_value(block=block) == "y" * 120
