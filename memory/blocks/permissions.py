@@ -286,3 +286,11 @@ def approval_decide_check(*, actor: Actor, approval: BlockApproval) -> None:
             raise PermissionDenied(
                 f"block {approval.block.label!r} needs the partner's approval"
             )
+
+
+def block_tool_agent(actor: Actor) -> Agent:
+    """The agent calling a memory tool: the tools act on the caller's own
+    memory, so only agents (with their token) call them."""
+    if actor.agent is None:
+        raise PermissionDenied("memory tools are called by agents, with their token")
+    return actor.agent
