@@ -95,31 +95,24 @@ class AgentTool:
     many: bool = False
     read_only: bool = False
 
-    def output_schema(self) -> dict[str, Any]:
-        schema = self.out.model_json_schema()
-        if not self.many:
-            return schema
-        defs = schema.pop("$defs", {})
-        wrapped: dict[str, Any] = {
-            "type": "object",
-            "properties": {"result": {"type": "array", "items": schema}},
-            "required": ["result"],
-        }
-        if defs:
-            wrapped["$defs"] = defs
-        return wrapped
+    def answer(self, value: Any) -> str:
+        return response_body(self.out, value, many=self.many)
 
-    def answer(self, value: Any) -> dict[str, Any]:
-        """``value`` as the HTTP API sends it: through the output schema and
-        ninja's JSON encoder."""
-        if self.many:
-            return {"result": [_dumped(self.out, item) for item in value]}
-        return _dumped(self.out, value)
+    def structured(self, text: str) -> dict[str, Any]:
+        value = json.loads(text)
+        return {"result": value} if self.many else value
 
 
-def _dumped(schema: type[Schema], value: Any) -> Any:
-    model = schema.model_validate(value)
-    return json.loads(json.dumps(model.model_dump(by_alias=True), cls=NinjaJSONEncoder))
+def response_body(schema: type[Schema], value: Any, *, many: bool = False) -> str:
+    """``value`` as the HTTP API's response body: through the output schema
+    and ninja's JSON encoder."""
+    if many:
+        dumped: Any = [
+            schema.model_validate(v).model_dump(by_alias=True) for v in value
+        ]
+    else:
+        dumped = schema.model_validate(value).model_dump(by_alias=True)
+    return json.dumps(dumped, cls=NinjaJSONEncoder)
 
 
 def _build_context(*, actor: Actor, args: ContextBuildIn) -> dict[str, Any]:
@@ -235,12 +228,15 @@ def mcp_server_build(*, executor: Executor | None = None) -> Server[Any]:
     async def in_thread(func: Callable[[], Any]) -> Any:
         return await run_sync(func, executor=executor)
 
+    # No output schemas: the SDK's client checks every structured result
+    # against its tool's schema with jsonschema, which costs more than a
+    # quick tool call itself.  The answer shapes are the HTTP API's,
+    # published in its OpenAPI document.
     listed = [
         types.Tool(
             name=tool.name,
             description=tool.description,
             input_schema=tool.args.model_json_schema(),
-            output_schema=tool.output_schema(),
             annotations=types.ToolAnnotations(read_only_hint=tool.read_only),
         )
         for tool in TOOLS.values()
@@ -266,16 +262,16 @@ def mcp_server_build(*, executor: Executor | None = None) -> Server[Any]:
         except ValidationError as exc:
             return _tool_error(_invalid_arguments(exc))
 
-        def run() -> dict[str, Any]:
+        def run() -> str:
             return tool.answer(tool.run(actor=actor, args=args))
 
         try:
-            answer = await in_thread(run)
+            text = await in_thread(run)
         except ApplicationError as exc:
             return _tool_error(exc.message)
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=json.dumps(answer))],
-            structured_content=answer,
+            content=[types.TextContent(type="text", text=text)],
+            structured_content=tool.structured(text),
         )
 
     async def list_resources(
@@ -329,7 +325,7 @@ def mcp_server_build(*, executor: Executor | None = None) -> Server[Any]:
                 f"{BLOCK_URI_PREFIX}{{label}}",
             )
         try:
-            answer = await in_thread(lambda: _dumped(out, run()))
+            text = await in_thread(lambda: response_body(out, run()))
         except ApplicationError as exc:
             raise MCPError(
                 code=types.INVALID_PARAMS, message=exc.message, data={"uri": uri}
@@ -337,7 +333,7 @@ def mcp_server_build(*, executor: Executor | None = None) -> Server[Any]:
         return types.ReadResourceResult(
             contents=[
                 types.TextResourceContents(
-                    uri=uri, text=json.dumps(answer), mime_type="application/json"
+                    uri=uri, text=text, mime_type="application/json"
                 )
             ]
         )
