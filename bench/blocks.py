@@ -22,28 +22,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from pattern_site.processes import (
-    daphne_command,
-    free_port,
-    throwaway_dir,
-    wait_for_port,
-)
+from bench.common import django_setup, line, percentile
+from pattern_site.processes import daphne_command, free_port, wait_for_port
 
-DATA_DIR = throwaway_dir("pattern-bench-")
-os.environ.update(
-    {
-        "DJANGO_SETTINGS_MODULE": "pattern_site.settings.dev",
-        "PATTERN_DATA_DIR": DATA_DIR,
-        "PATTERN_DEBUG": "false",
-        # No worker runs here: record agent activity inline (once a minute).
-        "PATTERN_CELERY_EAGER": "true",
-        "PATTERN_LOG_LEVEL": "WARNING",
-    }
-)
-
-import django
-
-django.setup()
+DATA_DIR = django_setup("pattern-bench-")
 
 from django.core.management import call_command
 from django.db import connection, transaction
@@ -56,16 +38,6 @@ from coordination.agents.services import (
 )
 from memory.blocks.selectors import block_document_load, block_history
 from memory.blocks.services import block_create, block_operate
-
-
-def line(name: str, value: str, target: str, ok: bool | None = None) -> None:
-    mark = "" if ok is None else ("  ok" if ok else "  MISSED")
-    print(f"{name:<58} {value:>16}   target {target}{mark}")
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def seed_block(agent: object, label: str, edits: int) -> object:

@@ -32,28 +32,10 @@ REPO = Path(__file__).resolve().parent.parent
 # Python puts this script's folder first on the path, where this file would
 # shadow the ``mcp`` package: the repository takes its place.
 sys.path[0] = str(REPO)
-from pattern_site.processes import (
-    daphne_command,
-    free_port,
-    throwaway_dir,
-    wait_for_port,
-)
+from bench.common import django_setup, line, percentile
+from pattern_site.processes import daphne_command, free_port, wait_for_port
 
-DATA_DIR = throwaway_dir("pattern-bench-mcp-")
-os.environ.update(
-    {
-        "DJANGO_SETTINGS_MODULE": "pattern_site.settings.dev",
-        "PATTERN_DATA_DIR": DATA_DIR,
-        "PATTERN_DEBUG": "false",
-        # No worker runs here: record agent activity inline (once a minute).
-        "PATTERN_CELERY_EAGER": "true",
-        "PATTERN_LOG_LEVEL": "WARNING",
-    }
-)
-
-import django
-
-django.setup()
+DATA_DIR = django_setup("pattern-bench-mcp-")
 
 import httpx2
 from django.core.management import call_command
@@ -86,14 +68,8 @@ MIX: list[tuple[str, str, dict[str, Any]]] = [
 ]
 
 
-def line(name: str, value: str, target: str, ok: bool | None = None) -> None:
-    mark = "" if ok is None else ("  ok" if ok else "  MISSED")
-    print(f"{name:<52} {value:>22}   target {target}{mark}")
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+def row(name: str, value: str, target: str, ok: bool | None = None) -> None:
+    line(name, value, target, ok, widths=(52, 22))
 
 
 def seed(entries: int) -> str:
@@ -184,19 +160,19 @@ async def run(base: str, token: str, calls: int) -> None:
             (hp50, hp95), (mp50, mp95), (rp50, rp95) = (
                 (percentile(s, 0.5) * 1000, percentile(s, 0.95) * 1000) for s in samples
             )
-            line(f"{tool}: HTTP p50/p95 (ms)", f"{hp50:.2f} / {hp95:.2f}", "reference")
-            line(
+            row(f"{tool}: HTTP p50/p95 (ms)", f"{hp50:.2f} / {hp95:.2f}", "reference")
+            row(
                 f"{tool}: MCP, SDK client p50/p95 (ms)",
                 f"{mp50:.2f} / {mp95:.2f}",
                 "<= 1.3x HTTP",
             )
-            line(
+            row(
                 f"{tool}: MCP, plain JSON-RPC p50/p95 (ms)",
                 f"{rp50:.2f} / {rp95:.2f}",
                 "<= 1.3x HTTP",
             )
             for name, p50, p95 in (("SDK", mp50, mp95), ("JSON-RPC", rp50, rp95)):
-                line(
+                row(
                     f"{tool}: MCP ({name})/HTTP p50 / p95",
                     f"{p50 / hp50:.2f}x / {p95 / hp95:.2f}x",
                     "<= 1.3x",
