@@ -1,9 +1,11 @@
 """The MCP endpoint over Streamable HTTP: an ASGI app for ``/mcp``.
 
 A request must carry ``Authorization: Bearer <agent token>``; a missing,
-wrong or revoked token, or a deactivated agent, is a 401 (with the HTTP
-API's message) before the SDK sees the request.  The caller then reaches
-the SDK's session manager as that agent (``ACTOR_SCOPE_KEY`` in the scope).
+wrong or revoked token, or a deactivated agent, is a 401 with the HTTP
+API's message, and none of the MCP answer is sent.  The token is checked
+once per request, in the first worker-thread hop that needs it
+(``pattern_site.mcp.caller``): a tool call's own hop, or this app's when the
+response starts.
 
 The manager runs stateless with JSON responses: every request stands alone,
 so any web process answers any request, whether the client speaks the
@@ -28,10 +30,9 @@ from django.conf import settings
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
-from coordination.actors import Actor
-from coordination.agents.services import agent_token_authenticate
 from coordination.errors import AuthenticationFailed
-from pattern_site.mcp.server import ACTOR_SCOPE_KEY, mcp_server_build, run_sync
+from pattern_site.mcp.caller import CALLER_SCOPE_KEY, Caller
+from pattern_site.mcp.server import mcp_server_build, run_sync
 
 
 def transport_security() -> TransportSecuritySettings:
@@ -131,20 +132,28 @@ class McpHttpApp:
         await self._runner
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if self._runner is None:
-            await self.start()
         raw = _bearer(scope)
         if raw is None:
             await _refuse(
                 send, "send your agent token as 'Authorization: Bearer <token>'"
             )
             return
-        try:
-            agent = await run_sync(
-                lambda: agent_token_authenticate(raw=raw), executor=self.executor
-            )
-        except AuthenticationFailed as exc:
-            await _refuse(send, exc.message)
-            return
-        scope = {**scope, ACTOR_SCOPE_KEY: Actor.for_agent(agent)}
-        await self.session_manager.handle_request(scope, receive, send)
+        if self._runner is None:
+            await self.start()
+        caller = Caller(raw)
+        refused = False
+
+        async def send_if_authenticated(message: dict[str, Any]) -> None:
+            nonlocal refused
+            if message["type"] == "http.response.start":
+                if not caller.settled:
+                    await run_sync(caller.settle, executor=self.executor)
+                if caller.refused is not None:
+                    refused = True
+                    await _refuse(send, caller.refused.message)
+                    return
+            if not refused:
+                await send(message)
+
+        scope = {**scope, CALLER_SCOPE_KEY: caller}
+        await self.session_manager.handle_request(scope, receive, send_if_authenticated)

@@ -8,10 +8,10 @@ endpoint's constant, its body the function the endpoint calls
 ``memory.context.context_build_for_actor``), and its structured result the
 endpoint's answer serialised through the same output schema and JSON
 encoder.  This module only adapts: it validates the arguments, runs the
-function in a worker thread (Django's ORM is synchronous) as the actor the
-HTTP layer authenticated (``pattern_site.mcp.http``), and turns a domain
-error (``ApplicationError``) or invalid arguments into an MCP tool error
-carrying the HTTP API's message.
+function in a worker thread (Django's ORM is synchronous) as the request's
+caller (``pattern_site.mcp.caller``, authenticated in that same hop), and
+turns a domain error (``ApplicationError``) or invalid arguments into an MCP
+tool error carrying the HTTP API's message.
 
 Resources: ``memory://blocks/{label}`` (a block the agent can read, as the
 HTTP API's ``BlockOut``) and ``memory://context`` (the agent's built
@@ -67,10 +67,7 @@ from memory.longterm.schemas import (
     SearchOut,
 )
 from memory.schemas import BUILD_CONTEXT, ContextBuildIn, ContextOut
-
-# Where pattern_site.mcp.http leaves the authenticated caller in the ASGI
-# scope; the SDK hands handlers that request back.
-ACTOR_SCOPE_KEY = "pattern.actor"
+from pattern_site.mcp.caller import CALLER_SCOPE_KEY, Caller
 
 SERVER_NAME = "pattern-site"
 INSTRUCTIONS = (
@@ -196,14 +193,14 @@ def _tool_error(message: str) -> types.CallToolResult:
     )
 
 
-def _actor(ctx: ServerRequestContext[Any, Any]) -> Actor:
+def _caller(ctx: ServerRequestContext[Any, Any]) -> Caller:
+    # The SDK hands handlers the HTTP request, whose scope carries the caller
+    # pattern_site.mcp.http put there.
     request = ctx.request
-    actor = None if request is None else request.scope.get(ACTOR_SCOPE_KEY)
-    if not isinstance(actor, Actor):
-        # The HTTP layer refuses unauthenticated requests before the SDK
-        # sees them; reaching here means the server was mounted without it.
+    caller = None if request is None else request.scope.get(CALLER_SCOPE_KEY)
+    if not isinstance(caller, Caller):
         raise MCPError(code=types.INVALID_REQUEST, message="not authenticated")
-    return actor
+    return caller
 
 
 async def run_sync(func: Callable[[], Any], *, executor: Executor | None) -> Any:
@@ -256,13 +253,14 @@ def mcp_server_build(*, executor: Executor | None = None) -> Server[Any]:
             return _tool_error(
                 f"no tool {params.name!r}; the tools are: {', '.join(TOOLS)}"
             )
-        actor = _actor(ctx)
+        caller = _caller(ctx)
         try:
             args = tool.args.model_validate(params.arguments or {})
         except ValidationError as exc:
             return _tool_error(_invalid_arguments(exc))
 
         def run() -> str:
+            actor = caller.authenticated()
             return tool.answer(tool.run(actor=actor, args=args))
 
         try:
@@ -305,18 +303,22 @@ def mcp_server_build(*, executor: Executor | None = None) -> Server[Any]:
     async def read_resource(
         ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        actor = _actor(ctx)
+        caller = _caller(ctx)
         uri = str(params.uri)
         if uri == CONTEXT_URI:
             out, run = (
                 ContextOut,
-                lambda: _build_context(actor=actor, args=ContextBuildIn()),
+                lambda: _build_context(
+                    actor=caller.authenticated(), args=ContextBuildIn()
+                ),
             )
         elif uri.startswith(BLOCK_URI_PREFIX) and len(uri) > len(BLOCK_URI_PREFIX):
             label = unquote(uri[len(BLOCK_URI_PREFIX) :])
             out, run = (
                 BlockOut,
-                lambda: block_tools.block_detail_by_label(actor=actor, label=label),
+                lambda: block_tools.block_detail_by_label(
+                    actor=caller.authenticated(), label=label
+                ),
             )
         else:
             raise MCPError(

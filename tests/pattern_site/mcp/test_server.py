@@ -297,6 +297,7 @@ def test_another_agents_memory_and_another_constellation_do_not_exist(
 
 
 def test_a_wrong_missing_or_revoked_token_is_refused_at_connect(daphne_server, agent):
+    notes = block_create(actor=Actor.system(), owner=agent, label="notes")
     old = agent_token_issue(agent=agent)
     agent_token_issue(agent=agent)  # revokes the first
     initialize = {
@@ -309,6 +310,16 @@ def test_a_wrong_missing_or_revoked_token_is_refused_at_connect(daphne_server, a
             "clientInfo": {"name": "probe", "version": "0"},
         },
     }
+    append = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {
+            "name": "core_memory_append",
+            "arguments": {"label": "notes", "content": "intruder"},
+        },
+    }
+    versioned = {**JSON, "mcp-protocol-version": "2025-06-18"}
     answers = {
         "missing": httpx.post(f"{daphne_server}/mcp", json=initialize, headers=JSON),
         "wrong": httpx.post(
@@ -321,12 +332,20 @@ def test_a_wrong_missing_or_revoked_token_is_refused_at_connect(daphne_server, a
             json=initialize,
             headers={**JSON, "Authorization": f"Bearer {old.raw}"},
         ),
+        "revoked, calling a tool": httpx.post(
+            f"{daphne_server}/mcp",
+            json=append,
+            headers={**versioned, "Authorization": f"Bearer {old.raw}"},
+        ),
     }
     for why, response in answers.items():
         assert response.status_code == 401, why
         assert response.headers["www-authenticate"].startswith("Bearer"), why
     assert answers["wrong"].json()["detail"] == "invalid agent token"
     assert "revoked" in answers["revoked"].json()["detail"]
+    assert answers["revoked, calling a tool"].json() == answers["revoked"].json()
+    notes.refresh_from_db()
+    assert notes.size == 0
 
     async def body(client: Client) -> Any:
         return await client.list_tools()
