@@ -80,9 +80,10 @@ INSTRUCTIONS = (
 
 @dataclass(frozen=True)
 class AgentTool:
-    """One tool: its input and output schemas, description and function
-    ``(actor=, args=) -> answer``.  ``many``: the answer is a list, which MCP
-    structured content carries as ``{"result": [...]}``."""
+    """One tool: its input schema, the output schema that shapes its answer,
+    its description and its function ``(actor=, args=) -> answer``.
+    ``many``: the answer is a list, which MCP structured content carries as
+    ``{"result": [...]}``."""
 
     name: str
     description: str
@@ -225,9 +226,9 @@ def mcp_server_build(*, executor: Executor | None = None) -> Server[Any]:
     async def in_thread(func: Callable[[], Any]) -> Any:
         return await run_sync(func, executor=executor)
 
-    # No output schemas: the SDK's client checks every structured result
-    # against its tool's schema with jsonschema, which costs more than a
-    # quick tool call itself.  The answer shapes are the HTTP API's,
+    # No output schemas: the SDK's client would check every structured result
+    # against its tool's schema with jsonschema, adding about as much time
+    # as a quick tool call takes.  The answer shapes are the HTTP API's,
     # published in its OpenAPI document.
     listed = [
         types.Tool(
