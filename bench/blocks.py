@@ -12,9 +12,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -22,8 +20,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from bench.common import django_setup, line, percentile
-from pattern_site.processes import daphne_command, free_port, wait_for_port
+from bench.common import daphne_running, django_setup, line, percentile
 
 DATA_DIR = django_setup("pattern-bench-")
 
@@ -273,17 +270,7 @@ def bench_history(block: object) -> None:
 
 
 def bench_http(token: str, labels: list[str], requests: int) -> None:
-    port = free_port()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(
-        daphne_command(port=port),
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_port(port, proc=proc)
+    with daphne_running() as port:
         headers = {
             "Authorization": f"Bearer {token}",
             "Content-Type": "application/json",
@@ -324,9 +311,6 @@ def bench_http(token: str, labels: list[str], requests: int) -> None:
             )
             if failures:
                 print(f"   {len(failures)} failed, e.g. {failures[0]}")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def main() -> None:

@@ -1,9 +1,16 @@
 """What the benchmark scripts share: a Django set up on a throwaway data
-directory, and the printing of figures beside their targets."""
+directory, a Daphne serving it, and the printing of figures beside their
+targets."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def django_setup(prefix: str) -> str:
@@ -43,3 +50,26 @@ def line(
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+@contextmanager
+def daphne_running() -> Iterator[int]:
+    """A Daphne serving this project (and this process's environment, so its
+    throwaway database) on a free port, for the ``with`` block; yields the
+    port."""
+    from pattern_site.processes import daphne_command, free_port, wait_for_port
+
+    port = free_port()
+    proc = subprocess.Popen(
+        daphne_command(port=port),
+        cwd=REPO,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, proc=proc)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

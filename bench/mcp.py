@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -32,8 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 # Python puts this script's folder first on the path, where this file would
 # shadow the ``mcp`` package: the repository takes its place.
 sys.path[0] = str(REPO)
-from bench.common import django_setup, line, percentile
-from pattern_site.processes import daphne_command, free_port, wait_for_port
+from bench.common import daphne_running, django_setup, line, percentile
 
 DATA_DIR = django_setup("pattern-bench-mcp-")
 
@@ -193,20 +190,8 @@ def main() -> None:
         f"{time.perf_counter() - start:.1f} s"
     )
     print(f"{args.calls} calls per tool and path, taking turns\n")
-    port = free_port()
-    proc = subprocess.Popen(
-        daphne_command(port=port),
-        cwd=REPO,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_port(port, proc=proc)
+    with daphne_running() as port:
         asyncio.run(run(f"http://127.0.0.1:{port}", token, args.calls))
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 if __name__ == "__main__":
