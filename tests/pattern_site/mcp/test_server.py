@@ -39,7 +39,13 @@ async def connected(
             statuses.append(response.status_code)
 
     async with (
-        httpx2.AsyncClient(headers=headers, event_hooks={"response": [record]}) as http,
+        httpx2.AsyncClient(
+            headers=headers,
+            event_hooks={"response": [record]},
+            # A search's first vector query loads the embedding model in the
+            # server, which takes seconds on a busy machine.
+            timeout=httpx2.Timeout(30, read=120),
+        ) as http,
         Client(
             streamable_http_client(f"{base}/mcp", http_client=http), mode=mode
         ) as client,
