@@ -13,9 +13,9 @@ caller (``pattern_site.mcp.caller``, authenticated in that same hop), and
 turns a domain error (``ApplicationError``) or invalid arguments into an MCP
 tool error carrying the HTTP API's message.
 
-Resources: ``memory://blocks/{label}`` (a block the agent can read, as the
-HTTP API's ``BlockOut``) and ``memory://context`` (the agent's built
-context, as ``ContextOut``).
+Resources: ``memory://blocks/{label}`` (each block the agent can read,
+listed, and read as the HTTP API's ``BlockOut``) and ``memory://context``
+(the agent's built context, as ``ContextOut``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import mcp_types as types
 from asgiref.sync import sync_to_async
@@ -51,6 +51,7 @@ from memory.blocks.schemas import (
     CoreMemoryIn,
     CoreMemoryReplaceIn,
 )
+from memory.blocks.selectors import block_list_for_actor
 from memory.longterm import tools as longterm_tools
 from memory.longterm.schemas import (
     ARCHIVAL_MEMORY_INSERT,
@@ -276,6 +277,16 @@ def mcp_server_build(*, executor: Executor | None = None) -> Server[Any]:
     async def list_resources(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
+        caller = _caller(ctx)
+
+        def blocks() -> list[tuple[str, str]]:
+            visible = block_list_for_actor(actor=caller.authenticated())
+            return sorted(set(visible.values_list("label", "description")))
+
+        try:
+            labelled = await in_thread(blocks)
+        except ApplicationError as exc:
+            raise MCPError(code=types.INVALID_REQUEST, message=exc.message) from exc
         return types.ListResourcesResult(
             resources=[
                 types.Resource(
@@ -283,7 +294,16 @@ def mcp_server_build(*, executor: Executor | None = None) -> Server[Any]:
                     name="context",
                     description="Your system prompt, built from your memory.",
                     mime_type="application/json",
-                )
+                ),
+                *(
+                    types.Resource(
+                        uri=BLOCK_URI_PREFIX + quote(label, safe=""),
+                        name=label,
+                        description=description or None,
+                        mime_type="application/json",
+                    )
+                    for label, description in labelled
+                ),
             ]
         )
 

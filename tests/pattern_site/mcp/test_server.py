@@ -278,13 +278,19 @@ def test_another_agents_memory_and_another_constellation_do_not_exist(
 
     async def body(client: Client) -> Any:
         results = [await client.call_tool(name, args) for name, _, args in probes]
+        listed = await client.list_resources()
         try:
             await client.read_resource("memory://blocks/secret")
         except MCPError as exc:
-            return results, exc
-        return results, None
+            return results, listed, exc
+        return results, listed, None
 
-    results, resource_error = with_client(daphne_server, token, body)
+    results, listed, resource_error = with_client(daphne_server, token, body)
+    assert {str(r.uri) for r in listed.resources} == {
+        "memory://context",
+        "memory://blocks/notes",
+        "memory://blocks/persona",
+    }
     search_args = {"query": "private fact", "domain": "all", "mode": "fts"}
     searched = with_client(
         daphne_server, token, lambda client: client.call_tool("search", search_args)
