@@ -12,9 +12,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -22,28 +20,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from pattern_site.processes import (
-    daphne_command,
-    free_port,
-    throwaway_dir,
-    wait_for_port,
-)
+from bench.common import daphne_running, django_setup, line, percentile
 
-DATA_DIR = throwaway_dir("pattern-bench-")
-os.environ.update(
-    {
-        "DJANGO_SETTINGS_MODULE": "pattern_site.settings.dev",
-        "PATTERN_DATA_DIR": DATA_DIR,
-        "PATTERN_DEBUG": "false",
-        # No worker runs here: record agent activity inline (once a minute).
-        "PATTERN_CELERY_EAGER": "true",
-        "PATTERN_LOG_LEVEL": "WARNING",
-    }
-)
-
-import django
-
-django.setup()
+DATA_DIR = django_setup("pattern-bench-")
 
 from django.core.management import call_command
 from django.db import connection, transaction
@@ -56,16 +35,6 @@ from coordination.agents.services import (
 )
 from memory.blocks.selectors import block_document_load, block_history
 from memory.blocks.services import block_create, block_operate
-
-
-def line(name: str, value: str, target: str, ok: bool | None = None) -> None:
-    mark = "" if ok is None else ("  ok" if ok else "  MISSED")
-    print(f"{name:<58} {value:>16}   target {target}{mark}")
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def seed_block(agent: object, label: str, edits: int) -> object:
@@ -301,17 +270,7 @@ def bench_history(block: object) -> None:
 
 
 def bench_http(token: str, labels: list[str], requests: int) -> None:
-    port = free_port()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(
-        daphne_command(port=port),
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_port(port, proc=proc)
+    with daphne_running() as port:
         headers = {
             "Authorization": f"Bearer {token}",
             "Content-Type": "application/json",
@@ -352,9 +311,6 @@ def bench_http(token: str, labels: list[str], requests: int) -> None:
             )
             if failures:
                 print(f"   {len(failures)} failed, e.g. {failures[0]}")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def main() -> None:

@@ -20,9 +20,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -30,28 +28,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from pattern_site.processes import (
-    daphne_command,
-    free_port,
-    throwaway_dir,
-    wait_for_port,
-)
+from bench.common import daphne_running, django_setup, percentile
 
-DATA_DIR = throwaway_dir("pattern-bench-coord-")
-os.environ.update(
-    {
-        "DJANGO_SETTINGS_MODULE": "pattern_site.settings.dev",
-        "PATTERN_DATA_DIR": DATA_DIR,
-        "PATTERN_DEBUG": "false",
-        # No worker runs here: record agent activity inline (once a minute).
-        "PATTERN_CELERY_EAGER": "true",
-        "PATTERN_LOG_LEVEL": "WARNING",
-    }
-)
-
-import django
-
-django.setup()
+DATA_DIR = django_setup("pattern-bench-coord-")
 
 from django.core.management import call_command
 from django.db import connection, transaction
@@ -70,11 +49,6 @@ from coordination.work.services import task_claim, task_create
 
 def line(name: str, value: str, note: str) -> None:
     print(f"{name:<56} {value:>18}   {note}")
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def seed_tasks(constellation: Constellation, count: int) -> list[Task]:
@@ -154,16 +128,7 @@ def bench_plain_update(tasks: int) -> float:
 
 
 def bench_http(tokens: list[str], tasks: list[Task], requests: int) -> None:
-    port = free_port()
-    proc = subprocess.Popen(
-        daphne_command(port=port),
-        cwd=REPO,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_port(port, proc=proc)
+    with daphne_running() as port:
         per = max(1, requests // len(tokens))
 
         def client(n: int, make: object, out: dict[str, list[float]]) -> None:
@@ -214,9 +179,6 @@ def bench_http(tokens: list[str], tasks: list[Task], requests: int) -> None:
         run("/coord status", lambda n, i: coord("status"))
         # Every client claims the same tasks in the same order: one wins each.
         run("/coord claim", lambda n, i: coord(f"claim {tasks[i].ref}"))
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def main() -> None:

@@ -5,25 +5,19 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Router
 
-from coordination.agents.selectors import agent_get_private
 from coordination.auth import request_actor
 from memory import context
-from memory.schemas import ContextBuildIn, ContextOut
+from memory.schemas import BUILD_CONTEXT, ContextBuildIn, ContextOut
 
 router = Router(tags=["context"])
 
 
-@router.post("/context/build", response=ContextOut, summary="Build a system prompt")
+@router.post(
+    "/context/build",
+    response=ContextOut,
+    summary="Build a system prompt",
+    description=BUILD_CONTEXT,
+)
 def build_context(request: HttpRequest, payload: ContextBuildIn) -> dict[str, Any]:
-    """The agent's system prompt from its memory, with tokens per section."""
-    actor = request_actor(request)
-    agent = agent_get_private(actor=actor, agent_id=payload.agent_id)
-    built = context.context_build(
-        agent=agent,
-        batch_block_ids=payload.batch_block_ids,
-        base_instructions=payload.base_instructions,
-        tool_rules=[context.tool_rule_parse(r.dict()) for r in payload.tool_rules],
-        model_name=payload.model,
-        include_descriptions=payload.include_descriptions,
-    )
+    built = context.context_build_for_actor(actor=request_actor(request), args=payload)
     return built.as_dict()

@@ -31,10 +31,12 @@ from activity.stream.context import recent_activity_render
 from activity.summaries.digest import catch_up_render
 from coordination.actors import Actor
 from coordination.agents.models import Agent
+from coordination.agents.selectors import agent_get_private
 from coordination.errors import InvalidInput
 from memory.blocks.models import BlockType, MemoryBlock
 from memory.blocks.permissions import block_permission_label
 from memory.blocks.selectors import block_list_for_actor, block_shared_from
+from memory.schemas import ContextBuildIn
 
 
 @dataclass(frozen=True)
@@ -259,3 +261,18 @@ def context_build(
         "token_estimate": "heuristic (words/4 + symbols)",
     }
     return BuiltContext(system_prompt=prompt, sections=sections, metadata=metadata)
+
+
+def context_build_for_actor(*, actor: Actor, args: ContextBuildIn) -> BuiltContext:
+    """The ``build_context`` tool (HTTP and MCP): the context of agent
+    ``args.agent_id`` (agents: their own), when ``actor`` may read that
+    agent's private memory."""
+    agent = agent_get_private(actor=actor, agent_id=args.agent_id)
+    return context_build(
+        agent=agent,
+        batch_block_ids=args.batch_block_ids,
+        base_instructions=args.base_instructions,
+        tool_rules=[tool_rule_parse(r.dict()) for r in args.tool_rules],
+        model_name=args.model,
+        include_descriptions=args.include_descriptions,
+    )

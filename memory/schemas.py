@@ -4,6 +4,11 @@ from typing import Any, Literal
 
 from ninja import Field, Schema
 
+BUILD_CONTEXT = """Build the system prompt you run with from your memory: base
+instructions, core blocks, pinned working blocks (and the working blocks named
+in `batch_block_ids`), recent activity and tool rules, with an estimated token
+count per section. Humans give `agent_id`; agents omit it (their own)."""
+
 
 class ToolRuleIn(Schema):
     tool: str

@@ -1,4 +1,11 @@
-"""ASGI entry point: HTTP through Django, websockets through Channels."""
+"""ASGI entry point: ``/mcp`` through the MCP server, other HTTP through
+Django, websockets through Channels.
+
+``application`` is a small router in front of them: it answers the ASGI
+lifespan protocol (neither Django's nor Channels' handlers do) by starting
+and stopping the MCP session manager, and sends HTTP requests for ``/mcp``
+to the MCP app.
+"""
 
 import os
 from collections.abc import AsyncIterator
@@ -101,9 +108,10 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from coordination.auth import websocket_origin_validator  # noqa: E402
+from pattern_site.mcp.http import McpHttpApp  # noqa: E402
 from pattern_site.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter(
+channels_app = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": websocket_origin_validator(
@@ -111,3 +119,28 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+
+MCP_PATH = "/mcp"
+mcp_app = McpHttpApp(executor=django_asgi_app.executor)
+
+
+async def _lifespan(receive: Any, send: Any) -> None:
+    await receive()  # lifespan.startup
+    try:
+        await mcp_app.start()
+    except Exception as exc:
+        await send({"type": "lifespan.startup.failed", "message": repr(exc)})
+        return
+    await send({"type": "lifespan.startup.complete"})
+    await receive()  # lifespan.shutdown
+    await mcp_app.stop()
+    await send({"type": "lifespan.shutdown.complete"})
+
+
+async def application(scope: dict, receive: Any, send: Any) -> None:
+    if scope["type"] == "lifespan":
+        await _lifespan(receive, send)
+    elif scope["type"] == "http" and scope["path"].rstrip("/") == MCP_PATH:
+        await mcp_app(scope, receive, send)
+    else:
+        await channels_app(scope, receive, send)

@@ -11,17 +11,20 @@ from django.http import HttpRequest
 from ninja import Body, Router, Status
 
 from coordination.actors import Actor
-from coordination.agents.models import Agent
 from coordination.agents.selectors import (
     agent_get_for_actor,
     agent_get_private,
     constellation_get_for_actor,
 )
 from coordination.auth import request_actor
-from coordination.errors import InvalidInput, PermissionDenied
-from memory.blocks.models import BlockApproval, BlockType, MemoryBlock
+from coordination.errors import PermissionDenied
+from memory.blocks import tools
+from memory.blocks.models import BlockApproval, MemoryBlock
 from memory.blocks.permissions import block_create_check
 from memory.blocks.schemas import (
+    CONTEXT_TOOL,
+    CORE_MEMORY_APPEND,
+    CORE_MEMORY_UPDATE,
     ApprovalOut,
     AttachmentOut,
     BlockCreateIn,
@@ -46,27 +49,19 @@ from memory.blocks.selectors import (
     block_attachment_list,
     block_diff,
     block_facts_for_actor,
-    block_get_by_label_for_agent,
     block_get_for_actor,
     block_history,
     block_list_for_actor,
-    block_value,
     block_version_view,
 )
 from memory.blocks.services import (
-    BlockChange,
     approval_decide,
-    block_append,
     block_configure,
     block_create,
     block_delete,
-    block_move,
     block_operate,
-    block_replace,
-    block_rewrite,
     block_rollback,
     block_share,
-    block_swap,
     block_unshare,
 )
 from memory.blocks.transfer import blocks_export, blocks_import
@@ -74,80 +69,9 @@ from memory.blocks.transfer import blocks_export, blocks_import
 router = Router(tags=["memory"])
 
 
-CONTEXT_TOOL = """Manage your Core and Working memory blocks (always or usually in
-your context).
-- append: add `content` to block `label` (a new line of text, or a new list
-  item). Use it to build up what you know incrementally.
-- replace: find the exact text `old` in block `label` and put `new` in its
-  place. Fails, changing nothing, when `old` is not in the block.
-- archive: move working block `label` to archival memory (frees context space).
-- load: bring archival block `label` into working memory.
-- swap: archive working block `label` and load `archival_label` in one step.
-Blocks have a character limit; an error tells you the size, the limit and how
-much your change adds. Blocks with Partner or Human permission queue your
-change for a human's approval."""
-
-
-CORE_MEMORY_UPDATE = """Update your core memory blocks (persona, human, etc.).
-Use this to modify persistent information about yourself or the person you're
-talking to. Changes are immediately reflected in your context."""
-
-
-CORE_MEMORY_APPEND = """Add content to an existing core memory block without
-replacing it. Useful for incrementally building up information."""
-
-
-def _tool_agent(request: HttpRequest) -> tuple[Actor, Agent]:
-    actor = request_actor(request)
-    if actor.agent is None:
-        raise PermissionDenied("memory tools are called by agents, with their token")
-    return actor, actor.agent
-
-
 def _block(request: HttpRequest, block_id: UUID) -> tuple[Actor, MemoryBlock]:
     actor = request_actor(request)
     return actor, block_get_for_actor(actor=actor, block_id=block_id)
-
-
-def _change_out(change: BlockChange) -> dict[str, Any]:
-    block = change.block
-    messages = {
-        "applied": f"block {block.label!r} updated ({block.size}/"
-        f"{block.char_limit} chars)",
-        "unchanged": f"block {block.label!r} already had this content",
-        "pending_approval": f"block {block.label!r} needs a human's approval; "
-        f"your change waits as request {change.approval.pk if change.approval else ''}",
-    }
-    return {
-        "status": change.status,
-        "message": messages[change.status],
-        "block_id": block.pk,
-        "label": block.label,
-        "size": block.size,
-        "char_limit": block.char_limit,
-        "version_id": change.update.pk if change.update else None,
-        "approval_id": change.approval.pk if change.approval else None,
-    }
-
-
-def _moved_out(block: MemoryBlock, where: str) -> dict[str, Any]:
-    return {
-        "status": "moved",
-        "message": f"block {block.label!r} is now in {where} memory",
-        "block_id": block.pk,
-        "label": block.label,
-        "size": block.size,
-        "char_limit": block.char_limit,
-    }
-
-
-def _block_out(actor: Actor, block: MemoryBlock) -> dict[str, Any]:
-    return {
-        **block_facts_for_actor(actor=actor, block=block),
-        "schema": block.schema,
-        "rendered": block.rendered,
-        "content": block_value(block=block),
-    }
 
 
 def _approval_out(approval: BlockApproval) -> dict[str, Any]:
@@ -175,44 +99,7 @@ def _approval_out(approval: BlockApproval) -> dict[str, Any]:
     operation_id="context",
 )
 def context_tool(request: HttpRequest, payload: ContextToolIn) -> dict[str, Any]:
-    actor, agent = _tool_agent(request)
-    block = block_get_by_label_for_agent(agent=agent, label=payload.label)
-    op = payload.operation
-    if op == "append":
-        change = block_append(
-            actor=actor,
-            block=block,
-            content=payload.content or "",
-            section=payload.section,
-        )
-        return _change_out(change)
-    if op == "replace":
-        if payload.old is None or payload.new is None:
-            raise InvalidInput("replace needs 'old' and 'new'")
-        change = block_replace(
-            actor=actor,
-            block=block,
-            old=payload.old,
-            new=payload.new,
-            section=payload.section,
-        )
-        return _change_out(change)
-    if op == "archive":
-        moved = block_move(actor=actor, block=block, to_type=BlockType.ARCHIVAL)
-        return _moved_out(moved, "archival")
-    if op == "load":
-        moved = block_move(actor=actor, block=block, to_type=BlockType.WORKING)
-        return _moved_out(moved, "working")
-    if not payload.archival_label:
-        raise InvalidInput("swap needs 'archival_label'")
-    archival = block_get_by_label_for_agent(agent=agent, label=payload.archival_label)
-    _, loaded = block_swap(actor=actor, working=block, archival=archival)
-    out = _moved_out(loaded, "working")
-    out["message"] = (
-        f"block {block.label!r} archived; block {loaded.label!r} loaded into "
-        "working memory"
-    )
-    return out
+    return tools.context_tool(actor=request_actor(request), args=payload)
 
 
 @router.post(
@@ -223,9 +110,7 @@ def context_tool(request: HttpRequest, payload: ContextToolIn) -> dict[str, Any]
     operation_id="core_memory_update",
 )
 def core_memory_update(request: HttpRequest, payload: CoreMemoryIn) -> dict[str, Any]:
-    actor, agent = _tool_agent(request)
-    block = block_get_by_label_for_agent(agent=agent, label=payload.label)
-    return _change_out(block_rewrite(actor=actor, block=block, content=payload.content))
+    return tools.core_memory_update_tool(actor=request_actor(request), args=payload)
 
 
 @router.post(
@@ -236,9 +121,7 @@ def core_memory_update(request: HttpRequest, payload: CoreMemoryIn) -> dict[str,
     operation_id="core_memory_append",
 )
 def core_memory_append(request: HttpRequest, payload: CoreMemoryIn) -> dict[str, Any]:
-    actor, agent = _tool_agent(request)
-    block = block_get_by_label_for_agent(agent=agent, label=payload.label)
-    return _change_out(block_append(actor=actor, block=block, content=payload.content))
+    return tools.core_memory_append_tool(actor=request_actor(request), args=payload)
 
 
 @router.get("/blocks", response=list[BlockSummaryOut], summary="List memory blocks")
@@ -278,13 +161,13 @@ def create_block(request: HttpRequest, payload: BlockCreateIn) -> Status[Any]:
         pinned=payload.pinned,
         content=payload.content,
     )
-    return Status(201, _block_out(actor, block))
+    return Status(201, tools.block_detail(actor=actor, block=block))
 
 
 @router.get("/blocks/{block_id}", response=BlockOut, by_alias=True, summary="Get")
 def get_block(request: HttpRequest, block_id: UUID) -> dict[str, Any]:
     actor, block = _block(request, block_id)
-    return _block_out(actor, block)
+    return tools.block_detail(actor=actor, block=block)
 
 
 @router.patch("/blocks/{block_id}", response=BlockOut, by_alias=True)
@@ -297,7 +180,7 @@ def configure_block(
     if "schema_" in fields:
         fields["schema"] = fields.pop("schema_")
     block_configure(actor=actor, block=block, **fields)
-    return _block_out(actor, block)
+    return tools.block_detail(actor=actor, block=block)
 
 
 @router.delete("/blocks/{block_id}", response={204: None})
@@ -316,7 +199,7 @@ def operate_block(
     change = block_operate(
         actor=actor, block=block, operations=payload.operations, summary=payload.summary
     )
-    return _change_out(change)
+    return tools.block_change_payload(change)
 
 
 @router.get("/blocks/{block_id}/history", response=list[VersionOut])
@@ -352,7 +235,7 @@ def rollback_block(
     request: HttpRequest, block_id: UUID, payload: RollbackIn
 ) -> dict[str, Any]:
     actor, block = _block(request, block_id)
-    return _change_out(
+    return tools.block_change_payload(
         block_rollback(actor=actor, block=block, version_id=payload.version_id)
     )
 

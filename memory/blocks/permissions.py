@@ -312,3 +312,11 @@ def approvals_decidable(
             & ~Q(block__constellation__partner_id=actor.user.pk)
         )
     return qs
+
+
+def block_tool_agent(actor: Actor) -> Agent:
+    """The agent calling a memory tool: the tools act on the caller's own
+    memory, so only agents (with their token) call them."""
+    if actor.agent is None:
+        raise PermissionDenied("memory tools are called by agents, with their token")
+    return actor.agent

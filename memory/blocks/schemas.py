@@ -6,6 +6,35 @@ from uuid import UUID
 
 from ninja import Field, Schema
 
+# The tools' descriptions, written for the model that calls them: the HTTP
+# endpoints' OpenAPI descriptions and the MCP tool descriptions alike.
+CONTEXT_TOOL = """Manage your Core and Working memory blocks (always or usually in
+your context).
+- append: add `content` to block `label` (a new line of text, or a new list
+  item). Use it to build up what you know incrementally.
+- replace: find the exact text `old` in block `label` and put `new` in its
+  place. Fails, changing nothing, when `old` is not in the block.
+- archive: move working block `label` to archival memory (frees context space).
+- load: bring archival block `label` into working memory.
+- swap: archive working block `label` and load `archival_label` in one step.
+Blocks have a character limit; an error tells you the size, the limit and how
+much your change adds. Blocks with Partner or Human permission queue your
+change for a human's approval."""
+
+
+CORE_MEMORY_UPDATE = """Update your core memory blocks (persona, human, etc.).
+Use this to modify persistent information about yourself or the person you're
+talking to. Changes are immediately reflected in your context."""
+
+
+CORE_MEMORY_APPEND = """Add content to an existing core memory block without
+replacing it. Useful for incrementally building up information."""
+
+
+CORE_MEMORY_REPLACE = """Replace the exact text `old_content` in core memory block
+`label` with `new_content`. Fails, changing nothing, when `old_content` is not
+in the block. To delete text, give an empty `new_content`."""
+
 
 class BlockSummaryOut(Schema):
     id: UUID
@@ -162,3 +191,9 @@ class ContextToolIn(Schema):
 class CoreMemoryIn(Schema):
     label: str = Field(description='Which block: "persona", "human", ...')
     content: str
+
+
+class CoreMemoryReplaceIn(Schema):
+    label: str = Field(description='Which block: "persona", "human", ...')
+    old_content: str = Field(description="The exact text to find.")
+    new_content: str = Field(description="Its replacement.")

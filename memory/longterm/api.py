@@ -10,10 +10,13 @@ from coordination.agents.selectors import (
     constellation_get_for_actor,
 )
 from coordination.auth import request_actor
-from coordination.errors import InvalidInput
-from memory.longterm.access import archival_access_record_later
+from memory.longterm import tools
 from memory.longterm.permissions import retrieval_config_change_check
 from memory.longterm.schemas import (
+    ARCHIVAL_MEMORY_INSERT,
+    ARCHIVAL_MEMORY_SEARCH,
+    RECALL_TOOL,
+    SEARCH_TOOL,
     ArchivalEntryIn,
     ArchivalEntryOut,
     ArchivalEntryPatchIn,
@@ -34,15 +37,7 @@ from memory.longterm.schemas import (
     SearchIn,
     SearchOut,
 )
-from memory.longterm.search import (
-    SearchFilters,
-    SearchResult,
-    memory_search,
-    search_hit_payload,
-)
 from memory.longterm.selectors import (
-    RECALL_DOMAIN,
-    archival_entry_get_by_label,
     archival_entry_get_for_actor,
     archival_entry_list_for_actor,
     conversation_get_for_actor,
@@ -51,7 +46,6 @@ from memory.longterm.selectors import (
     retrieval_config_for,
 )
 from memory.longterm.services import (
-    archival_entry_append,
     archival_entry_create,
     archival_entry_delete,
     archival_entry_update,
@@ -67,26 +61,6 @@ router = Router(tags=["long-term memory"])
 
 def _source(request: HttpRequest) -> str:
     return archival_source_of(request_actor(request))
-
-
-def _searched(request: HttpRequest, **kwargs: Any) -> SearchResult:
-    """Run a search and count its archival hits as retrievals, off its path."""
-    result = memory_search(actor=request_actor(request), **kwargs)
-    archival_access_record_later(entry_ids=result.archival_ids)
-    return result
-
-
-def _search_out(result: SearchResult) -> dict[str, Any]:
-    return {
-        "query": result.query,
-        "domain": result.domain,
-        "mode_requested": result.mode_requested,
-        "mode_used": result.mode_used,
-        "degraded": result.degraded,
-        "quantised": result.quantised,
-        "results": [search_hit_payload(kind, hit) for kind, hit in result.hits],
-        "timings_ms": result.timings_ms,
-    }
 
 
 @router.post("/archival", response={201: ArchivalEntryOut}, summary="Store a fact")
@@ -138,89 +112,35 @@ def delete_archival_entry(request: HttpRequest, entry_id: int) -> Any:
     return Status(204, None)
 
 
-@router.post("/tools/search", response=SearchOut, summary="v1 search tool")
+@router.post(
+    "/tools/search",
+    response=SearchOut,
+    summary="v1 search tool",
+    description=SEARCH_TOOL,
+)
 def search_tool(request: HttpRequest, payload: SearchIn) -> Any:
-    result = _searched(
-        request,
-        query=payload.query,
-        domain=payload.domain,
-        mode=payload.mode,
-        limit=payload.limit,
-        filters=SearchFilters(
-            agent_id=payload.filters.agent_id,
-            tags=tuple(payload.filters.tags),
-            metadata_keys=tuple(payload.filters.metadata_keys),
-            since=payload.filters.since,
-            until=payload.filters.until,
-            role=payload.filters.role,
-            conversation_id=payload.filters.conversation_id,
-        ),
-        constellation_id=payload.constellation_id,
-    )
-    return _search_out(result)
+    return tools.search_tool(actor=request_actor(request), args=payload)
 
 
-@router.post("/tools/recall", response=RecallOut, summary="v1 recall tool")
+@router.post(
+    "/tools/recall",
+    response=RecallOut,
+    summary="v1 recall tool",
+    description=RECALL_TOOL,
+)
 def recall_tool(request: HttpRequest, payload: RecallIn) -> Any:
-    """insert / append / read / delete an archival entry (by label or id);
-    without an action, search conversations and archival memory."""
-    actor = request_actor(request)
-    action = payload.action or ("search" if payload.query else None)
-    if action is None:
-        raise InvalidInput("give an action (insert, append, read, delete) or a query")
-    if action == "search":
-        result = _searched(
-            request,
-            query=payload.query or "",
-            domain=RECALL_DOMAIN,
-            limit=payload.limit,
-        )
-        out = _search_out(result)
-        return {
-            "action": action,
-            "message": f"{len(out['results'])} results",
-            "results": out["results"],
-            "degraded": result.degraded,
-        }
-    if action == "insert":
-        entry = archival_entry_create(
-            agent=agent_get_private(actor=actor, agent_id=None),
-            content=payload.content or "",
-            tags=payload.tags,
-            metadata=payload.metadata,
-            importance=payload.importance,
-            source=_source(request),
-            label=payload.label,
-        )
-        return {"action": action, "message": "stored", "entry": entry}
-    if payload.entry_id is not None:
-        entry = archival_entry_get_for_actor(actor=actor, entry_id=payload.entry_id)
-    elif payload.label:
-        entry = archival_entry_get_by_label(actor=actor, label=payload.label)
-    else:
-        raise InvalidInput(f"{action} needs a label or an entry_id")
-    if action == "read":
-        archival_access_record_later(entry_ids=[entry.pk])
-        return {"action": action, "message": "found", "entry": entry}
-    if action == "append":
-        entry = archival_entry_append(entry=entry, content=payload.content or "")
-        return {"action": action, "message": "appended", "entry": entry}
-    archival_entry_delete(entry=entry)
-    return {"action": action, "message": f"deleted entry {payload.label or ''}"}
+    return tools.recall_tool(actor=request_actor(request), args=payload)
 
 
 @router.post(
     "/tools/archival_memory_insert",
     response={201: ArchivalEntryOut},
     summary="Letta-compatible archival insert",
+    description=ARCHIVAL_MEMORY_INSERT,
 )
 def archival_memory_insert(request: HttpRequest, payload: LettaInsertIn) -> Any:
-    actor = request_actor(request)
-    entry = archival_entry_create(
-        agent=agent_get_private(actor=actor, agent_id=None),
-        content=payload.content,
-        tags=payload.tags,
-        source=_source(request),
+    entry = tools.archival_memory_insert_tool(
+        actor=request_actor(request), args=payload
     )
     return Status(201, entry)
 
@@ -229,28 +149,10 @@ def archival_memory_insert(request: HttpRequest, payload: LettaInsertIn) -> Any:
     "/tools/archival_memory_search",
     response=list[LettaSearchHitOut],
     summary="Letta-compatible archival search",
+    description=ARCHIVAL_MEMORY_SEARCH,
 )
 def archival_memory_search(request: HttpRequest, payload: LettaSearchIn) -> Any:
-    result = _searched(
-        request,
-        query=payload.query,
-        domain="archival_memory",
-        limit=payload.top_k,
-        filters=SearchFilters(
-            tags=tuple(payload.tags),
-            since=payload.start_datetime,
-            until=payload.end_datetime,
-        ),
-    )
-    return [
-        {
-            "id": hit.row.pk,
-            "timestamp": hit.row.created_at,
-            "content": hit.row.content,
-            "tags": hit.row.tags,
-        }
-        for _kind, hit in result.hits
-    ]
+    return tools.archival_memory_search_tool(actor=request_actor(request), args=payload)
 
 
 @router.post("/conversations", response={201: ConversationOut})

@@ -5,6 +5,32 @@ from typing import Any, Literal
 
 from ninja import Field, Schema
 
+# The tools' descriptions, written for the model that calls them: the HTTP
+# endpoints' OpenAPI descriptions and the MCP tool descriptions alike.
+SEARCH_TOOL = """Search memory by meaning and by words. `domain`: archival_memory
+(your long-term facts, the default), conversations (your past messages),
+constellation_messages (messages across your constellation) or all. `mode`:
+fts (words), vector (meaning), hybrid (both) or auto. Narrow with `filters`
+(tags, metadata keys, time range, role, conversation)."""
+
+
+RECALL_TOOL = """Your long-term archival memory, entry by entry.
+- insert: store `content` (optionally under a `label`, with `tags`).
+- append: add `content` to the entry named by `label` or `entry_id`.
+- read: the entry named by `label` or `entry_id`.
+- delete: remove that entry.
+Without an action and with a `query`: search your archival memory and your
+past conversations."""
+
+
+ARCHIVAL_MEMORY_INSERT = """Store a fact in your archival memory (long-term,
+searchable, not in your context). Add `tags` to find it again by topic."""
+
+
+ARCHIVAL_MEMORY_SEARCH = """Search your archival memory by meaning and by words;
+returns up to `top_k` entries, optionally only those with all of `tags` or
+created between `start_datetime` and `end_datetime`."""
+
 SearchDomain = Literal[
     "archival_memory", "conversations", "constellation_messages", "all"
 ]

@@ -281,7 +281,8 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("PATTERN_LOG_LEVEL", "INFO")},
-    "loggers": {"daphne": {"level": "WARNING"}},
+    # The MCP SDK logs every stateless request's end at INFO.
+    "loggers": {"daphne": {"level": "WARNING"}, "mcp": {"level": "WARNING"}},
 }
 
 # --- Live co-editing (/ws/sync/, memory/consumers.py) ----------------------

@@ -1,0 +1,144 @@
+"""The agent tools on memory blocks, one function per tool, shared by the
+HTTP tool endpoints (``memory.blocks.api``) and the MCP server.
+
+Each takes the calling actor and the tool's parsed input schema, finds the
+block through the selectors, changes it through the services (which decide
+every right) and returns the tool's answer as a plain dict in the shape of
+its output schema (``ChangeOut``, ``BlockOut``).  Domain errors propagate
+for the caller's transport to present.
+"""
+
+from typing import Any
+
+from coordination.actors import Actor
+from coordination.agents.models import Agent
+from coordination.errors import InvalidInput
+from memory.blocks.models import BlockType, MemoryBlock
+from memory.blocks.permissions import block_tool_agent
+from memory.blocks.schemas import (
+    ContextToolIn,
+    CoreMemoryIn,
+    CoreMemoryReplaceIn,
+)
+from memory.blocks.selectors import (
+    block_facts_for_actor,
+    block_get_by_label_for_agent,
+    block_value,
+)
+from memory.blocks.services import (
+    BlockChange,
+    block_append,
+    block_move,
+    block_replace,
+    block_rewrite,
+    block_swap,
+)
+
+
+def block_change_payload(change: BlockChange) -> dict[str, Any]:
+    """A block change as ``ChangeOut``, with a message for the model."""
+    block = change.block
+    messages = {
+        "applied": f"block {block.label!r} updated ({block.size}/"
+        f"{block.char_limit} chars)",
+        "unchanged": f"block {block.label!r} already had this content",
+        "pending_approval": f"block {block.label!r} needs a human's approval; "
+        f"your change waits as request {change.approval.pk if change.approval else ''}",
+    }
+    return {
+        "status": change.status,
+        "message": messages[change.status],
+        "block_id": block.pk,
+        "label": block.label,
+        "size": block.size,
+        "char_limit": block.char_limit,
+        "version_id": change.update.pk if change.update else None,
+        "approval_id": change.approval.pk if change.approval else None,
+    }
+
+
+def _moved_out(block: MemoryBlock, where: str) -> dict[str, Any]:
+    return {
+        "status": "moved",
+        "message": f"block {block.label!r} is now in {where} memory",
+        "block_id": block.pk,
+        "label": block.label,
+        "size": block.size,
+        "char_limit": block.char_limit,
+    }
+
+
+def _labelled(actor: Actor, label: str) -> tuple[Agent, MemoryBlock]:
+    agent = block_tool_agent(actor)
+    return agent, block_get_by_label_for_agent(agent=agent, label=label)
+
+
+def block_detail(*, actor: Actor, block: MemoryBlock) -> dict[str, Any]:
+    """A block as ``BlockOut``: its facts for ``actor`` and its content."""
+    return {
+        **block_facts_for_actor(actor=actor, block=block),
+        "schema": block.schema,
+        "rendered": block.rendered,
+        "content": block_value(block=block),
+    }
+
+
+def block_detail_by_label(*, actor: Actor, label: str) -> dict[str, Any]:
+    """The block an agent means by ``label``, as ``BlockOut``."""
+    _, block = _labelled(actor, label)
+    return block_detail(actor=actor, block=block)
+
+
+def context_tool(*, actor: Actor, args: ContextToolIn) -> dict[str, Any]:
+    agent, block = _labelled(actor, args.label)
+    op = args.operation
+    if op == "append":
+        change = block_append(
+            actor=actor, block=block, content=args.content or "", section=args.section
+        )
+        return block_change_payload(change)
+    if op == "replace":
+        if args.old is None or args.new is None:
+            raise InvalidInput("replace needs 'old' and 'new'")
+        change = block_replace(
+            actor=actor, block=block, old=args.old, new=args.new, section=args.section
+        )
+        return block_change_payload(change)
+    if op == "archive":
+        moved = block_move(actor=actor, block=block, to_type=BlockType.ARCHIVAL)
+        return _moved_out(moved, "archival")
+    if op == "load":
+        moved = block_move(actor=actor, block=block, to_type=BlockType.WORKING)
+        return _moved_out(moved, "working")
+    if not args.archival_label:
+        raise InvalidInput("swap needs 'archival_label'")
+    archival = block_get_by_label_for_agent(agent=agent, label=args.archival_label)
+    _, loaded = block_swap(actor=actor, working=block, archival=archival)
+    out = _moved_out(loaded, "working")
+    out["message"] = (
+        f"block {block.label!r} archived; block {loaded.label!r} loaded into "
+        "working memory"
+    )
+    return out
+
+
+def core_memory_update_tool(*, actor: Actor, args: CoreMemoryIn) -> dict[str, Any]:
+    _, block = _labelled(actor, args.label)
+    change = block_rewrite(actor=actor, block=block, content=args.content)
+    return block_change_payload(change)
+
+
+def core_memory_append_tool(*, actor: Actor, args: CoreMemoryIn) -> dict[str, Any]:
+    _, block = _labelled(actor, args.label)
+    change = block_append(actor=actor, block=block, content=args.content)
+    return block_change_payload(change)
+
+
+def core_memory_replace_tool(
+    *, actor: Actor, args: CoreMemoryReplaceIn
+) -> dict[str, Any]:
+    _, block = _labelled(actor, args.label)
+    change = block_replace(
+        actor=actor, block=block, old=args.old_content, new=args.new_content
+    )
+    return block_change_payload(change)

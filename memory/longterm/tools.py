@@ -1,0 +1,156 @@
+"""The agent tools on long-term memory, one function per tool, shared by the
+HTTP tool endpoints (``memory.longterm.api``) and the MCP server.
+
+Each takes the calling actor and the tool's parsed input schema, reads
+through the selectors and the search, writes through the services, and
+returns the tool's answer in the shape of its output schema (``SearchOut``,
+``RecallOut``, ``ArchivalEntryOut``, a list of ``LettaSearchHitOut``).
+Archival entries come back as model instances, which both transports
+serialise through the output schema.  Domain errors propagate for the
+caller's transport to present.
+"""
+
+from typing import Any
+
+from coordination.actors import Actor
+from coordination.agents.selectors import agent_get_private
+from coordination.errors import InvalidInput
+from memory.longterm.access import archival_access_record_later
+from memory.longterm.models import ArchivalEntry
+from memory.longterm.schemas import LettaInsertIn, LettaSearchIn, RecallIn, SearchIn
+from memory.longterm.search import (
+    SearchFilters,
+    SearchResult,
+    memory_search,
+    search_hit_payload,
+)
+from memory.longterm.selectors import (
+    RECALL_DOMAIN,
+    archival_entry_get_by_label,
+    archival_entry_get_for_actor,
+)
+from memory.longterm.services import (
+    archival_entry_append,
+    archival_entry_create,
+    archival_entry_delete,
+    archival_source_of,
+)
+
+
+def _searched(actor: Actor, **kwargs: Any) -> SearchResult:
+    """Run a search and count its archival hits as retrievals, off its path."""
+    result = memory_search(actor=actor, **kwargs)
+    archival_access_record_later(entry_ids=result.archival_ids)
+    return result
+
+
+def _search_out(result: SearchResult) -> dict[str, Any]:
+    return {
+        "query": result.query,
+        "domain": result.domain,
+        "mode_requested": result.mode_requested,
+        "mode_used": result.mode_used,
+        "degraded": result.degraded,
+        "quantised": result.quantised,
+        "results": [search_hit_payload(kind, hit) for kind, hit in result.hits],
+        "timings_ms": result.timings_ms,
+    }
+
+
+def search_tool(*, actor: Actor, args: SearchIn) -> dict[str, Any]:
+    result = _searched(
+        actor,
+        query=args.query,
+        domain=args.domain,
+        mode=args.mode,
+        limit=args.limit,
+        filters=SearchFilters(
+            agent_id=args.filters.agent_id,
+            tags=tuple(args.filters.tags),
+            metadata_keys=tuple(args.filters.metadata_keys),
+            since=args.filters.since,
+            until=args.filters.until,
+            role=args.filters.role,
+            conversation_id=args.filters.conversation_id,
+        ),
+        constellation_id=args.constellation_id,
+    )
+    return _search_out(result)
+
+
+def recall_tool(*, actor: Actor, args: RecallIn) -> dict[str, Any]:
+    """insert / append / read / delete an archival entry (by label or id);
+    without an action, search conversations and archival memory."""
+    action = args.action or ("search" if args.query else None)
+    if action is None:
+        raise InvalidInput("give an action (insert, append, read, delete) or a query")
+    if action == "search":
+        result = _searched(
+            actor, query=args.query or "", domain=RECALL_DOMAIN, limit=args.limit
+        )
+        out = _search_out(result)
+        return {
+            "action": action,
+            "message": f"{len(out['results'])} results",
+            "results": out["results"],
+            "degraded": result.degraded,
+        }
+    if action == "insert":
+        entry = archival_entry_create(
+            agent=agent_get_private(actor=actor, agent_id=None),
+            content=args.content or "",
+            tags=args.tags,
+            metadata=args.metadata,
+            importance=args.importance,
+            source=archival_source_of(actor),
+            label=args.label,
+        )
+        return {"action": action, "message": "stored", "entry": entry}
+    if args.entry_id is not None:
+        entry = archival_entry_get_for_actor(actor=actor, entry_id=args.entry_id)
+    elif args.label:
+        entry = archival_entry_get_by_label(actor=actor, label=args.label)
+    else:
+        raise InvalidInput(f"{action} needs a label or an entry_id")
+    if action == "read":
+        archival_access_record_later(entry_ids=[entry.pk])
+        return {"action": action, "message": "found", "entry": entry}
+    if action == "append":
+        entry = archival_entry_append(entry=entry, content=args.content or "")
+        return {"action": action, "message": "appended", "entry": entry}
+    archival_entry_delete(entry=entry)
+    return {"action": action, "message": f"deleted entry {args.label or ''}"}
+
+
+def archival_memory_insert_tool(*, actor: Actor, args: LettaInsertIn) -> ArchivalEntry:
+    return archival_entry_create(
+        agent=agent_get_private(actor=actor, agent_id=None),
+        content=args.content,
+        tags=args.tags,
+        source=archival_source_of(actor),
+    )
+
+
+def archival_memory_search_tool(
+    *, actor: Actor, args: LettaSearchIn
+) -> list[dict[str, Any]]:
+    result = _searched(
+        actor,
+        query=args.query,
+        domain="archival_memory",
+        limit=args.top_k,
+        filters=SearchFilters(
+            tags=tuple(args.tags),
+            since=args.start_datetime,
+            until=args.end_datetime,
+        ),
+    )
+    return [
+        {
+            "id": hit.row.pk,
+            "timestamp": hit.row.created_at,
+            "content": hit.row.content,
+            "tags": hit.row.tags,
+        }
+        for _kind, hit in result.hits
+    ]

@@ -1,0 +1,431 @@
+"""The MCP server through a real Daphne, with the official SDK's client:
+the same tools, answers, errors and rights as the HTTP tool API."""
+
+import json
+from collections.abc import Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from coordination.actors import Actor
+from coordination.agents.services import agent_token_issue
+from memory.blocks.models import BlockType
+from memory.blocks.schemas import CONTEXT_TOOL, CORE_MEMORY_APPEND, ContextToolIn
+from memory.blocks.services import block_create
+from memory.longterm.schemas import SEARCH_TOOL, LettaSearchIn
+from memory.longterm.services import archival_entry_create
+from memory.schemas import BUILD_CONTEXT
+from tests.factories import AgentFactory, ConstellationFactory, UserFactory
+
+JSON = {"content-type": "application/json", "accept": "application/json"}
+
+
+@asynccontextmanager
+async def connected(
+    base: str, token: str, mode: str = "auto", statuses: list[int] | None = None
+) -> Any:
+    headers = {"Authorization": f"Bearer {token}"}
+
+    async def record(response: httpx2.Response) -> None:
+        if statuses is not None:
+            statuses.append(response.status_code)
+
+    async with (
+        httpx2.AsyncClient(
+            headers=headers,
+            event_hooks={"response": [record]},
+            # A search's first vector query loads the embedding model in the
+            # server, which takes seconds on a busy machine.
+            timeout=httpx2.Timeout(30, read=120),
+        ) as http,
+        Client(
+            streamable_http_client(f"{base}/mcp", http_client=http), mode=mode
+        ) as client,
+    ):
+        yield client
+
+
+def with_client(
+    base: str,
+    token: str,
+    body: Callable[[Client], Awaitable[Any]],
+    mode: str = "auto",
+    statuses: list[int] | None = None,
+) -> Any:
+    async def main() -> Any:
+        async with connected(base, token, mode, statuses) as client:
+            return await body(client)
+
+    return anyio.run(main)
+
+
+def http_post(base: str, token: str, path: str, body: dict[str, Any]) -> Any:
+    return httpx.post(
+        f"{base}/api{path}",
+        json=body,
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
+
+
+def http_get(base: str, token: str, path: str) -> Any:
+    response = httpx.get(
+        f"{base}/api{path}", headers={"Authorization": f"Bearer {token}"}, timeout=30
+    )
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def without_timings(answer: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in answer.items() if k != "timings_ms"}
+
+
+@pytest.fixture
+def memory(agent: Any) -> dict[str, Any]:
+    system = Actor.system()
+    persona = block_create(
+        actor=system,
+        owner=agent,
+        label="persona",
+        block_type=BlockType.CORE,
+        content="I am Entropy. I like tea.",
+    )
+    notes = block_create(actor=system, owner=agent, label="notes")
+    entry = archival_entry_create(
+        agent=agent, content="The partner's cat is called Miso.", tags=["pets"]
+    )
+    return {"persona": persona, "notes": notes, "entry": entry}
+
+
+def test_client_lists_the_http_apis_tools_with_their_descriptions_and_schemas(
+    daphne_server, agent_token
+):
+    async def body(client: Client) -> Any:
+        return await client.list_tools(), await client.list_resource_templates()
+
+    tools, templates = with_client(daphne_server, agent_token.raw, body)
+    listed = {tool.name: tool for tool in tools.tools}
+    assert set(listed) == {
+        "context",
+        "recall",
+        "search",
+        "core_memory_append",
+        "core_memory_replace",
+        "archival_memory_insert",
+        "archival_memory_search",
+        "build_context",
+    }
+    assert listed["context"].description == CONTEXT_TOOL
+    assert listed["core_memory_append"].description == CORE_MEMORY_APPEND
+    assert listed["search"].description == SEARCH_TOOL
+    assert listed["build_context"].description == BUILD_CONTEXT
+    assert listed["context"].input_schema == ContextToolIn.model_json_schema()
+    assert (
+        listed["archival_memory_search"].input_schema
+        == LettaSearchIn.model_json_schema()
+    )
+    # The OpenAPI document describes the same endpoints with the same words.
+    openapi = httpx.get(f"{daphne_server}/api/openapi.json", timeout=30).json()
+    assert openapi["paths"]["/api/tools/search"]["post"]["description"] == SEARCH_TOOL
+    assert [t.uri_template for t in templates.resource_templates] == [
+        "memory://blocks/{label}"
+    ]
+
+
+def test_each_tool_answers_what_the_http_api_answers(
+    daphne_server, agent_token, memory
+):
+    token = agent_token.raw
+    persona_id = memory["persona"].pk
+
+    async def body(client: Client) -> dict[str, Any]:
+        async def call(name: str, args: dict[str, Any]) -> Any:
+            result = await client.call_tool(name, args)
+            assert not result.is_error, result.content
+            return result.structured_content
+
+        async def read(uri: str) -> str:
+            result = await client.read_resource(uri)
+            return result.contents[0].text
+
+        return {
+            "context": await call(
+                "context",
+                {
+                    "operation": "replace",
+                    "label": "persona",
+                    "old": "tea",
+                    "new": "rain",
+                },
+            ),
+            "append": await call(
+                "core_memory_append", {"label": "notes", "content": "Miso is grey."}
+            ),
+            "replace": await call(
+                "core_memory_replace",
+                {"label": "notes", "old_content": "grey", "new_content": "ginger"},
+            ),
+            "inserted": await call(
+                "archival_memory_insert", {"content": "Miso eats fish.", "tags": ["x"]}
+            ),
+            "recalled": await call(
+                "recall", {"action": "insert", "content": "Tea at 5."}
+            ),
+            "search": await call("search", {"query": "Miso", "mode": "fts"}),
+            "recall_search": await call("recall", {"query": "Miso"}),
+            "letta_search": await call("archival_memory_search", {"query": "Miso"}),
+            "context_built": await call("build_context", {}),
+            "block_resource": await read("memory://blocks/persona"),
+            "context_resource": await read("memory://context"),
+        }
+
+    got = with_client(daphne_server, token, body)
+
+    assert got["context"]["status"] == "applied"
+    assert got["context"]["message"].startswith("block 'persona' updated")
+    block = http_get(daphne_server, token, f"/blocks/{persona_id}")
+    assert block["content"] == "I am Entropy. I like rain."
+    history = http_get(daphne_server, token, f"/blocks/{persona_id}/history")
+    assert got["context"]["version_id"] == history[0]["id"]
+    assert got["context"]["block_id"] == block["id"]
+    assert got["context"]["size"] == block["size"]
+
+    notes = http_get(daphne_server, token, f"/blocks/{memory['notes'].pk}")
+    assert notes["content"] == "Miso is ginger."
+    assert got["replace"]["size"] == notes["size"]
+    assert got["append"]["status"] == got["replace"]["status"] == "applied"
+
+    for entry in (got["inserted"], got["recalled"]["entry"]):
+        assert entry == http_get(daphne_server, token, f"/archival/{entry['id']}")
+    assert got["recalled"]["message"] == "stored"
+
+    search = http_post(
+        daphne_server, token, "/tools/search", {"query": "Miso", "mode": "fts"}
+    ).json()
+    assert without_timings(got["search"]) == without_timings(search)
+    assert len(search["results"]) == 2
+    recall = http_post(daphne_server, token, "/tools/recall", {"query": "Miso"})
+    assert got["recall_search"] == recall.json()
+    letta = http_post(
+        daphne_server, token, "/tools/archival_memory_search", {"query": "Miso"}
+    )
+    assert got["letta_search"] == {"result": letta.json()}
+    built = http_post(daphne_server, token, "/context/build", {}).json()
+    assert got["context_built"] == built
+    assert "I like rain" in built["system_prompt"]
+
+    assert json.loads(got["block_resource"]) == block
+    assert json.loads(got["context_resource"]) == built
+
+
+def test_tool_errors_carry_the_http_apis_messages(daphne_server, agent_token, memory):
+    token = agent_token.raw
+    missing = {"operation": "replace", "label": "persona", "old": "coffee", "new": "x"}
+
+    async def body(client: Client) -> list[types.CallToolResult]:
+        return [
+            await client.call_tool("context", missing),
+            await client.call_tool("core_memory_append", {"content": "no label"}),
+            await client.call_tool(
+                "search", {"query": "x", "mode": "telepathy", "limit": 0}
+            ),
+        ]
+
+    replace, no_label, bad_search = with_client(daphne_server, token, body)
+    http = http_post(daphne_server, token, "/tools/context", missing)
+    assert http.status_code == 422
+    assert replace.is_error
+    assert replace.content[0].text == http.json()["detail"]
+    assert no_label.is_error
+    assert no_label.content[0].text == "invalid arguments: label: Field required"
+    assert bad_search.is_error
+    assert "mode:" in bad_search.content[0].text
+    assert "limit:" in bad_search.content[0].text
+    persona = http_get(daphne_server, token, f"/blocks/{memory['persona'].pk}")
+    assert persona["content"] == "I am Entropy. I like tea."
+
+
+def test_another_agents_memory_and_another_constellation_do_not_exist(
+    daphne_server, agent_token, constellation, memory
+):
+    token = agent_token.raw
+    sibling = AgentFactory(constellation=constellation, name="Flux")
+    secret = block_create(actor=Actor.system(), owner=sibling, label="secret")
+    hidden = archival_entry_create(agent=sibling, content="sibling's private fact")
+    stranger = AgentFactory(
+        constellation=ConstellationFactory(
+            partner=UserFactory(username="other"), name="Other"
+        ),
+        name="Stranger",
+    )
+    probes = [
+        ("context", "/tools/context", {"operation": "append", "label": "secret"}),
+        ("core_memory_append", "/tools/core_memory_append", {"label": "secret"}),
+        ("recall", "/tools/recall", {"action": "read", "entry_id": hidden.pk}),
+        ("build_context", "/context/build", {"agent_id": sibling.pk}),
+        ("build_context", "/context/build", {"agent_id": stranger.pk}),
+    ]
+    for _, _, args in probes[:2]:
+        args.setdefault("content", "probe")
+
+    async def body(client: Client) -> Any:
+        results = [await client.call_tool(name, args) for name, _, args in probes]
+        listed = await client.list_resources()
+        try:
+            await client.read_resource("memory://blocks/secret")
+        except MCPError as exc:
+            return results, listed, exc
+        return results, listed, None
+
+    results, listed, resource_error = with_client(daphne_server, token, body)
+    assert {str(r.uri) for r in listed.resources} == {
+        "memory://context",
+        "memory://blocks/notes",
+        "memory://blocks/persona",
+    }
+    search_args = {"query": "private fact", "domain": "all", "mode": "fts"}
+    searched = with_client(
+        daphne_server, token, lambda client: client.call_tool("search", search_args)
+    )
+    http_search = http_post(daphne_server, token, "/tools/search", search_args).json()
+    assert searched.structured_content["results"] == http_search["results"] == []
+    for (name, path, args), result in zip(probes, results, strict=True):
+        http = http_post(daphne_server, token, path, args)
+        assert http.status_code in (403, 404), (name, http.text)
+        assert result.is_error, (name, result)
+        assert result.content[0].text == http.json()["detail"], name
+    assert resource_error is not None
+    assert "no block labelled 'secret'" in resource_error.error.message
+    secret.refresh_from_db()
+    assert secret.size == 0
+
+
+def test_a_wrong_missing_or_revoked_token_is_refused_at_connect(daphne_server, agent):
+    notes = block_create(actor=Actor.system(), owner=agent, label="notes")
+    old = agent_token_issue(agent=agent)
+    agent_token_issue(agent=agent)  # revokes the first
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "0"},
+        },
+    }
+    append = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {
+            "name": "core_memory_append",
+            "arguments": {"label": "notes", "content": "intruder"},
+        },
+    }
+    versioned = {**JSON, "mcp-protocol-version": "2025-06-18"}
+    answers = {
+        "missing": httpx.post(f"{daphne_server}/mcp", json=initialize, headers=JSON),
+        "wrong": httpx.post(
+            f"{daphne_server}/mcp",
+            json=initialize,
+            headers={**JSON, "Authorization": "Bearer pat_not-a-token"},
+        ),
+        "revoked": httpx.post(
+            f"{daphne_server}/mcp",
+            json=initialize,
+            headers={**JSON, "Authorization": f"Bearer {old.raw}"},
+        ),
+        "revoked, calling a tool": httpx.post(
+            f"{daphne_server}/mcp",
+            json=append,
+            headers={**versioned, "Authorization": f"Bearer {old.raw}"},
+        ),
+    }
+    for why, response in answers.items():
+        assert response.status_code == 401, why
+        assert response.headers["www-authenticate"].startswith("Bearer"), why
+    assert answers["wrong"].json()["detail"] == "invalid agent token"
+    assert "revoked" in answers["revoked"].json()["detail"]
+    assert answers["revoked, calling a tool"].json() == answers["revoked"].json()
+    notes.refresh_from_db()
+    assert notes.size == 0
+
+    async def body(client: Client) -> Any:
+        return await client.list_tools()
+
+    statuses: list[int] = []
+    with pytest.raises(BaseExceptionGroup):
+        with_client(daphne_server, old.raw, body, statuses=statuses)
+    assert statuses and set(statuses) == {401}
+
+
+def test_stateless_requests_without_a_session_and_old_clients_with_one(
+    daphne_server, agent_token, memory
+):
+    token = agent_token.raw
+    call = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {
+            "name": "core_memory_append",
+            "arguments": {"label": "notes", "content": "line"},
+        },
+    }
+    auth = {**JSON, "Authorization": f"Bearer {token}"}
+    # No initialize, no session: each request stands alone.
+    first = httpx.post(
+        f"{daphne_server}/mcp",
+        json=call,
+        headers={**auth, "mcp-protocol-version": "2025-06-18"},
+    )
+    # An older client still sends the session id it was once given.
+    second = httpx.post(
+        f"{daphne_server}/mcp",
+        json={**call, "id": 8},
+        headers={
+            **auth,
+            "mcp-protocol-version": "2025-06-18",
+            "mcp-session-id": "a1b2c3d4e5f60718293a4b5c6d7e8f90",
+        },
+    )
+    for response in (first, second):
+        assert response.status_code == 200, response.text
+        assert "mcp-session-id" not in response.headers
+        result = response.json()["result"]
+        assert not result.get("isError"), result
+    assert second.json()["result"]["structuredContent"]["size"] == len("line\nline")
+
+    # The SDK's client on the handshake-era protocol works end to end too.
+    async def body(client: Client) -> Any:
+        return await client.call_tool(
+            "core_memory_append", {"label": "notes", "content": "third"}
+        )
+
+    legacy = with_client(daphne_server, token, body, mode="legacy")
+    assert not legacy.is_error
+    notes = http_get(daphne_server, token, f"/blocks/{memory['notes'].pk}")
+    assert notes["content"] == "line\nline\nthird"
+
+
+def test_requests_for_a_host_not_allowed_are_refused(daphne_server, agent_token):
+    response = httpx.post(
+        f"{daphne_server}/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={
+            **JSON,
+            "Authorization": f"Bearer {agent_token.raw}",
+            "host": "attacker.example",
+            "mcp-protocol-version": "2025-06-18",
+        },
+    )
+    assert response.status_code == 421
