@@ -54,7 +54,7 @@ from coordination.errors import (
 from coordination.models import Agent, Constellation
 from memory import doc_cache, documents, selectors
 from memory.broadcast import block_broadcast
-from memory.indexes import ARCHIVAL_INDEX, INDEXED, MESSAGE_INDEX
+from memory.indexes import ARCHIVAL_INDEX, EMBEDDED_HOOKS, INDEXED, MESSAGE_INDEX
 from memory.models import (
     ApprovalStatus,
     ArchivalEntry,
@@ -1485,14 +1485,7 @@ def archival_access_flush() -> int:
 
 
 # The columns embedding a row reads (the rest would only be converted).
-_EMBED_FIELDS = (
-    "content",
-    "content_hash",
-    "embedded_hash",
-    "embedding_state",
-    "constellation_id",
-    "agent_id",
-)
+_EMBED_FIELDS = ("content", "content_hash", "embedded_hash", "embedding_state")
 
 
 def embeddings_refresh(*, kind: str, row_ids: Sequence[int]) -> int:
@@ -1507,7 +1500,9 @@ def embeddings_refresh(*, kind: str, row_ids: Sequence[int]) -> int:
     model, index = INDEXED[kind]
     rows = [
         row
-        for row in model.objects.filter(pk__in=list(row_ids)).only(*_EMBED_FIELDS)
+        for row in model.objects.filter(pk__in=list(row_ids)).only(
+            *_EMBED_FIELDS, index.scope_column, index.owner_column
+        )
         if row.embedded_hash != row.content_hash
         or row.embedding_state != EmbeddingState.READY
     ]
@@ -1540,13 +1535,22 @@ def embeddings_refresh(*, kind: str, row_ids: Sequence[int]) -> int:
         index_put_vectors(
             index,
             rows=[
-                (row.pk, row.constellation_id, row.agent_id, vec) for row, vec in fresh
+                (
+                    row.pk,
+                    getattr(row, index.scope_column),
+                    getattr(row, index.owner_column),
+                    vec,
+                )
+                for row, vec in fresh
             ],
         )
         # The write lock is held: content_hash cannot change under us.
         model.objects.filter(pk__in=[row.pk for row, _vec in fresh]).update(
             embedding_state=EmbeddingState.READY, embedded_hash=F("content_hash")
         )
+    hook = EMBEDDED_HOOKS.get(kind)
+    if hook is not None and fresh:
+        hook([row.pk for row, _vec in fresh])
     return len(fresh)
 
 

@@ -50,3 +50,4 @@ def health(request: HttpRequest) -> HttpResponse:
 
 api.add_router("/", "coordination.api.router")
 api.add_router("/", "memory.api.router")
+api.add_router("/", "folders.api.router")

@@ -262,3 +262,30 @@ CELERY_BEAT_SCHEDULE["memory-embedding-backfill"] = {
     "task": "memory.embedding_backfill",
     "schedule": EMBEDDING_BACKFILL_MINUTES * 60.0,
 }
+
+# --- Folders of files (folders/) ---------------------------------------------
+# Directories local folders may live under (separated by ":"); a local folder
+# anywhere else is refused.  Empty: no local folders.
+FOLDER_ROOTS = [p for p in env.str("PATTERN_FOLDER_ROOTS", default="").split(":") if p]
+FOLDER_MAX_FILE_BYTES = env.int("PATTERN_FOLDER_MAX_FILE_BYTES", default=10 * 2**20)
+FOLDER_MAX_BYTES = env.int("PATTERN_FOLDER_MAX_BYTES", default=500 * 2**20)
+# A zip upload: at most this many members, and no member inflating more
+# than this ratio (zip bombs); its total counts against the folder limit.
+FOLDER_ZIP_MAX_FILES = env.int("PATTERN_FOLDER_ZIP_MAX_FILES", default=5000)
+FOLDER_ZIP_MAX_RATIO = env.int("PATTERN_FOLDER_ZIP_MAX_RATIO", default=100)
+# Passages: whole lines up to this many tokens (the model reads 256), with
+# this many lines repeated from the end of the previous passage.
+FOLDER_PASSAGE_TOKENS = env.int("PATTERN_FOLDER_PASSAGE_TOKENS", default=200)
+FOLDER_PASSAGE_OVERLAP_LINES = env.int("PATTERN_FOLDER_PASSAGE_OVERLAP", default=2)
+# Files an agent may hold open at once (least recently used close first),
+# and the lines of a window when the agent does not say.
+FOLDER_MAX_OPEN_FILES = env.int("PATTERN_FOLDER_MAX_OPEN_FILES", default=5)
+FOLDER_WINDOW_LINES = env.int("PATTERN_FOLDER_WINDOW_LINES", default=100)
+# Wall-clock budget of one grep (seconds): a pathological pattern is
+# stopped and reported instead of holding a worker.
+FOLDER_GREP_TIMEOUT = env.float("PATTERN_FOLDER_GREP_TIMEOUT", default=0.5)
+FOLDER_RESCAN_MINUTES = env.int("PATTERN_FOLDER_RESCAN_MINUTES", default=10)
+CELERY_BEAT_SCHEDULE["folders-rescan-local"] = {
+    "task": "folders.folders_rescan_local",
+    "schedule": FOLDER_RESCAN_MINUTES * 60.0,
+}
