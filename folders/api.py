@@ -481,6 +481,7 @@ def grep_files(request: HttpRequest, payload: LettaGrepIn) -> Any:
             folder=folder,
             pattern=payload.pattern,
             include=payload.include,
+            qualified=True,
             context=payload.context_lines,
             limit=min(want - len(merged["matches"]) + 1, 1000),
         )

@@ -235,7 +235,7 @@ def _check_folder_size(folder: Folder, documents: Sequence[Document]) -> None:
         )
 
 
-def _file_put(folder: Folder, doc: Document) -> FileChange:
+def _file_put(folder: Folder, doc: Document, *, queue_index: bool = True) -> FileChange:
     file = folder.files.filter(path=doc.path).first()
     if file is not None and file.sha256 == doc.sha256:
         return FileChange(doc.path, "unchanged", file)
@@ -257,7 +257,8 @@ def _file_put(folder: Folder, doc: Document) -> FileChange:
             file.save()
     except IntegrityError:
         raise Conflict(f"{doc.path} was stored meanwhile; upload again") from None
-    tasks.file_index.delay_on_commit(file.pk)
+    if queue_index:
+        tasks.file_index.delay_on_commit(file.pk)
     folder_progress_later(folder_id=folder.pk, file_ids=[file.pk])
     return FileChange(doc.path, status, file)
 
@@ -480,7 +481,7 @@ def folder_rescan(
             report.refused.append(f"{entry.path}: {exc.message}")
             continue
         with transaction.atomic():
-            change = _file_put(folder, doc)
+            change = _file_put(folder, doc, queue_index=not index_inline)
         if change.status == "created":
             report.created += 1
         else:

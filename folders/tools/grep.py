@@ -1,9 +1,10 @@
 """Regular expression search over the text of a folder's files.
 
-Patterns run on the ``regex`` engine with a wall-clock budget
-(``FOLDER_GREP_TIMEOUT`` for the whole grep): a pattern that backtracks
-catastrophically is stopped and reported as ``InvalidInput`` instead of
-holding the worker.  A literal (``literal=True``, or a pattern without
+Patterns run on the ``regex`` engine with wall-clock budgets: per file
+(``FOLDER_GREP_FILE_TIMEOUT``) and for the whole grep
+(``FOLDER_GREP_TIMEOUT``).  A pattern that backtracks catastrophically is
+stopped at the first file it stalls on and reported as ``InvalidInput``
+instead of holding the worker.  A literal (``literal=True``, or a pattern without
 metacharacters) is first looked for with ``str.find``, so files without it
 cost one C scan.  Results are one per matching line, in path order, with
 ``context`` lines each side, up to ``limit`` lines.
@@ -72,10 +73,11 @@ def folder_grep(
     ignore_case: bool = False,
     literal: bool = False,
     limit: int = 100,
+    qualified: bool = False,
 ) -> GrepResult:
     """Lines of ``folder``'s files matching ``pattern`` (one file: ``path``;
-    files whose path, or ``<folder>/<path>``, matches the glob
-    ``include``)."""
+    files whose path matches the glob ``include``, or their
+    ``<folder>/<path>`` when ``qualified``)."""
     if not 0 <= context <= MAX_CONTEXT:
         raise InvalidInput(f"context is 0 to {MAX_CONTEXT} lines, not {context}")
     if not 1 <= limit <= MAX_LIMIT:
@@ -91,12 +93,8 @@ def folder_grep(
         chunk_size=500
     )
     if include:
-        prefix = folder.name + "/"
-        rows = (
-            (p, t)
-            for p, t in rows
-            if fnmatch.fnmatch(p, include) or fnmatch.fnmatch(prefix + p, include)
-        )
+        prefix = folder.name + "/" if qualified else ""
+        rows = ((p, t) for p, t in rows if fnmatch.fnmatch(prefix + p, include))
     return _scan(rows, compiled, needle, context=context, limit=limit)
 
 
@@ -113,10 +111,11 @@ def _scan(rows, compiled, needle, *, context: int, limit: int) -> GrepResult:
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
             _too_slow(compiled, searched)
+        budget = min(remaining, settings.FOLDER_GREP_FILE_TIMEOUT)
         try:
             found = list(
                 islice(
-                    _matching_lines(text, compiled, remaining), limit - len(matches) + 1
+                    _matching_lines(text, compiled, budget), limit - len(matches) + 1
                 )
             )
         except TimeoutError:
@@ -158,9 +157,10 @@ def _matching_lines(text: str, compiled, timeout: float):
 
 
 def _too_slow(compiled, searched: int):
-    budget = settings.FOLDER_GREP_TIMEOUT
     raise InvalidInput(
-        f"pattern {compiled.pattern!r} ran past the {budget:g} s grep budget"
-        f" (after {searched} files); it likely backtracks (nested quantifiers"
-        " such as (a+)+); simplify it or search for a literal"
+        f"pattern {compiled.pattern!r} ran past the grep budget"
+        f" ({settings.FOLDER_GREP_FILE_TIMEOUT:g} s a file,"
+        f" {settings.FOLDER_GREP_TIMEOUT:g} s in all; {searched} files"
+        " searched); it likely backtracks (nested quantifiers such as (a+)+):"
+        " simplify it or search for a literal"
     )

@@ -281,9 +281,12 @@ FOLDER_PASSAGE_OVERLAP_LINES = env.int("PATTERN_FOLDER_PASSAGE_OVERLAP", default
 # and the lines of a window when the agent does not say.
 FOLDER_MAX_OPEN_FILES = env.int("PATTERN_FOLDER_MAX_OPEN_FILES", default=5)
 FOLDER_WINDOW_LINES = env.int("PATTERN_FOLDER_WINDOW_LINES", default=100)
-# Wall-clock budget of one grep (seconds): a pathological pattern is
-# stopped and reported instead of holding a worker.
-FOLDER_GREP_TIMEOUT = env.float("PATTERN_FOLDER_GREP_TIMEOUT", default=0.5)
+# Wall-clock budgets of a grep (seconds): of the pattern's run over one file
+# (a pathological pattern is stopped there, reported instead of holding a
+# worker; the regex engine overshoots a budget by up to ~2x) and of the
+# whole grep.
+FOLDER_GREP_FILE_TIMEOUT = env.float("PATTERN_FOLDER_GREP_FILE_TIMEOUT", default=0.2)
+FOLDER_GREP_TIMEOUT = env.float("PATTERN_FOLDER_GREP_TIMEOUT", default=3.0)
 FOLDER_RESCAN_MINUTES = env.int("PATTERN_FOLDER_RESCAN_MINUTES", default=10)
 CELERY_BEAT_SCHEDULE["folders-rescan-local"] = {
     "task": "folders.folders_rescan_local",
