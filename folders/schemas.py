@@ -5,6 +5,9 @@ from typing import Literal
 
 from ninja import Field, Schema
 
+from folders.files.models import FolderFile
+from folders.files.selectors import file_percent
+
 AccessIn = Literal["read", "read_write"]
 SearchModeIn = Literal["fts", "vector", "hybrid", "auto"]
 
@@ -67,6 +70,11 @@ class FileOut(Schema):
     index_error: str
     passage_count: int
     embedded_count: int
+    percent: int = Field(..., description="Indexing progress, 0-100.")
+
+    @staticmethod
+    def resolve_percent(obj: FolderFile) -> int:
+        return file_percent(obj)
 
 
 class FileDetailOut(FileOut):

@@ -11,4 +11,5 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("coordination.urls")),
     path("memory/", include("memory.urls")),
+    path("folders/", include("folders.urls")),
 ]

@@ -18,9 +18,15 @@ from tests.factories import AgentFactory
 @pytest.fixture(autouse=True)
 def _empty_passage_index(request: pytest.FixtureRequest) -> Iterator[None]:
     """Django's flush leaves the FTS5/vec0 tables alone."""
-    if not {"db", "transactional_db"} & set(request.fixturenames):
+    uses = {"db", "transactional_db"} & set(request.fixturenames)
+    marker = request.node.get_closest_marker("django_db")
+    if not uses and not marker:
         yield
         return
+    transactional = "transactional_db" in uses or bool(
+        marker and marker.kwargs.get("transaction")
+    )
+    request.getfixturevalue("transactional_db" if transactional else "db")
     index_clear(FILE_PASSAGE_INDEX)
     yield
 
