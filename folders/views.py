@@ -100,7 +100,12 @@ def _tree(files: list[Any]) -> list[dict[str, Any]]:
                 shown.add(directory)
                 rows.append({"dir": parts[depth], "depth": depth})
         rows.append(
-            {"file": file, "depth": len(parts) - 1, "percent": file_percent(file)}
+            {
+                "file": file,
+                "name": parts[-1],
+                "depth": len(parts) - 1,
+                "percent": file_percent(file),
+            }
         )
     return rows
 

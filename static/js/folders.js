@@ -23,6 +23,7 @@ function fileRow(file) {
   const link = document.createElement("a");
   link.href = `${summary.dataset.fileUrl}${file.id}/`;
   link.textContent = file.path;
+  link.title = file.path;
   const state = document.createElement("span");
   state.className = "badge";
   state.dataset.fileState = "";

@@ -12,8 +12,8 @@ def test_folder_page_shows_tree_progress_and_attachments(
 ):
     upload(folder, ("src/app/main.py", b"print(1)\n"), ("README.md", b"# Hi\n"))
     page = partner_client.get(f"/folders/{folder.pk}/").content.decode()
-    assert "app/" in page and "src/app/main.py" in page
-    assert 'data-file-bar style="width: 100%"' in page
+    assert "app/" in page and 'title="src/app/main.py">main.py</a>' in page
+    assert 'progress-bar done" data-file-bar style="width: 100%"' in page
     assert "read_write" in page and writer.name in page
 
 
