@@ -6,18 +6,15 @@ attachments, search) and a file viewer that highlights a passage.  Form
 posts call one service each; a domain error comes back as a message.
 """
 
-from collections.abc import Callable
-from functools import wraps
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
 
 from coordination.actors import Actor
-from coordination.errors import ApplicationError, InvalidInput
+from coordination.errors import InvalidInput
 from coordination.selectors import agent_list_for_actor, constellation_list_for_actor
 from folders.files import selectors, services
 from folders.files.models import FolderAccess, FolderKind
@@ -25,30 +22,11 @@ from folders.files.selectors import file_percent
 from folders.permissions import Right
 from folders.tools.search import folder_search, passage_hit_payload
 from memory.retrieval import SEARCH_MODES
-
-View = Callable[..., HttpResponse]
+from memory.views import form_action
 
 
 def _actor(request: HttpRequest) -> Actor:
     return Actor.for_user(request.user)
-
-
-def _form_action(view: View) -> View:
-    """POST only; a domain error becomes a message on the page it came from."""
-
-    @login_required
-    @require_POST
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        back = request.POST.get("next") or request.headers.get("Referer") or "/"
-        try:
-            result = view(request, *args, **kwargs)
-        except ApplicationError as exc:
-            messages.error(request, exc.message)
-            return redirect(back if back.startswith("/") else "/")
-        return result or redirect(back if back.startswith("/") else "/")
-
-    return wrapper
 
 
 def _int(raw: str | None, what: str) -> int:
@@ -74,7 +52,7 @@ def folder_list_page(request: HttpRequest) -> HttpResponse:
     )
 
 
-@_form_action
+@form_action
 def create_folder(request: HttpRequest) -> HttpResponse:
     folder = services.folder_create(
         actor=_actor(request),
@@ -174,7 +152,7 @@ def file_page(request: HttpRequest, folder_id: int, file_id: int) -> HttpRespons
     )
 
 
-@_form_action
+@form_action
 def attach_folder(request: HttpRequest, folder_id: int) -> HttpResponse:
     actor = _actor(request)
     folder = selectors.folder_get_for_actor(
@@ -192,7 +170,7 @@ def attach_folder(request: HttpRequest, folder_id: int) -> HttpResponse:
     return None  # back to the folder page
 
 
-@_form_action
+@form_action
 def detach_folder(request: HttpRequest, folder_id: int, agent_id: int) -> HttpResponse:
     actor = _actor(request)
     folder = selectors.folder_get_for_actor(
@@ -203,7 +181,7 @@ def detach_folder(request: HttpRequest, folder_id: int, agent_id: int) -> HttpRe
     return None
 
 
-@_form_action
+@form_action
 def delete_file(request: HttpRequest, folder_id: int, file_id: int) -> HttpResponse:
     actor = _actor(request)
     folder = selectors.folder_get_for_actor(
@@ -215,7 +193,7 @@ def delete_file(request: HttpRequest, folder_id: int, file_id: int) -> HttpRespo
     return redirect("folders:folder", folder_id=folder.pk)
 
 
-@_form_action
+@form_action
 def rescan_folder(request: HttpRequest, folder_id: int) -> HttpResponse:
     actor = _actor(request)
     folder = selectors.folder_get_for_actor(
@@ -230,7 +208,7 @@ def rescan_folder(request: HttpRequest, folder_id: int) -> HttpResponse:
     return None
 
 
-@_form_action
+@form_action
 def delete_folder(request: HttpRequest, folder_id: int) -> HttpResponse:
     actor = _actor(request)
     folder = selectors.folder_get_for_actor(
