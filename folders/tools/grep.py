@@ -4,15 +4,19 @@ Patterns run on the ``regex`` engine with wall-clock budgets: per file
 (``FOLDER_GREP_FILE_TIMEOUT``) and for the whole grep
 (``FOLDER_GREP_TIMEOUT``).  A pattern that backtracks catastrophically is
 stopped at the first file it stalls on and reported as ``InvalidInput``
-instead of holding the worker.  A literal (``literal=True``, or a pattern without
-metacharacters) is first looked for with ``str.find``, so files without it
-cost one C scan.  Results are one per matching line, in path order, with
-``context`` lines each side, up to ``limit`` lines.
+instead of holding the worker.  A literal (``literal=True``, or a pattern
+without metacharacters) is first looked for with ``str.find``, so files
+without it cost one C scan.  Texts are read through a per-process cache
+checked against each file's digest (``_TextCache``).  Results are one per
+matching line, in path order, with ``context`` lines each side, up to
+``limit`` lines.
 """
 
 import fnmatch
+import threading
 import time
-from collections.abc import Iterable
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 
@@ -20,7 +24,7 @@ import regex
 from django.conf import settings
 
 from coordination.errors import InvalidInput
-from folders.files.models import Folder
+from folders.files.models import Folder, FolderFile
 
 MAX_PATTERN_CHARS = 1000
 MAX_CONTEXT = 10
@@ -89,13 +93,75 @@ def folder_grep(
     files = folder.files.order_by("path")
     if path is not None:
         files = files.filter(path=path)
-    rows: Iterable[tuple[str, str]] = files.values_list("path", "text").iterator(
-        chunk_size=500
-    )
+    rows: Iterable[tuple[str, str]] = _texts(files)
     if include:
         prefix = folder.name + "/" if qualified else ""
         rows = ((p, t) for p, t in rows if fnmatch.fnmatch(prefix + p, include))
     return _scan(rows, compiled, needle, context=context, limit=limit)
+
+
+class _TextCache:
+    """File texts kept per process, by id, checked against their SHA-256.
+
+    A grep reads only ids, paths and digests from the database (a few
+    milliseconds for 10,000 files) and the text of files it has not seen
+    or that changed; least recently used texts go first past
+    ``FOLDER_GREP_CACHE_MB``.
+    """
+
+    def __init__(self) -> None:
+        self._texts: OrderedDict[int, tuple[str, str]] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, file_id: int, sha256: str) -> str | None:
+        with self._lock:
+            found = self._texts.get(file_id)
+            if found is None or found[0] != sha256:
+                return None
+            self._texts.move_to_end(file_id)
+            return found[1]
+
+    def put(self, file_id: int, sha256: str, text: str) -> None:
+        budget = settings.FOLDER_GREP_CACHE_MB * 1_000_000
+        if len(text) > budget:
+            return
+        with self._lock:
+            old = self._texts.pop(file_id, None)
+            if old is not None:
+                self._chars -= len(old[1])
+            self._texts[file_id] = (sha256, text)
+            self._chars += len(text)
+            while self._chars > budget:
+                _id, (_sha, evicted) = self._texts.popitem(last=False)
+                self._chars -= len(evicted)
+
+
+_CACHE = _TextCache()
+_FETCH = 500
+
+
+def _texts(files) -> Iterator[tuple[str, str]]:
+    """(path, text) of ``files`` in their order, texts from the cache when
+    their digest still matches."""
+    listing = list(files.values_list("pk", "path", "sha256"))
+    missing = [pk for pk, _path, sha in listing if _CACHE.get(pk, sha) is None]
+    fetched: dict[int, str] = {}
+    for start in range(0, len(missing), _FETCH):
+        for pk, sha, text in FolderFile.objects.filter(
+            pk__in=missing[start : start + _FETCH]
+        ).values_list("pk", "sha256", "text"):
+            _CACHE.put(pk, sha, text)
+            fetched[pk] = text
+    for pk, path, sha in listing:
+        text = fetched.get(pk)
+        if text is None:
+            text = _CACHE.get(pk, sha)
+        if text is None:  # evicted meanwhile, or changed since the listing
+            text = FolderFile.objects.filter(pk=pk).values_list("text", flat=True)
+            text = next(iter(text), None)
+        if text is not None:
+            yield path, text
 
 
 def _scan(rows, compiled, needle, *, context: int, limit: int) -> GrepResult:

@@ -285,8 +285,11 @@ FOLDER_WINDOW_LINES = env.int("PATTERN_FOLDER_WINDOW_LINES", default=100)
 # (a pathological pattern is stopped there, reported instead of holding a
 # worker; the regex engine overshoots a budget by up to ~2x) and of the
 # whole grep.
-FOLDER_GREP_FILE_TIMEOUT = env.float("PATTERN_FOLDER_GREP_FILE_TIMEOUT", default=0.2)
+FOLDER_GREP_FILE_TIMEOUT = env.float("PATTERN_FOLDER_GREP_FILE_TIMEOUT", default=0.15)
 FOLDER_GREP_TIMEOUT = env.float("PATTERN_FOLDER_GREP_TIMEOUT", default=3.0)
+# Characters (millions) of file text each process keeps for grep; files
+# are re-read only when their digest changes.
+FOLDER_GREP_CACHE_MB = env.int("PATTERN_FOLDER_GREP_CACHE_MB", default=256)
 FOLDER_RESCAN_MINUTES = env.int("PATTERN_FOLDER_RESCAN_MINUTES", default=10)
 CELERY_BEAT_SCHEDULE["folders-rescan-local"] = {
     "task": "folders.folders_rescan_local",

@@ -59,3 +59,14 @@ def test_catastrophic_pattern_fails_within_a_second(folder, upload):
 def test_invalid_pattern_is_a_clear_error(files):
     with pytest.raises(InvalidInput, match="not a valid regular expression"):
         folder_grep(folder=files, pattern="(unclosed")
+
+
+def test_grep_sees_a_changed_file_not_its_cached_text(files, human):
+    from folders.files import services
+
+    assert folder_grep(folder=files, pattern="getcwd", literal=True).matches
+    services.file_write(
+        actor=human, folder=files, path="a.py", text="import os\nos.listdir()\n"
+    )
+    assert not folder_grep(folder=files, pattern="getcwd", literal=True).matches
+    assert folder_grep(folder=files, pattern="listdir", literal=True).matches
