@@ -58,6 +58,9 @@ project deadline holiday birthday book music paint database window schedule
 report quarterly review kitchen bicycle
 """
 WORDS = _WORDS_TEXT.split()
+# Passages of the search measure: a vocabulary as wide as real text's (with
+# the 40 words above, every passage would match every keyword query).
+VOCAB = [f"w{i:04d}" for i in range(5000)]
 DIM = 384
 
 
@@ -311,7 +314,7 @@ def bench_search(args: argparse.Namespace) -> None:
                     position=(start + i) % 100,
                     start_line=1,
                     end_line=3,
-                    content=" ".join(prng.choices(WORDS, k=40)),
+                    content=" ".join(prng.choices(VOCAB, k=40)),
                     content_hash=f"h{start + i}",
                     embedded_hash=f"h{start + i}",
                     embedding_state="ready",
@@ -330,7 +333,7 @@ def bench_search(args: argparse.Namespace) -> None:
                     "INSERT INTO raw_vec_l2(rowid, embedding) VALUES (%s, %s)",
                     [(p.pk, v.tobytes()) for p, v in zip(rows, vectors, strict=True)],
                 )
-    queries = [" ".join(prng.choices(WORDS, k=4)) for _ in range(args.runs * 3)]
+    queries = [" ".join(prng.choices(VOCAB, k=3)) for _ in range(args.runs * 3)]
     qvecs = rng.standard_normal((len(queries), DIM)).astype(np.float32)
     qvecs /= np.linalg.norm(qvecs, axis=1, keepdims=True)
     current: dict[str, np.ndarray] = {}
