@@ -1,1 +1,23 @@
-"""Models of this app arrive with the issue that builds it."""
+"""The models of the folders app (defined in ``folders.files.models``)."""
+
+from folders.files.models import (
+    FilePassage,
+    Folder,
+    FolderAccess,
+    FolderAttachment,
+    FolderFile,
+    FolderKind,
+    IndexState,
+    OpenFile,
+)
+
+__all__ = [
+    "FilePassage",
+    "Folder",
+    "FolderAccess",
+    "FolderAttachment",
+    "FolderFile",
+    "FolderKind",
+    "IndexState",
+    "OpenFile",
+]

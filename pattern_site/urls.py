@@ -14,4 +14,5 @@ urlpatterns = [
     path("memory/", include("memory.urls")),
     path("activity/", include("activity.urls")),
     path("groups/", include("coordination.groups.urls")),
+    path("folders/", include("folders.urls")),
 ]

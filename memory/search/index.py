@@ -18,6 +18,8 @@ class TextIndex:
     dim: int = 384
     # The base table's column holding the ``scope_id`` of the index rows.
     scope_column: str = "constellation_id"
+    # The base table's column holding the ``owner_id`` of the index rows.
+    owner_column: str = "agent_id"
     # The binary table is split into shards (rowid % shards, a partition
     # key): sqlite-vec's top-k selection costs rows * k, so k/shards from
     # each shard is several times cheaper than k from all rows at once.

@@ -61,14 +61,7 @@ def embedding_flush() -> int:
 
 
 # The columns embedding a row reads (the rest would only be converted).
-_EMBED_FIELDS = (
-    "content",
-    "content_hash",
-    "embedded_hash",
-    "embedding_state",
-    "constellation_id",
-    "agent_id",
-)
+_EMBED_FIELDS = ("content", "content_hash", "embedded_hash", "embedding_state")
 
 
 def embeddings_refresh(*, kind: str, row_ids: Sequence[int]) -> int:
@@ -82,7 +75,9 @@ def embeddings_refresh(*, kind: str, row_ids: Sequence[int]) -> int:
     model, index = table.model, table.index
     rows = [
         row
-        for row in model.objects.filter(pk__in=list(row_ids)).only(*_EMBED_FIELDS)
+        for row in model.objects.filter(pk__in=list(row_ids)).only(
+            *_EMBED_FIELDS, index.scope_column, index.owner_column
+        )
         if row.embedded_hash != row.content_hash
         or row.embedding_state != EmbeddingState.READY
     ]
@@ -115,13 +110,21 @@ def embeddings_refresh(*, kind: str, row_ids: Sequence[int]) -> int:
         index_put_vectors(
             index,
             rows=[
-                (row.pk, row.constellation_id, row.agent_id, vec) for row, vec in fresh
+                (
+                    row.pk,
+                    getattr(row, index.scope_column),
+                    getattr(row, index.owner_column),
+                    vec,
+                )
+                for row, vec in fresh
             ],
         )
         # The write lock is held: content_hash cannot change under us.
         model.objects.filter(pk__in=[row.pk for row, _vec in fresh]).update(
             embedding_state=EmbeddingState.READY, embedded_hash=F("content_hash")
         )
+    if table.on_embedded is not None and fresh:
+        table.on_embedded([row.pk for row, _vec in fresh])
     return len(fresh)
 
 

@@ -4,9 +4,11 @@ Any app registers a table whose rows carry text (``search_table_register``,
 from its ``AppConfig.ready``); the embedding pipeline and the search tools
 find it by kind.  A searchable model has the columns ``content``,
 ``content_hash``, ``embedded_hash``, ``embedding_state`` (``EmbeddingState``),
-``constellation_id`` (the index's scope) and ``agent_id`` (its owner).
+and the index's scope and owner columns (``constellation_id`` and
+``agent_id`` unless its ``TextIndex`` names others).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import models
@@ -24,17 +26,27 @@ class SearchTable:
     kind: str
     model: type[models.Model]
     index: TextIndex
+    # Called with the ids of rows whose vectors were just stored, by apps
+    # that follow their rows' indexing (progress, readiness).
+    on_embedded: Callable[[list[int]], None] | None = None
 
 
 _TABLES: dict[str, SearchTable] = {}
 
 
 def search_table_register(
-    *, kind: str, model: type[models.Model], index: TextIndex | None = None
+    *,
+    kind: str,
+    model: type[models.Model],
+    index: TextIndex | None = None,
+    on_embedded: Callable[[list[int]], None] | None = None,
 ) -> SearchTable:
     """Make ``model``'s rows searchable as ``kind`` (idempotent)."""
     table = SearchTable(
-        kind=kind, model=model, index=index or TextIndex(model._meta.db_table)
+        kind=kind,
+        model=model,
+        index=index or TextIndex(model._meta.db_table),
+        on_embedded=on_embedded,
     )
     existing = _TABLES.get(kind)
     if existing is not None and existing.model is not model:

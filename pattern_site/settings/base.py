@@ -383,6 +383,7 @@ LLM_MAX_RETRIES = env.int("PATTERN_LLM_MAX_RETRIES", default=2)
 LLM_MAX_TOKENS = env.int("PATTERN_LLM_MAX_TOKENS", default=600)
 LLM_JSON_RETRIES = env.int("PATTERN_LLM_JSON_RETRIES", default=1)
 LLM_DAILY_TOKEN_BUDGET = env.int("PATTERN_LLM_DAILY_TOKEN_BUDGET", default=200_000)
+
 # --- Agent groups (coordination/groups) ------------------------------------
 # Longest an agent's ``GET /api/inbox?wait=`` long-poll may wait for work.
 GROUPS_INBOX_MAX_WAIT = env.float("PATTERN_GROUPS_INBOX_MAX_WAIT", default=25.0)
@@ -400,4 +401,37 @@ CELERY_BEAT_SCHEDULE["groups-run-deadlines-sweep"] = {
 CELERY_BEAT_SCHEDULE["groups-sleeptime-sweep"] = {
     "task": "groups.group_sleeptime_sweep",
     "schedule": GROUPS_SLEEPTIME_SECONDS,
+}
+
+# --- Folders of files (folders/) ---------------------------------------------
+# Directories local folders may live under (separated by ":"); a local folder
+# anywhere else is refused.  Empty: no local folders.
+FOLDER_ROOTS = [p for p in env.str("PATTERN_FOLDER_ROOTS", default="").split(":") if p]
+FOLDER_MAX_FILE_BYTES = env.int("PATTERN_FOLDER_MAX_FILE_BYTES", default=10 * 2**20)
+FOLDER_MAX_BYTES = env.int("PATTERN_FOLDER_MAX_BYTES", default=500 * 2**20)
+# A zip upload: at most this many members, and no member inflating more
+# than this ratio (zip bombs); its total counts against the folder limit.
+FOLDER_ZIP_MAX_FILES = env.int("PATTERN_FOLDER_ZIP_MAX_FILES", default=5000)
+FOLDER_ZIP_MAX_RATIO = env.int("PATTERN_FOLDER_ZIP_MAX_RATIO", default=100)
+# Passages: whole lines up to this many tokens (the model reads 256), with
+# this many lines repeated from the end of the previous passage.
+FOLDER_PASSAGE_TOKENS = env.int("PATTERN_FOLDER_PASSAGE_TOKENS", default=200)
+FOLDER_PASSAGE_OVERLAP_LINES = env.int("PATTERN_FOLDER_PASSAGE_OVERLAP", default=2)
+# Files an agent may hold open at once (least recently used close first),
+# and the lines of a window when the agent does not say.
+FOLDER_MAX_OPEN_FILES = env.int("PATTERN_FOLDER_MAX_OPEN_FILES", default=5)
+FOLDER_WINDOW_LINES = env.int("PATTERN_FOLDER_WINDOW_LINES", default=100)
+# Wall-clock budgets of a grep (seconds): of the pattern's run over one file
+# (a pathological pattern is stopped there, reported instead of holding a
+# worker; the regex engine overshoots a budget by up to ~2x) and of the
+# whole grep.
+FOLDER_GREP_FILE_TIMEOUT = env.float("PATTERN_FOLDER_GREP_FILE_TIMEOUT", default=0.15)
+FOLDER_GREP_TIMEOUT = env.float("PATTERN_FOLDER_GREP_TIMEOUT", default=3.0)
+# Characters (millions) of file text each process keeps for grep; files
+# are re-read only when their digest changes.
+FOLDER_GREP_CACHE_MB = env.int("PATTERN_FOLDER_GREP_CACHE_MB", default=256)
+FOLDER_RESCAN_MINUTES = env.int("PATTERN_FOLDER_RESCAN_MINUTES", default=10)
+CELERY_BEAT_SCHEDULE["folders-rescan-local"] = {
+    "task": "folders.folders_rescan_local",
+    "schedule": FOLDER_RESCAN_MINUTES * 60.0,
 }

@@ -1,5 +1,5 @@
 // Regenerates vectors.json: frames encoded by npm loro-protocol 0.3.0, which
-// tests/memory/test_sync_protocol.py decodes (and re-encodes byte for byte).
+// tests/memory/blocks/sync/test_protocol.py decodes (and re-encodes byte for byte).
 //   node tests/memory/blocks/sync/vectors/make_vectors.mjs
 import { writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";

@@ -1,0 +1,48 @@
+"""Live indexing progress of one folder, for its dashboard page.
+
+Thin: authenticate (session), ask the selector whether the user may read
+the folder, then relay the ``folder.progress`` messages the services send
+to ``folder.<id>`` after their commits.
+"""
+
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from coordination.actors import Actor
+from coordination.agents.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
+from coordination.errors import NotFound
+from folders.files.broadcast import folder_group
+from folders.files.selectors import folder_get_for_actor
+
+
+class FolderProgressConsumer(AsyncJsonWebsocketConsumer):
+    group: str | None = None
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        folder_id = int(self.scope["url_route"]["kwargs"]["folder_id"])
+        try:
+            await database_sync_to_async(folder_get_for_actor)(
+                actor=Actor.for_user(user), folder_id=folder_id
+            )
+        except NotFound:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.group = folder_group(folder_id)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if self.group is not None:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        await self.send_json({"type": "error", "detail": "this socket only listens"})
+
+    async def folder_progress(self, message: dict[str, Any]) -> None:
+        await self.send_json(message)

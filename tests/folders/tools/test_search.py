@@ -1,0 +1,64 @@
+import pytest
+
+from folders.tools.search import folder_search, passage_hit_payload
+
+pytestmark = pytest.mark.django_db
+
+DOCS = {
+    "pets.md": "Our dog loves long walks in the park every morning.\n",
+    "finance.md": "The quarterly budget review is scheduled for Thursday.\n",
+    "code.py": "def parse_config(path):\n    return load_yaml(path)\n",
+}
+
+
+@pytest.fixture
+def indexed(folder, upload, embedding_ready):
+    upload(folder, *[(name, text.encode()) for name, text in DOCS.items()])
+    return folder
+
+
+@pytest.fixture
+def embedding_ready():
+    from memory.search.embedder import embedding_model, embedding_status
+
+    if embedding_model() is None:
+        pytest.skip(embedding_status().reason)
+
+
+def test_hybrid_search_finds_a_passage_by_meaning(indexed):
+    outcome = folder_search(
+        folders=[indexed], query="puppy exercise outdoors", mode="hybrid"
+    )
+    assert outcome.mode_used == "hybrid"
+    top = passage_hit_payload(outcome.hits[0])
+    assert top["path"] == "pets.md"
+    assert top["cite"] == "docs/pets.md:1-1"
+    assert top["scores"]["vector_rank"] == 1
+
+
+def test_hybrid_search_finds_a_passage_by_exact_words(indexed):
+    outcome = folder_search(folders=[indexed], query="load_yaml", mode="hybrid")
+    top = passage_hit_payload(outcome.hits[0])
+    assert top["path"] == "code.py"
+    assert top["scores"]["fts_rank"] == 1
+    assert "<mark>" in top["snippet_html"]
+
+
+def test_search_narrows_to_one_file(indexed):
+    outcome = folder_search(
+        folders=[indexed], query="budget", mode="fts", path="pets.md"
+    )
+    assert outcome.hits == []
+
+
+def test_search_never_returns_another_folders_passages(
+    indexed, upload, human, constellation
+):
+    from folders.files import services
+
+    other = services.folder_create(
+        actor=human, constellation_id=constellation.pk, name="other"
+    )
+    upload(other, ("dog.md", b"A dog sleeps in the park.\n"))
+    outcome = folder_search(folders=[other], query="dog park", mode="hybrid")
+    assert {passage_hit_payload(h)["folder"] for h in outcome.hits} == {"other"}
