@@ -47,3 +47,10 @@ class InvalidInput(ApplicationError):
 class Conflict(ApplicationError):
     status_code = 409
     code = "conflict"
+
+
+class MalformedRequest(ApplicationError):
+    """A request body that is not what every endpoint reads: a JSON object."""
+
+    status_code = 400
+    code = "malformed_body"

@@ -3,7 +3,7 @@
 from typing import Any
 
 from django.http import HttpRequest
-from ninja import Router
+from ninja import Body, Router
 
 from coordination.agents.selectors import agent_get_private
 from coordination.auth import request_actor
@@ -14,8 +14,12 @@ router = Router(tags=["context"])
 
 
 @router.post("/context/build", response=ContextOut, summary="Build a system prompt")
-def build_context(request: HttpRequest, payload: ContextBuildIn) -> dict[str, Any]:
-    """The agent's system prompt from its memory, with tokens per section."""
+def build_context(
+    request: HttpRequest, payload: Body[ContextBuildIn] = None
+) -> dict[str, Any]:
+    """The agent's system prompt from its memory, with tokens per section.
+    Without a body: the calling agent's prompt with every default."""
+    payload = payload or ContextBuildIn()
     actor = request_actor(request)
     agent = agent_get_private(actor=actor, agent_id=payload.agent_id)
     built = context.context_build(

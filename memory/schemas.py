@@ -4,6 +4,8 @@ from typing import Any, Literal
 
 from ninja import Field, Schema
 
+from coordination.apitypes import Id
+
 
 class ToolRuleIn(Schema):
     tool: str
@@ -14,7 +16,7 @@ class ToolRuleIn(Schema):
 
 
 class ContextBuildIn(Schema):
-    agent_id: int | None = Field(None, description="Agents may omit it (themselves).")
+    agent_id: Id | None = Field(None, description="Agents may omit it (themselves).")
     batch_block_ids: list[str] = Field(
         default_factory=list,
         description="Ids or labels of working blocks to include for this request.",

@@ -16,6 +16,7 @@ from coordination.agents.selectors import (
     constellation_list_for_actor,
 )
 from coordination.agents.services import agent_update
+from coordination.apitypes import Id
 from coordination.auth import request_actor
 
 router = Router(tags=["coordination"])
@@ -38,18 +39,18 @@ def list_constellations(request: HttpRequest) -> object:
 
 
 @router.get("/agents", response=list[AgentOut])
-def list_agents(request: HttpRequest, constellation_id: int | None = None) -> object:
+def list_agents(request: HttpRequest, constellation_id: Id | None = None) -> object:
     return agent_list_for_actor(
         actor=request_actor(request), constellation_id=constellation_id
     )
 
 
 @router.get("/agents/{agent_id}", response=AgentOut)
-def get_agent(request: HttpRequest, agent_id: int) -> object:
+def get_agent(request: HttpRequest, agent_id: Id) -> object:
     return agent_get_for_actor(actor=request_actor(request), agent_id=agent_id)
 
 
 @router.patch("/agents/{agent_id}", response=AgentOut)
-def update_agent(request: HttpRequest, agent_id: int, payload: AgentUpdateIn) -> object:
+def update_agent(request: HttpRequest, agent_id: Id, payload: AgentUpdateIn) -> object:
     agent = agent_get_for_change(actor=request_actor(request), agent_id=agent_id)
     return agent_update(agent=agent, **payload.dict(exclude_unset=True))

@@ -16,6 +16,7 @@ from coordination.agents.selectors import (
     agent_get_private,
     constellation_get_for_actor,
 )
+from coordination.apitypes import Id
 from coordination.auth import request_actor
 from coordination.errors import InvalidInput, PermissionDenied
 from coordination.models import Agent
@@ -242,7 +243,7 @@ def core_memory_append(request: HttpRequest, payload: CoreMemoryIn) -> dict[str,
 
 
 @router.get("/blocks", response=list[BlockSummaryOut], summary="List memory blocks")
-def list_blocks(request: HttpRequest, agent_id: int | None = None) -> list[Any]:
+def list_blocks(request: HttpRequest, agent_id: Id | None = None) -> list[Any]:
     """An agent gets its own, shared and constellation-level blocks, with its
     access to each; a human gets the blocks of their constellations (or of
     one agent's memory with ``agent_id``)."""
@@ -321,7 +322,7 @@ def operate_block(
 
 @router.get("/blocks/{block_id}/history", response=list[VersionOut])
 def list_block_history(
-    request: HttpRequest, block_id: UUID, limit: int = 50, before: int | None = None
+    request: HttpRequest, block_id: UUID, limit: int = 50, before: Id | None = None
 ) -> list[Any]:
     """Versions, newest first; page with ``before`` (the last id you got)."""
     _, block = _block(request, block_id)
@@ -329,7 +330,7 @@ def list_block_history(
 
 
 @router.get("/blocks/{block_id}/versions/{version_id}", response=VersionViewOut)
-def get_block_version(request: HttpRequest, block_id: UUID, version_id: int) -> Any:
+def get_block_version(request: HttpRequest, block_id: UUID, version_id: Id) -> Any:
     _, block = _block(request, block_id)
     view = block_version_view(block=block, version_id=version_id)
     return {"version": view.version, "rendered": view.rendered, "content": view.value}
@@ -339,8 +340,8 @@ def get_block_version(request: HttpRequest, block_id: UUID, version_id: int) -> 
 def diff_block_versions(
     request: HttpRequest,
     block_id: UUID,
-    from_version: int,
-    to_version: int | None = None,
+    from_version: Id,
+    to_version: Id | None = None,
 ) -> dict[str, Any]:
     """From one version to another (or to the current content)."""
     _, block = _block(request, block_id)
@@ -387,7 +388,7 @@ def share_block(request: HttpRequest, block_id: UUID, payload: ShareIn) -> Any:
 
 
 @router.delete("/blocks/{block_id}/shares/{agent_id}", response={204: None})
-def unshare_block(request: HttpRequest, block_id: UUID, agent_id: int) -> Status[None]:
+def unshare_block(request: HttpRequest, block_id: UUID, agent_id: Id) -> Status[None]:
     actor, block = _block(request, block_id)
     agent = agent_get_for_actor(actor=actor, agent_id=agent_id)
     block_unshare(actor=actor, block=block, agent=agent)
@@ -408,7 +409,7 @@ def list_approvals(
 
 @router.post("/approvals/{approval_id}/decision", response=ApprovalOut)
 def decide_approval(
-    request: HttpRequest, approval_id: int, payload: DecisionIn
+    request: HttpRequest, approval_id: Id, payload: DecisionIn
 ) -> dict[str, Any]:
     actor = request_actor(request)
     approval = approval_get_for_decision(actor=actor, approval_id=approval_id)
@@ -418,7 +419,7 @@ def decide_approval(
 
 
 @router.get("/agents/{agent_id}/memory/export", summary="Export an agent's memory")
-def export_memory(request: HttpRequest, agent_id: int) -> dict[str, Any]:
+def export_memory(request: HttpRequest, agent_id: Id) -> dict[str, Any]:
     """JSON with a schema version; each block with its Loro snapshot (base64)."""
     actor = request_actor(request)
     agent = agent_get_for_actor(actor=actor, agent_id=agent_id)
@@ -427,7 +428,7 @@ def export_memory(request: HttpRequest, agent_id: int) -> dict[str, Any]:
 
 @router.post("/agents/{agent_id}/memory/import", response={201: ImportOut})
 def import_memory(
-    request: HttpRequest, agent_id: int, payload: Body[dict[str, Any]]
+    request: HttpRequest, agent_id: Id, payload: Body[dict[str, Any]]
 ) -> Status[Any]:
     """An export of this server, or v1-style blocks (``content``, ``label``,
     ``memory_type``, ``pinned``, ``permission``)."""

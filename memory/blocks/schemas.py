@@ -6,6 +6,8 @@ from uuid import UUID
 
 from ninja import Field, Schema
 
+from coordination.apitypes import Id, Label
+
 
 class BlockSummaryOut(Schema):
     id: UUID
@@ -31,11 +33,11 @@ class BlockOut(BlockSummaryOut):
 
 
 class BlockCreateIn(Schema):
-    label: str = Field(min_length=1, max_length=100)
-    agent_id: int | None = Field(
+    label: Label
+    agent_id: Id | None = Field(
         None, description="Owner; agents may omit it (themselves)."
     )
-    constellation_id: int | None = Field(
+    constellation_id: Id | None = Field(
         None, description="For a constellation-level block (humans only)."
     )
     template: (
@@ -109,11 +111,11 @@ class DiffOut(Schema):
 
 
 class RollbackIn(Schema):
-    version_id: int
+    version_id: Id
 
 
 class ShareIn(Schema):
-    agent_id: int
+    agent_id: Id
     access: Literal["read_only", "append_only", "read_write"]
 
 

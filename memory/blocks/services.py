@@ -16,6 +16,7 @@ atomic.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,7 @@ from django.utils import timezone
 from loro import LoroDoc
 
 from coordination.actors import Actor
+from coordination.apitypes import LABEL_PATTERN, LABEL_RULE
 from coordination.errors import (
     Conflict,
     InvalidInput,
@@ -617,6 +619,7 @@ def block_create(
         constellation = owner.constellation
     if constellation is None:
         raise InvalidInput("a constellation-level block needs a constellation")
+    label = _label_valid(label)
     tpl = documents.template_get(template) if template else None
     schema = documents.schema_validate(
         schema if schema is not None else (tpl.schema if tpl else {"kind": "text"})
@@ -628,7 +631,7 @@ def block_create(
     block = MemoryBlock(
         constellation=constellation,
         owner=owner,
-        label=label.strip(),
+        label=label,
         description=description
         if description is not None
         else (tpl.description if tpl else ""),
@@ -656,6 +659,13 @@ def block_create(
             access="write",
         )
     return block
+
+
+def _label_valid(label: str) -> str:
+    label = label.strip()
+    if not re.fullmatch(LABEL_PATTERN, label):
+        raise InvalidInput(f"a block label has {LABEL_RULE}; got {label!r}")
+    return label
 
 
 def _label_free(block: MemoryBlock, *, exclude: Any = None) -> None:

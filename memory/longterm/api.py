@@ -9,6 +9,7 @@ from coordination.agents.selectors import (
     agent_get_private,
     constellation_get_for_actor,
 )
+from coordination.apitypes import Id, Offset
 from coordination.auth import request_actor
 from coordination.errors import InvalidInput
 from memory.longterm.access import archival_access_record_later
@@ -107,7 +108,10 @@ def create_archival_entry(request: HttpRequest, payload: ArchivalEntryIn) -> Any
 
 @router.get("/archival", response=ArchivalPageOut, summary="List archival entries")
 def list_archival_entries(
-    request: HttpRequest, agent_id: int | None = None, limit: int = 50, offset: int = 0
+    request: HttpRequest,
+    agent_id: Id | None = None,
+    limit: int = 50,
+    offset: Offset = 0,
 ) -> Any:
     qs = archival_entry_list_for_actor(actor=request_actor(request), agent_id=agent_id)
     limit, offset = max(1, min(limit, 200)), max(0, offset)
@@ -115,13 +119,13 @@ def list_archival_entries(
 
 
 @router.get("/archival/{entry_id}", response=ArchivalEntryOut)
-def get_archival_entry(request: HttpRequest, entry_id: int) -> Any:
+def get_archival_entry(request: HttpRequest, entry_id: Id) -> Any:
     return archival_entry_get_for_actor(actor=request_actor(request), entry_id=entry_id)
 
 
 @router.patch("/archival/{entry_id}", response=ArchivalEntryOut)
 def update_archival_entry(
-    request: HttpRequest, entry_id: int, payload: ArchivalEntryPatchIn
+    request: HttpRequest, entry_id: Id, payload: ArchivalEntryPatchIn
 ) -> Any:
     entry = archival_entry_get_for_actor(
         actor=request_actor(request), entry_id=entry_id
@@ -130,7 +134,7 @@ def update_archival_entry(
 
 
 @router.delete("/archival/{entry_id}", response={204: None})
-def delete_archival_entry(request: HttpRequest, entry_id: int) -> Any:
+def delete_archival_entry(request: HttpRequest, entry_id: Id) -> Any:
     entry = archival_entry_get_for_actor(
         actor=request_actor(request), entry_id=entry_id
     )
@@ -261,7 +265,7 @@ def start_conversation(request: HttpRequest, payload: ConversationIn) -> Any:
 
 @router.get("/conversations", response=list[ConversationOut])
 def list_conversations(
-    request: HttpRequest, agent_id: int | None = None, status: str | None = None
+    request: HttpRequest, agent_id: Id | None = None, status: str | None = None
 ) -> Any:
     return conversation_list_for_actor(
         actor=request_actor(request), agent_id=agent_id, status=status
@@ -269,7 +273,7 @@ def list_conversations(
 
 
 @router.get("/conversations/{conversation_id}", response=ConversationOut)
-def get_conversation(request: HttpRequest, conversation_id: int) -> Any:
+def get_conversation(request: HttpRequest, conversation_id: Id) -> Any:
     return conversation_get_for_actor(
         actor=request_actor(request), conversation_id=conversation_id
     )
@@ -277,7 +281,7 @@ def get_conversation(request: HttpRequest, conversation_id: int) -> Any:
 
 @router.post("/conversations/{conversation_id}/status", response=ConversationOut)
 def set_conversation_status(
-    request: HttpRequest, conversation_id: int, payload: ConversationStatusIn
+    request: HttpRequest, conversation_id: Id, payload: ConversationStatusIn
 ) -> Any:
     conversation = conversation_get_for_actor(
         actor=request_actor(request), conversation_id=conversation_id
@@ -289,7 +293,7 @@ def set_conversation_status(
     "/conversations/{conversation_id}/messages", response={201: list[MessageOut]}
 )
 def append_messages(
-    request: HttpRequest, conversation_id: int, payload: MessagesAppendIn
+    request: HttpRequest, conversation_id: Id, payload: MessagesAppendIn
 ) -> Any:
     actor = request_actor(request)
     conversation = conversation_get_for_actor(
@@ -306,7 +310,7 @@ def append_messages(
 
 @router.get("/conversations/{conversation_id}/messages", response=MessagePageOut)
 def list_messages(
-    request: HttpRequest, conversation_id: int, after: int = 0, limit: int = 50
+    request: HttpRequest, conversation_id: Id, after: Offset = 0, limit: int = 50
 ) -> Any:
     conversation, messages, next_after = message_page_for_actor(
         actor=request_actor(request),
@@ -325,7 +329,7 @@ def list_messages(
     "/constellations/{constellation_id}/retrieval-config",
     response=RetrievalConfigOut,
 )
-def get_retrieval_config(request: HttpRequest, constellation_id: int) -> Any:
+def get_retrieval_config(request: HttpRequest, constellation_id: Id) -> Any:
     constellation = constellation_get_for_actor(
         actor=request_actor(request), constellation_id=constellation_id
     )
@@ -337,7 +341,7 @@ def get_retrieval_config(request: HttpRequest, constellation_id: int) -> Any:
     response=RetrievalConfigOut,
 )
 def update_retrieval_config(
-    request: HttpRequest, constellation_id: int, payload: RetrievalConfigIn
+    request: HttpRequest, constellation_id: Id, payload: RetrievalConfigIn
 ) -> Any:
 
     actor = request_actor(request)

@@ -5,6 +5,8 @@ from typing import Any, Literal
 
 from ninja import Field, Schema
 
+from coordination.apitypes import Id, Moment
+
 SearchDomain = Literal[
     "archival_memory", "conversations", "constellation_messages", "all"
 ]
@@ -19,7 +21,7 @@ class ArchivalEntryIn(Schema):
     metadata: dict[str, Any] = {}
     importance: float = Field(0.5, ge=0.0, le=1.0)
     label: str | None = None
-    agent_id: int | None = Field(
+    agent_id: Id | None = Field(
         None, description="Humans: whose memory. Agents: omit (their own)."
     )
 
@@ -54,13 +56,13 @@ class ArchivalPageOut(Schema):
 
 
 class SearchFiltersIn(Schema):
-    agent_id: int | None = None
+    agent_id: Id | None = None
     tags: list[str] = []
     metadata_keys: list[str] = []
-    since: datetime | None = None
-    until: datetime | None = None
+    since: Moment | None = None
+    until: Moment | None = None
     role: Literal["user", "assistant", "tool", "system"] | None = None
-    conversation_id: int | None = None
+    conversation_id: Id | None = None
 
 
 class SearchIn(Schema):
@@ -69,7 +71,7 @@ class SearchIn(Schema):
     mode: SearchModeIn = "auto"
     limit: int = Field(10, ge=1, le=50)
     filters: SearchFiltersIn = SearchFiltersIn()
-    constellation_id: int | None = Field(
+    constellation_id: Id | None = Field(
         None, description="Humans in several constellations: which one."
     )
 
@@ -120,7 +122,7 @@ class RecallIn(Schema):
 
     action: Literal["insert", "append", "read", "delete", "search"] | None = None
     label: str | None = None
-    entry_id: int | None = None
+    entry_id: Id | None = None
     content: str | None = None
     query: str | None = None
     limit: int = Field(10, ge=1, le=50)
@@ -146,8 +148,8 @@ class LettaSearchIn(Schema):
     query: str
     tags: list[str] = []
     top_k: int = Field(10, ge=1, le=50)
-    start_datetime: datetime | None = None
-    end_datetime: datetime | None = None
+    start_datetime: Moment | None = None
+    end_datetime: Moment | None = None
 
 
 class LettaSearchHitOut(Schema):
@@ -159,7 +161,7 @@ class LettaSearchHitOut(Schema):
 
 class ConversationIn(Schema):
     title: str = ""
-    agent_id: int | None = Field(None, description="Humans: whose conversation.")
+    agent_id: Id | None = Field(None, description="Humans: whose conversation.")
 
 
 class ConversationOut(Schema):

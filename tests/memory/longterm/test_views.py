@@ -111,3 +111,14 @@ def test_conversation_viewer_shows_messages_in_order(
         f"/memory/conversations/{conversation.pk}/"
     ).content.decode()
     assert html.index("good morning") < html.index("morning! 3 tasks today")
+
+
+def test_archival_browser_treats_an_offset_past_64_bits_as_the_first_page(
+    agent: Any, partner_client: Client
+):
+    archival_entry_create(agent=agent, content="The heron nests by the lake")
+    page = partner_client.get(
+        f"/memory/agents/{agent.pk}/archival/", {"offset": str(2**63)}
+    )
+    assert page.status_code == 200
+    assert "heron" in page.content.decode()

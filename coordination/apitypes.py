@@ -1,0 +1,91 @@
+"""Types shared by every router of the tool API: bounded integers, block
+labels and the one error shape.
+
+SQLite (and PostgreSQL's bigint) store integers in 64 bits; a larger value
+reaching the ORM is an ``OverflowError`` deep inside a query.  ``Id``,
+``Offset`` and ``Cursor`` refuse such values at the edge with a 422 naming
+the allowed range, and show that range in the OpenAPI document.
+
+Every error under ``/api/`` is an :class:`ErrorOut`; endpoints declare the
+statuses they can answer with :func:`error_responses`.
+"""
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+from ninja import Schema
+from pydantic import AfterValidator, ConfigDict, Field
+
+DB_INT_MAX = 2**63 - 1
+
+# Primary keys and other ids: positive and within a database integer.
+Id = Annotated[int, Field(ge=1, le=DB_INT_MAX)]
+
+# Offsets into a listing, and cursors ("after"/"before" a row id or position).
+Offset = Annotated[int, Field(ge=0, le=DB_INT_MAX)]
+
+
+def _moment_in_range(value: datetime) -> datetime:
+    # A moment whose UTC time falls outside year 1..9999 (9999-12-31T23:59
+    # at -14:00) cannot be compared with stored times; naive means UTC.
+    try:
+        if value.tzinfo is not None:
+            value.astimezone(UTC)
+        value + timedelta(days=1)
+        value - timedelta(days=1)
+    except OverflowError:
+        raise ValueError("must be between 0001-01-02 and 9999-12-30 in UTC") from None
+    return value
+
+
+# A datetime filter: any ISO 8601 time whose UTC time and neighbouring days
+# exist in the calendar.
+Moment = Annotated[datetime, AfterValidator(_moment_in_range)]
+
+# A block label is rendered into the prompt as ``<block:label ...>``, so it
+# keeps to characters that can never close or break that tag.
+LABEL_PATTERN = r"^[\w.-]{1,100}$"
+LABEL_RULE = "letters, digits, '_', '-' and '.', 1-100 characters"
+Label = Annotated[
+    str,
+    Field(pattern=LABEL_PATTERN, max_length=100, description=f"{LABEL_RULE}."),
+]
+
+
+class FieldErrorOut(Schema):
+    loc: list[str | int] = Field(
+        description="Where: 'body', 'query' or 'path', then the field path.",
+        examples=[["body", "label"]],
+    )
+    msg: str
+    type: str
+
+
+class ErrorOut(Schema):
+    """Every error of the tool API.  Some errors add facts of their own
+    (a limit error: ``block``, ``size``, ``limit``, ``change_size``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    detail: str = Field(examples=["no block 'notes' for agent Entropy"])
+    code: str = Field(
+        description="Stable machine-readable kind: not_found, invalid_input, "
+        "validation_error, auth_required, auth_failed, permission_denied, "
+        "conflict, limit_exceeded, malformed_body, payload_too_large, "
+        "method_not_allowed.",
+        examples=["not_found"],
+    )
+    errors: list[FieldErrorOut] | None = Field(
+        None, description="validation_error: one entry per invalid field."
+    )
+
+
+# What every authenticated endpoint can answer besides its own statuses:
+# a body that is not JSON (400), no or a bad credential (401), too large (413),
+# invalid fields (422).
+COMMON_ERRORS = (400, 401, 413, 422)
+
+
+def error_responses(*codes: int) -> dict[int, Any]:
+    """``response=`` entries for ``codes`` and the common errors."""
+    return {code: ErrorOut for code in sorted({*COMMON_ERRORS, *codes})}
