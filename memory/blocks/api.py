@@ -32,6 +32,8 @@ from memory.blocks.schemas import (
     ChangeOut,
     ContextToolIn,
     CoreMemoryIn,
+    CoreMemoryReplaceIn,
+    CoreMemoryUpdateIn,
     DecisionIn,
     DiffOut,
     ImportOut,
@@ -91,11 +93,21 @@ change for a human's approval."""
 
 CORE_MEMORY_UPDATE = """Update your core memory blocks (persona, human, etc.).
 Use this to modify persistent information about yourself or the person you're
-talking to. Changes are immediately reflected in your context."""
+talking to. Changes are immediately reflected in your context.  The block's
+whole content becomes `content`; write a structured block the way you see it
+in your context ('field: value' lines, '=== section ===' headings)."""
 
 
 CORE_MEMORY_APPEND = """Add content to an existing core memory block without
-replacing it. Useful for incrementally building up information."""
+replacing it. Useful for incrementally building up information.  On a
+structured block it goes to `section` (a field or section), by default the
+last one holding text."""
+
+
+CORE_MEMORY_REPLACE = """Replace the exact text `old_content` in a core memory
+block with `new_content` (empty to delete it).  Fails, changing nothing, when
+the text is not in the block; on a structured block, name the `section` when
+the text appears in more than one field."""
 
 
 def _tool_agent(request: HttpRequest) -> tuple[Actor, Agent]:
@@ -223,7 +235,9 @@ def context_tool(request: HttpRequest, payload: ContextToolIn) -> dict[str, Any]
     description=CORE_MEMORY_UPDATE,
     operation_id="core_memory_update",
 )
-def core_memory_update(request: HttpRequest, payload: CoreMemoryIn) -> dict[str, Any]:
+def core_memory_update(
+    request: HttpRequest, payload: CoreMemoryUpdateIn
+) -> dict[str, Any]:
     actor, agent = _tool_agent(request)
     block = block_get_by_label_for_agent(agent=agent, label=payload.label)
     return _change_out(block_rewrite(actor=actor, block=block, content=payload.content))
@@ -239,7 +253,32 @@ def core_memory_update(request: HttpRequest, payload: CoreMemoryIn) -> dict[str,
 def core_memory_append(request: HttpRequest, payload: CoreMemoryIn) -> dict[str, Any]:
     actor, agent = _tool_agent(request)
     block = block_get_by_label_for_agent(agent=agent, label=payload.label)
-    return _change_out(block_append(actor=actor, block=block, content=payload.content))
+    change = block_append(
+        actor=actor, block=block, content=payload.content, section=payload.section
+    )
+    return _change_out(change)
+
+
+@router.post(
+    "/tools/core_memory_replace",
+    response=ChangeOut,
+    summary="core_memory_replace",
+    description=CORE_MEMORY_REPLACE,
+    operation_id="core_memory_replace",
+)
+def core_memory_replace(
+    request: HttpRequest, payload: CoreMemoryReplaceIn
+) -> dict[str, Any]:
+    actor, agent = _tool_agent(request)
+    block = block_get_by_label_for_agent(agent=agent, label=payload.label)
+    change = block_replace(
+        actor=actor,
+        block=block,
+        old=payload.old_content,
+        new=payload.new_content,
+        section=payload.section,
+    )
+    return _change_out(change)
 
 
 @router.get("/blocks", response=list[BlockSummaryOut], summary="List memory blocks")
@@ -315,7 +354,10 @@ def operate_block(
     """Apply schema operations to a block."""
     actor, block = _block(request, block_id)
     change = block_operate(
-        actor=actor, block=block, operations=payload.operations, summary=payload.summary
+        actor=actor,
+        block=block,
+        operations=payload.operation_dicts(),
+        summary=payload.summary,
     )
     return _change_out(change)
 

@@ -1,12 +1,15 @@
 """Request and response shapes of the memory block tools and resources."""
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 from uuid import UUID
 
 from ninja import Field, Schema
+from pydantic import ConfigDict, create_model, model_validator
 
 from coordination.apitypes import Id, Label
+from coordination.errors import InvalidInput
+from memory.blocks import documents
 
 
 class BlockSummaryOut(Schema):
@@ -65,16 +68,100 @@ class BlockPatchIn(Schema):
     char_limit: int | None = Field(None, gt=0, le=1_000_000)
 
 
-class OperationsIn(Schema):
-    operations: list[dict[str, Any]] = Field(
-        min_length=1,
-        description=(
-            "Schema operations, e.g. {'op': 'append_text', 'text': '...'}, "
-            "{'op': 'set_field', 'field': 'mood', 'value': 'calm'}, "
-            "{'op': 'push_item', 'item': '...'}; composite blocks add 'section'."
+_ARG_TYPES: dict[str, Any] = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "object": dict[str, Any],
+    "any": Any,
+}
+
+_ARG_EXAMPLES: dict[str, Any] = {
+    "text": "Ask Sam about the dentist appointment.",
+    "separator": "\n",
+    "old": "Thursday",
+    "new": "Friday",
+    "field": "preferences",
+    "value": "oat milk",
+    "delta": 1,
+    "item": "Book the dentist",
+    "index": 0,
+    "entry": {"message": "Checked in with Sam"},
+}
+
+
+def _operation_model(name: str) -> type[Schema]:
+    fields: dict[str, Any] = {
+        "op": (Literal[name], Field(description="The operation.")),  # type: ignore[valid-type]
+        "section": (
+            str | None,
+            Field(None, description="Composite blocks: the section to change."),
         ),
+    }
+    for arg, (json_type, required) in documents.OPERATION_ARGS[name].items():
+        annotation = _ARG_TYPES[json_type]
+        example = Field(examples=[_ARG_EXAMPLES[arg]])
+        if required:
+            fields[arg] = (annotation, example)
+        else:
+            fields[arg] = (
+                annotation | None,
+                Field(None, examples=[_ARG_EXAMPLES[arg]]),
+            )
+    title = "".join(part.title() for part in name.split("_")) + "Op"
+    return create_model(  # type: ignore[call-overload,no-any-return]
+        title, __base__=_OperationBase, **fields
     )
-    summary: str | None = Field(None, max_length=300)
+
+
+class _OperationBase(Schema):
+    # An argument an operation does not take is an error, not ignored.
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _arguments(cls, data: Any) -> Any:
+        # The same check (and message, naming the arguments) as the services.
+        if isinstance(data, dict):
+            try:
+                documents.operation_arguments_check(data)
+            except InvalidInput as exc:
+                raise ValueError(exc.message) from None
+        return data
+
+
+OPERATION_MODELS = [_operation_model(name) for name in documents.OPERATION_ARGS]
+
+Operation = Annotated[Union[tuple(OPERATION_MODELS)], Field(discriminator="op")]  # type: ignore[valid-type]  # noqa: UP007
+
+
+class OperationsIn(Schema):
+    operations: list[Operation] = Field(  # type: ignore[valid-type]
+        min_length=1,
+        description="Schema operations applied in order, all or none.  Which "
+        "apply depends on the block's schema: text (set_text, append_text, "
+        "replace_text), map (set_field, append_to_list_field, "
+        "append_to_text_field, replace_in_text_field, increment_counter), list "
+        "(push_item, insert_item, delete_item), log (append_log_entry); a "
+        "composite block adds 'section'.",
+        examples=[
+            [
+                {
+                    "op": "append_to_list_field",
+                    "field": "preferences",
+                    "value": "oat milk",
+                },
+                {"op": "set_field", "field": "context", "value": "Back from leave"},
+            ]
+        ],
+    )
+    summary: str | None = Field(
+        None, max_length=300, examples=["Noted Sam's milk preference"]
+    )
+
+    def operation_dicts(self) -> list[dict[str, Any]]:
+        """The operations as the services take them (unset arguments left out)."""
+        return [op.model_dump(exclude_none=True) for op in self.operations]
 
 
 class ChangeOut(Schema):
@@ -161,6 +248,49 @@ class ContextToolIn(Schema):
     )
 
 
+SECTION = Field(
+    None,
+    description="On a structured block: the section or field to change "
+    '("notes", "context", "section/field"); by default the last one holding '
+    "text.",
+    examples=[None],
+)
+
+
 class CoreMemoryIn(Schema):
-    label: str = Field(description='Which block: "persona", "human", ...')
-    content: str
+    label: str = Field(
+        description='Which block: "persona", "human", ...', examples=["human"]
+    )
+    content: str = Field(examples=["Prefers short check-ins before 10am."])
+    section: str | None = SECTION
+
+
+class CoreMemoryUpdateIn(Schema):
+    label: str = Field(
+        description='Which block: "persona", "human", ...', examples=["human"]
+    )
+    content: str = Field(
+        description="The block's whole new content.  A structured block is "
+        "written as it is shown in your context: 'field: value' lines, "
+        "'=== section ===' headings; fields you leave out keep their content.",
+        examples=[
+            "name: Sam\npreferences: tea, short check-ins\ncontext: "
+            "Works from home on Fridays."
+        ],
+    )
+
+
+class CoreMemoryReplaceIn(Schema):
+    label: str = Field(
+        description='Which block: "persona", "human", ...', examples=["human"]
+    )
+    old_content: str = Field(
+        min_length=1,
+        description="The exact text to find.",
+        examples=["Works from home on Fridays."],
+    )
+    new_content: str = Field(
+        description="Its replacement (empty to delete it).",
+        examples=["Works from home on Mondays and Fridays."],
+    )
+    section: str | None = SECTION
