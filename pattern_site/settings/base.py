@@ -36,6 +36,8 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "channels",
+    # Serves /api/docs (Swagger UI) from its own static files, not a CDN.
+    "ninja",
     "coordination",
     "activity",
     "memory",
