@@ -81,11 +81,16 @@ class ErrorOut(Schema):
 
 
 # What every authenticated endpoint can answer besides its own statuses:
-# a body that is not JSON (400), no or a bad credential (401), too large (413),
-# invalid fields (422).
-COMMON_ERRORS = (400, 401, 413, 422)
+# no or a bad credential (401), an invalid parameter or field (422).  An
+# endpoint with a body adds a body that is not a JSON object (400), a
+# session's write without its CSRF token (403) and a body past the size
+# limit (413).
+COMMON_ERRORS = (401, 422)
+BODY_ERRORS = (400, 403, 413)
 
 
-def error_responses(*codes: int) -> dict[int, Any]:
-    """``response=`` entries for ``codes`` and the common errors."""
-    return {code: ErrorOut for code in sorted({*COMMON_ERRORS, *codes})}
+def error_responses(*codes: int, body: bool) -> dict[int, Any]:
+    """``response=`` entries: ``codes``, the common errors and, with a
+    request ``body``, the body errors; each an :class:`ErrorOut`."""
+    every = {*COMMON_ERRORS, *codes, *(BODY_ERRORS if body else ())}
+    return {code: ErrorOut for code in sorted(every)}

@@ -6,14 +6,20 @@ from django.http import HttpRequest
 from ninja import Body, Router
 
 from coordination.agents.selectors import agent_get_private
+from coordination.apitypes import error_responses
 from coordination.auth import request_actor
 from memory import context
 from memory.schemas import ContextBuildIn, ContextOut
 
-router = Router(tags=["context"])
+router = Router()
 
 
-@router.post("/context/build", response=ContextOut, summary="Build a system prompt")
+@router.post(
+    "/context/build",
+    response={200: ContextOut, **error_responses(403, 404, body=True)},
+    tags=["context"],
+    summary="Build a system prompt",
+)
 def build_context(
     request: HttpRequest, payload: Body[ContextBuildIn] = None
 ) -> dict[str, Any]:

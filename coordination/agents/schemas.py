@@ -1,6 +1,6 @@
 from datetime import datetime
 
-from ninja import Schema
+from ninja import Field, Schema
 
 
 class ConstellationOut(Schema):
@@ -34,7 +34,9 @@ class WhoAmIOut(Schema):
 
 
 class AgentUpdateIn(Schema):
-    role: str | None = None
-    description: str | None = None
-    model_name: str | None = None
-    is_active: bool | None = None
+    role: str | None = Field(None, examples=["Task manager"])
+    description: str | None = Field(
+        None, examples=["Breaks big plans into small, doable steps"]
+    )
+    model_name: str | None = Field(None, examples=["gpt-4o-mini"])
+    is_active: bool | None = Field(None, examples=[True])

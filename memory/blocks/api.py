@@ -16,7 +16,7 @@ from coordination.agents.selectors import (
     agent_get_private,
     constellation_get_for_actor,
 )
-from coordination.apitypes import Id
+from coordination.apitypes import Id, error_responses
 from coordination.auth import request_actor
 from coordination.errors import InvalidInput, PermissionDenied
 from coordination.models import Agent
@@ -74,7 +74,7 @@ from memory.blocks.services import (
 )
 from memory.blocks.transfer import blocks_export, blocks_import
 
-router = Router(tags=["memory"])
+router = Router()
 
 
 CONTEXT_TOOL = """Manage your Core and Working memory blocks (always or usually in
@@ -108,6 +108,19 @@ CORE_MEMORY_REPLACE = """Replace the exact text `old_content` in a core memory
 block with `new_content` (empty to delete it).  Fails, changing nothing, when
 the text is not in the block; on a structured block, name the `section` when
 the text appears in more than one field."""
+
+
+IMPORT_EXAMPLE = {
+    "blocks": [
+        {
+            "label": "garden",
+            "content": "Tomatoes go in after the last frost in May.",
+            "memory_type": "working",
+            "pinned": False,
+            "permission": "read_write",
+        }
+    ]
+}
 
 
 def _tool_agent(request: HttpRequest) -> tuple[Actor, Agent]:
@@ -182,7 +195,8 @@ def _approval_out(approval: BlockApproval) -> dict[str, Any]:
 
 @router.post(
     "/tools/context",
-    response=ChangeOut,
+    response={200: ChangeOut, **error_responses(403, 404, 409, body=True)},
+    tags=["tools"],
     summary="context: append, replace, archive, load, swap",
     description=CONTEXT_TOOL,
     operation_id="context",
@@ -230,7 +244,8 @@ def context_tool(request: HttpRequest, payload: ContextToolIn) -> dict[str, Any]
 
 @router.post(
     "/tools/core_memory_update",
-    response=ChangeOut,
+    response={200: ChangeOut, **error_responses(403, 404, body=True)},
+    tags=["tools"],
     summary="core_memory_update",
     description=CORE_MEMORY_UPDATE,
     operation_id="core_memory_update",
@@ -245,7 +260,8 @@ def core_memory_update(
 
 @router.post(
     "/tools/core_memory_append",
-    response=ChangeOut,
+    response={200: ChangeOut, **error_responses(403, 404, body=True)},
+    tags=["tools"],
     summary="core_memory_append",
     description=CORE_MEMORY_APPEND,
     operation_id="core_memory_append",
@@ -261,7 +277,8 @@ def core_memory_append(request: HttpRequest, payload: CoreMemoryIn) -> dict[str,
 
 @router.post(
     "/tools/core_memory_replace",
-    response=ChangeOut,
+    response={200: ChangeOut, **error_responses(403, 404, body=True)},
+    tags=["tools"],
     summary="core_memory_replace",
     description=CORE_MEMORY_REPLACE,
     operation_id="core_memory_replace",
@@ -281,7 +298,12 @@ def core_memory_replace(
     return _change_out(change)
 
 
-@router.get("/blocks", response=list[BlockSummaryOut], summary="List memory blocks")
+@router.get(
+    "/blocks",
+    response={200: list[BlockSummaryOut], **error_responses(404, body=False)},
+    tags=["blocks"],
+    summary="List memory blocks",
+)
 def list_blocks(request: HttpRequest, agent_id: Id | None = None) -> list[Any]:
     """An agent gets its own, shared and constellation-level blocks, with its
     access to each; a human gets the blocks of their constellations (or of
@@ -293,7 +315,13 @@ def list_blocks(request: HttpRequest, agent_id: Id | None = None) -> list[Any]:
     return [block_facts_for_actor(actor=actor, block=b) for b in blocks]
 
 
-@router.post("/blocks", response={201: BlockOut}, by_alias=True, summary="Create")
+@router.post(
+    "/blocks",
+    response={201: BlockOut, **error_responses(403, 404, 409, body=True)},
+    tags=["blocks"],
+    summary="Create a block",
+    by_alias=True,
+)
 def create_block(request: HttpRequest, payload: BlockCreateIn) -> Status[Any]:
     actor = request_actor(request)
     owner, constellation = None, None
@@ -321,13 +349,25 @@ def create_block(request: HttpRequest, payload: BlockCreateIn) -> Status[Any]:
     return Status(201, _block_out(actor, block))
 
 
-@router.get("/blocks/{block_id}", response=BlockOut, by_alias=True, summary="Get")
+@router.get(
+    "/blocks/{block_id}",
+    response={200: BlockOut, **error_responses(404, body=False)},
+    tags=["blocks"],
+    summary="Get a block",
+    by_alias=True,
+)
 def get_block(request: HttpRequest, block_id: UUID) -> dict[str, Any]:
     actor, block = _block(request, block_id)
     return _block_out(actor, block)
 
 
-@router.patch("/blocks/{block_id}", response=BlockOut, by_alias=True)
+@router.patch(
+    "/blocks/{block_id}",
+    response={200: BlockOut, **error_responses(403, 404, 409, body=True)},
+    tags=["blocks"],
+    summary="Configure a block",
+    by_alias=True,
+)
 def configure_block(
     request: HttpRequest, block_id: UUID, payload: BlockPatchIn
 ) -> dict[str, Any]:
@@ -340,14 +380,24 @@ def configure_block(
     return _block_out(actor, block)
 
 
-@router.delete("/blocks/{block_id}", response={204: None})
+@router.delete(
+    "/blocks/{block_id}",
+    response={204: None, **error_responses(403, 404, body=False)},
+    tags=["blocks"],
+    summary="Delete a block",
+)
 def delete_block(request: HttpRequest, block_id: UUID) -> Status[None]:
     actor, block = _block(request, block_id)
     block_delete(actor=actor, block=block)
     return Status(204, None)
 
 
-@router.post("/blocks/{block_id}/operations", response=ChangeOut)
+@router.post(
+    "/blocks/{block_id}/operations",
+    response={200: ChangeOut, **error_responses(403, 404, 409, body=True)},
+    tags=["blocks"],
+    summary="Apply structured operations",
+)
 def operate_block(
     request: HttpRequest, block_id: UUID, payload: OperationsIn
 ) -> dict[str, Any]:
@@ -362,7 +412,12 @@ def operate_block(
     return _change_out(change)
 
 
-@router.get("/blocks/{block_id}/history", response=list[VersionOut])
+@router.get(
+    "/blocks/{block_id}/history",
+    response={200: list[VersionOut], **error_responses(404, body=False)},
+    tags=["blocks"],
+    summary="List a block's versions",
+)
 def list_block_history(
     request: HttpRequest, block_id: UUID, limit: int = 50, before: Id | None = None
 ) -> list[Any]:
@@ -371,14 +426,24 @@ def list_block_history(
     return block_history(block=block, limit=max(1, min(limit, 500)), before=before)
 
 
-@router.get("/blocks/{block_id}/versions/{version_id}", response=VersionViewOut)
+@router.get(
+    "/blocks/{block_id}/versions/{version_id}",
+    response={200: VersionViewOut, **error_responses(404, body=False)},
+    tags=["blocks"],
+    summary="Get a block version",
+)
 def get_block_version(request: HttpRequest, block_id: UUID, version_id: Id) -> Any:
     _, block = _block(request, block_id)
     view = block_version_view(block=block, version_id=version_id)
     return {"version": view.version, "rendered": view.rendered, "content": view.value}
 
 
-@router.get("/blocks/{block_id}/diff", response=DiffOut)
+@router.get(
+    "/blocks/{block_id}/diff",
+    response={200: DiffOut, **error_responses(404, body=False)},
+    tags=["blocks"],
+    summary="Diff two versions",
+)
 def diff_block_versions(
     request: HttpRequest,
     block_id: UUID,
@@ -390,7 +455,12 @@ def diff_block_versions(
     return block_diff(block=block, from_version=from_version, to_version=to_version)
 
 
-@router.post("/blocks/{block_id}/rollback", response=ChangeOut)
+@router.post(
+    "/blocks/{block_id}/rollback",
+    response={200: ChangeOut, **error_responses(403, 404, 409, body=True)},
+    tags=["blocks"],
+    summary="Roll back to a version",
+)
 def rollback_block(
     request: HttpRequest, block_id: UUID, payload: RollbackIn
 ) -> dict[str, Any]:
@@ -400,7 +470,12 @@ def rollback_block(
     )
 
 
-@router.get("/blocks/{block_id}/shares", response=list[AttachmentOut])
+@router.get(
+    "/blocks/{block_id}/shares",
+    response={200: list[AttachmentOut], **error_responses(404, body=False)},
+    tags=["blocks"],
+    summary="List who a block is shared with",
+)
 def list_shares(request: HttpRequest, block_id: UUID) -> list[dict[str, Any]]:
     _, block = _block(request, block_id)
     return [
@@ -414,7 +489,12 @@ def list_shares(request: HttpRequest, block_id: UUID) -> list[dict[str, Any]]:
     ]
 
 
-@router.post("/blocks/{block_id}/shares", response=AttachmentOut)
+@router.post(
+    "/blocks/{block_id}/shares",
+    response={200: AttachmentOut, **error_responses(403, 404, 409, body=True)},
+    tags=["blocks"],
+    summary="Share a block with an agent",
+)
 def share_block(request: HttpRequest, block_id: UUID, payload: ShareIn) -> Any:
     actor, block = _block(request, block_id)
     agent = agent_get_for_actor(actor=actor, agent_id=payload.agent_id)
@@ -429,7 +509,12 @@ def share_block(request: HttpRequest, block_id: UUID, payload: ShareIn) -> Any:
     }
 
 
-@router.delete("/blocks/{block_id}/shares/{agent_id}", response={204: None})
+@router.delete(
+    "/blocks/{block_id}/shares/{agent_id}",
+    response={204: None, **error_responses(403, 404, body=False)},
+    tags=["blocks"],
+    summary="Stop sharing a block",
+)
 def unshare_block(request: HttpRequest, block_id: UUID, agent_id: Id) -> Status[None]:
     actor, block = _block(request, block_id)
     agent = agent_get_for_actor(actor=actor, agent_id=agent_id)
@@ -437,7 +522,12 @@ def unshare_block(request: HttpRequest, block_id: UUID, agent_id: Id) -> Status[
     return Status(204, None)
 
 
-@router.get("/approvals", response=list[ApprovalOut])
+@router.get(
+    "/approvals",
+    response={200: list[ApprovalOut], **error_responses(404, body=False)},
+    tags=["approvals"],
+    summary="List approval requests",
+)
 def list_approvals(
     request: HttpRequest, status: str | None = None, block_id: UUID | None = None
 ) -> list[dict[str, Any]]:
@@ -449,7 +539,12 @@ def list_approvals(
     return [_approval_out(a) for a in approvals]
 
 
-@router.post("/approvals/{approval_id}/decision", response=ApprovalOut)
+@router.post(
+    "/approvals/{approval_id}/decision",
+    response={200: ApprovalOut, **error_responses(403, 404, 409, body=True)},
+    tags=["approvals"],
+    summary="Approve or reject a request",
+)
 def decide_approval(
     request: HttpRequest, approval_id: Id, payload: DecisionIn
 ) -> dict[str, Any]:
@@ -460,7 +555,12 @@ def decide_approval(
     )
 
 
-@router.get("/agents/{agent_id}/memory/export", summary="Export an agent's memory")
+@router.get(
+    "/agents/{agent_id}/memory/export",
+    response={200: dict[str, Any], **error_responses(404, body=False)},
+    tags=["blocks"],
+    summary="Export an agent's memory",
+)
 def export_memory(request: HttpRequest, agent_id: Id) -> dict[str, Any]:
     """JSON with a schema version; each block with its Loro snapshot (base64)."""
     actor = request_actor(request)
@@ -468,12 +568,23 @@ def export_memory(request: HttpRequest, agent_id: Id) -> dict[str, Any]:
     return blocks_export(actor=actor, agent=agent)
 
 
-@router.post("/agents/{agent_id}/memory/import", response={201: ImportOut})
+@router.post(
+    "/agents/{agent_id}/memory/import",
+    response={201: ImportOut, **error_responses(403, 404, 409, body=True)},
+    tags=["blocks"],
+    summary="Import blocks into an agent's memory",
+    openapi_extra={
+        "requestBody": {
+            "content": {"application/json": {"example": IMPORT_EXAMPLE}},
+        }
+    },
+)
 def import_memory(
     request: HttpRequest, agent_id: Id, payload: Body[dict[str, Any]]
 ) -> Status[Any]:
-    """An export of this server, or v1-style blocks (``content``, ``label``,
-    ``memory_type``, ``pinned``, ``permission``)."""
+    """An export of this server (``GET .../memory/export``), or plain blocks
+    in the flat format of earlier Pattern releases: ``blocks`` of
+    ``content``, ``label``, ``memory_type``, ``pinned``, ``permission``."""
     actor = request_actor(request)
     agent = agent_get_for_actor(actor=actor, agent_id=agent_id)
     if actor.agent is not None and actor.agent.pk != agent.pk:

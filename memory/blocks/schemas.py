@@ -35,37 +35,64 @@ class BlockOut(BlockSummaryOut):
     content: Any = Field(description="Structured content, shaped by the schema.")
 
 
+SCHEMA_EXAMPLE = {
+    "kind": "map",
+    "fields": [
+        {"name": "mood", "type": "text"},
+        {"name": "open_questions", "type": "list"},
+    ],
+}
+TemplateChoice = Literal["persona", "human", "scratchpad", "organization", "custom"]
+BlockTypeChoice = Literal["core", "working", "archival", "log"]
+PermissionChoice = Literal[
+    "read_only", "partner", "human", "append", "read_write", "admin"
+]
+
+
 class BlockCreateIn(Schema):
-    label: Label
+    label: Label = Field(examples=["check_in"])
     agent_id: Id | None = Field(
-        None, description="Owner; agents may omit it (themselves)."
+        None, description="Owner; agents may omit it (themselves).", examples=[None]
     )
     constellation_id: Id | None = Field(
-        None, description="For a constellation-level block (humans only)."
+        None,
+        description="For a constellation-level block (humans only).",
+        examples=[None],
     )
-    template: (
-        Literal["persona", "human", "scratchpad", "organization", "custom"] | None
-    ) = None
-    schema_: dict[str, Any] | None = Field(None, alias="schema")
-    description: str | None = None
-    block_type: Literal["core", "working", "archival", "log"] | None = None
-    permission: Literal[
-        "read_only", "partner", "human", "append", "read_write", "admin"
-    ] = "read_write"
-    char_limit: int | None = Field(None, gt=0, le=1_000_000)
-    pinned: bool = False
-    content: Any = None
+    template: TemplateChoice | None = Field(
+        None,
+        description="Gives the schema, description and type unless given.",
+        examples=[None],
+    )
+    schema_: dict[str, Any] | None = Field(
+        None,
+        alias="schema",
+        description="kind text, map (fields), list, log or composite (sections).",
+        examples=[SCHEMA_EXAMPLE],
+    )
+    description: str | None = Field(
+        None, examples=["How Sam feels this week and what is still open"]
+    )
+    block_type: BlockTypeChoice | None = Field(None, examples=["working"])
+    permission: PermissionChoice = Field("read_write", examples=["read_write"])
+    char_limit: int | None = Field(None, gt=0, le=1_000_000, examples=[2000])
+    pinned: bool = Field(False, examples=[True])
+    content: Any = Field(
+        None,
+        description="Initial content, shaped by the schema.",
+        examples=[{"mood": "calm", "open_questions": ["Dentist on Friday?"]}],
+    )
 
 
 class BlockPatchIn(Schema):
-    description: str | None = None
-    schema_: dict[str, Any] | None = Field(None, alias="schema")
-    permission: (
-        Literal["read_only", "partner", "human", "append", "read_write", "admin"] | None
-    ) = None
-    pinned: bool | None = None
-    block_type: Literal["core", "working", "archival", "log"] | None = None
-    char_limit: int | None = Field(None, gt=0, le=1_000_000)
+    description: str | None = Field(None, examples=["Sam's week at a glance"])
+    schema_: dict[str, Any] | None = Field(
+        None, alias="schema", examples=[SCHEMA_EXAMPLE]
+    )
+    permission: PermissionChoice | None = Field(None, examples=["append"])
+    pinned: bool | None = Field(None, examples=[False])
+    block_type: BlockTypeChoice | None = Field(None, examples=["core"])
+    char_limit: int | None = Field(None, gt=0, le=1_000_000, examples=[4000])
 
 
 _ARG_TYPES: dict[str, Any] = {
@@ -95,7 +122,11 @@ def _operation_model(name: str) -> type[Schema]:
         "op": (Literal[name], Field(description="The operation.")),  # type: ignore[valid-type]
         "section": (
             str | None,
-            Field(None, description="Composite blocks: the section to change."),
+            Field(
+                None,
+                description="Composite blocks: the section to change.",
+                examples=[None],
+            ),
         ),
     }
     for arg, (json_type, required) in documents.OPERATION_ARGS[name].items():
@@ -198,12 +229,14 @@ class DiffOut(Schema):
 
 
 class RollbackIn(Schema):
-    version_id: Id
+    version_id: Id = Field(description="From the block's history.", examples=[12])
 
 
 class ShareIn(Schema):
-    agent_id: Id
-    access: Literal["read_only", "append_only", "read_write"]
+    agent_id: Id = Field(examples=[3])
+    access: Literal["read_only", "append_only", "read_write"] = Field(
+        examples=["append_only"]
+    )
 
 
 class AttachmentOut(Schema):
@@ -229,7 +262,7 @@ class ApprovalOut(Schema):
 
 
 class DecisionIn(Schema):
-    approve: bool
+    approve: bool = Field(examples=[True])
 
 
 class ImportOut(Schema):
@@ -237,14 +270,31 @@ class ImportOut(Schema):
 
 
 class ContextToolIn(Schema):
-    operation: Literal["append", "replace", "archive", "load", "swap"]
-    label: str = Field(description="The block to act on (for swap: the working one).")
-    content: str | None = Field(None, description="append: the text to add.")
-    old: str | None = Field(None, description="replace: the exact text to find.")
-    new: str | None = Field(None, description="replace: its replacement.")
-    section: str | None = Field(None, description="Section of a composite block.")
+    operation: Literal["append", "replace", "archive", "load", "swap"] = Field(
+        examples=["append"]
+    )
+    label: str = Field(
+        description="The block to act on (for swap: the working one).",
+        examples=["human"],
+    )
+    content: str | None = Field(
+        None,
+        description="append: the text to add.",
+        examples=["Sam prefers a short check-in before 10am."],
+    )
+    old: str | None = Field(
+        None, description="replace: the exact text to find.", examples=[None]
+    )
+    new: str | None = Field(
+        None, description="replace: its replacement.", examples=[None]
+    )
+    section: str | None = Field(
+        None, description="Section or field of a structured block.", examples=[None]
+    )
     archival_label: str | None = Field(
-        None, description="swap: the archival block to bring into working memory."
+        None,
+        description="swap: the archival block to bring into working memory.",
+        examples=[None],
     )
 
 

@@ -9,7 +9,7 @@ from coordination.agents.selectors import (
     agent_get_private,
     constellation_get_for_actor,
 )
-from coordination.apitypes import Id, Offset
+from coordination.apitypes import Id, Offset, error_responses
 from coordination.auth import request_actor
 from coordination.errors import InvalidInput
 from memory.longterm.access import archival_access_record_later
@@ -63,7 +63,7 @@ from memory.longterm.services import (
     retrieval_config_update,
 )
 
-router = Router(tags=["long-term memory"])
+router = Router()
 
 
 def _source(request: HttpRequest) -> str:
@@ -90,7 +90,12 @@ def _search_out(result: SearchResult) -> dict[str, Any]:
     }
 
 
-@router.post("/archival", response={201: ArchivalEntryOut}, summary="Store a fact")
+@router.post(
+    "/archival",
+    response={201: ArchivalEntryOut, **error_responses(403, 404, 409, body=True)},
+    tags=["archival"],
+    summary="Store a fact",
+)
 def create_archival_entry(request: HttpRequest, payload: ArchivalEntryIn) -> Any:
     actor = request_actor(request)
     agent = agent_get_private(actor=actor, agent_id=payload.agent_id)
@@ -106,7 +111,12 @@ def create_archival_entry(request: HttpRequest, payload: ArchivalEntryIn) -> Any
     return Status(201, entry)
 
 
-@router.get("/archival", response=ArchivalPageOut, summary="List archival entries")
+@router.get(
+    "/archival",
+    response={200: ArchivalPageOut, **error_responses(404, body=False)},
+    tags=["archival"],
+    summary="List archival entries",
+)
 def list_archival_entries(
     request: HttpRequest,
     agent_id: Id | None = None,
@@ -118,12 +128,22 @@ def list_archival_entries(
     return {"count": qs.count(), "results": list(qs[offset : offset + limit])}
 
 
-@router.get("/archival/{entry_id}", response=ArchivalEntryOut)
+@router.get(
+    "/archival/{entry_id}",
+    response={200: ArchivalEntryOut, **error_responses(404, body=False)},
+    tags=["archival"],
+    summary="Get an archival entry",
+)
 def get_archival_entry(request: HttpRequest, entry_id: Id) -> Any:
     return archival_entry_get_for_actor(actor=request_actor(request), entry_id=entry_id)
 
 
-@router.patch("/archival/{entry_id}", response=ArchivalEntryOut)
+@router.patch(
+    "/archival/{entry_id}",
+    response={200: ArchivalEntryOut, **error_responses(403, 404, 409, body=True)},
+    tags=["archival"],
+    summary="Update an archival entry",
+)
 def update_archival_entry(
     request: HttpRequest, entry_id: Id, payload: ArchivalEntryPatchIn
 ) -> Any:
@@ -133,7 +153,12 @@ def update_archival_entry(
     return archival_entry_update(entry=entry, **payload.dict(exclude_unset=True))
 
 
-@router.delete("/archival/{entry_id}", response={204: None})
+@router.delete(
+    "/archival/{entry_id}",
+    response={204: None, **error_responses(403, 404, body=False)},
+    tags=["archival"],
+    summary="Delete an archival entry",
+)
 def delete_archival_entry(request: HttpRequest, entry_id: Id) -> Any:
     entry = archival_entry_get_for_actor(
         actor=request_actor(request), entry_id=entry_id
@@ -142,7 +167,12 @@ def delete_archival_entry(request: HttpRequest, entry_id: Id) -> Any:
     return Status(204, None)
 
 
-@router.post("/tools/search", response=SearchOut, summary="v1 search tool")
+@router.post(
+    "/tools/search",
+    response={200: SearchOut, **error_responses(403, 404, body=True)},
+    tags=["search"],
+    summary="Search memory",
+)
 def search_tool(request: HttpRequest, payload: SearchIn) -> Any:
     result = _searched(
         request,
@@ -164,7 +194,12 @@ def search_tool(request: HttpRequest, payload: SearchIn) -> Any:
     return _search_out(result)
 
 
-@router.post("/tools/recall", response=RecallOut, summary="v1 recall tool")
+@router.post(
+    "/tools/recall",
+    response={200: RecallOut, **error_responses(403, 404, 409, body=True)},
+    tags=["tools"],
+    summary="recall: store, read, append, delete or search",
+)
 def recall_tool(request: HttpRequest, payload: RecallIn) -> Any:
     """insert / append / read / delete an archival entry (by label or id);
     without an action, search conversations and archival memory."""
@@ -215,8 +250,9 @@ def recall_tool(request: HttpRequest, payload: RecallIn) -> Any:
 
 @router.post(
     "/tools/archival_memory_insert",
-    response={201: ArchivalEntryOut},
-    summary="Letta-compatible archival insert",
+    response={201: ArchivalEntryOut, **error_responses(403, 404, 409, body=True)},
+    tags=["tools"],
+    summary="archival_memory_insert",
 )
 def archival_memory_insert(request: HttpRequest, payload: LettaInsertIn) -> Any:
     actor = request_actor(request)
@@ -231,8 +267,9 @@ def archival_memory_insert(request: HttpRequest, payload: LettaInsertIn) -> Any:
 
 @router.post(
     "/tools/archival_memory_search",
-    response=list[LettaSearchHitOut],
-    summary="Letta-compatible archival search",
+    response={200: list[LettaSearchHitOut], **error_responses(403, 404, body=True)},
+    tags=["tools"],
+    summary="archival_memory_search",
 )
 def archival_memory_search(request: HttpRequest, payload: LettaSearchIn) -> Any:
     result = _searched(
@@ -257,13 +294,23 @@ def archival_memory_search(request: HttpRequest, payload: LettaSearchIn) -> Any:
     ]
 
 
-@router.post("/conversations", response={201: ConversationOut})
+@router.post(
+    "/conversations",
+    response={201: ConversationOut, **error_responses(403, 404, body=True)},
+    tags=["conversations"],
+    summary="Start a conversation",
+)
 def start_conversation(request: HttpRequest, payload: ConversationIn) -> Any:
     agent = agent_get_private(actor=request_actor(request), agent_id=payload.agent_id)
     return Status(201, conversation_start(agent=agent, title=payload.title))
 
 
-@router.get("/conversations", response=list[ConversationOut])
+@router.get(
+    "/conversations",
+    response={200: list[ConversationOut], **error_responses(404, body=False)},
+    tags=["conversations"],
+    summary="List conversations",
+)
 def list_conversations(
     request: HttpRequest, agent_id: Id | None = None, status: str | None = None
 ) -> Any:
@@ -272,14 +319,24 @@ def list_conversations(
     )[:200]
 
 
-@router.get("/conversations/{conversation_id}", response=ConversationOut)
+@router.get(
+    "/conversations/{conversation_id}",
+    response={200: ConversationOut, **error_responses(404, body=False)},
+    tags=["conversations"],
+    summary="Get a conversation",
+)
 def get_conversation(request: HttpRequest, conversation_id: Id) -> Any:
     return conversation_get_for_actor(
         actor=request_actor(request), conversation_id=conversation_id
     )
 
 
-@router.post("/conversations/{conversation_id}/status", response=ConversationOut)
+@router.post(
+    "/conversations/{conversation_id}/status",
+    response={200: ConversationOut, **error_responses(403, 404, body=True)},
+    tags=["conversations"],
+    summary="Set a conversation's status",
+)
 def set_conversation_status(
     request: HttpRequest, conversation_id: Id, payload: ConversationStatusIn
 ) -> Any:
@@ -290,7 +347,10 @@ def set_conversation_status(
 
 
 @router.post(
-    "/conversations/{conversation_id}/messages", response={201: list[MessageOut]}
+    "/conversations/{conversation_id}/messages",
+    response={201: list[MessageOut], **error_responses(403, 404, 409, body=True)},
+    tags=["conversations"],
+    summary="Append messages",
 )
 def append_messages(
     request: HttpRequest, conversation_id: Id, payload: MessagesAppendIn
@@ -308,7 +368,12 @@ def append_messages(
     return Status(201, created)
 
 
-@router.get("/conversations/{conversation_id}/messages", response=MessagePageOut)
+@router.get(
+    "/conversations/{conversation_id}/messages",
+    response={200: MessagePageOut, **error_responses(404, body=False)},
+    tags=["conversations"],
+    summary="List messages",
+)
 def list_messages(
     request: HttpRequest, conversation_id: Id, after: Offset = 0, limit: int = 50
 ) -> Any:
@@ -327,7 +392,9 @@ def list_messages(
 
 @router.get(
     "/constellations/{constellation_id}/retrieval-config",
-    response=RetrievalConfigOut,
+    response={200: RetrievalConfigOut, **error_responses(404, body=False)},
+    tags=["search"],
+    summary="Get retrieval settings",
 )
 def get_retrieval_config(request: HttpRequest, constellation_id: Id) -> Any:
     constellation = constellation_get_for_actor(
@@ -338,7 +405,9 @@ def get_retrieval_config(request: HttpRequest, constellation_id: Id) -> Any:
 
 @router.put(
     "/constellations/{constellation_id}/retrieval-config",
-    response=RetrievalConfigOut,
+    response={200: RetrievalConfigOut, **error_responses(403, 404, body=True)},
+    tags=["search"],
+    summary="Change retrieval settings",
 )
 def update_retrieval_config(
     request: HttpRequest, constellation_id: Id, payload: RetrievalConfigIn

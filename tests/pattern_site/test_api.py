@@ -200,3 +200,99 @@ def test_datetimes_at_the_calendars_edges_are_a_422(
     response = raw_post(agent_client, url, json.dumps(body))
     error = assert_error(response, 422, "validation_error")
     assert "9999-12-30" in error["detail"]
+
+
+# --- the OpenAPI document ---------------------------------------------------
+
+TAGS = {
+    "blocks",
+    "tools",
+    "archival",
+    "conversations",
+    "search",
+    "approvals",
+    "agents",
+    "context",
+    "health",
+}
+
+
+@pytest.fixture
+def openapi(db: None) -> dict[str, Any]:
+    return Client().get("/api/openapi.json").json()
+
+
+def _operations(openapi: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        (method, path, op)
+        for path, ops in openapi["paths"].items()
+        for method, op in ops.items()
+    ]
+
+
+def _schema(openapi: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
+    if "$ref" in ref:
+        return openapi["components"]["schemas"][ref["$ref"].rsplit("/", 1)[1]]
+    if "allOf" in ref:
+        return _schema(openapi, ref["allOf"][0])
+    return ref
+
+
+def test_every_operation_has_one_product_tag(openapi: dict[str, Any]):
+    assert {t["name"] for t in openapi["tags"]} == TAGS
+    for method, path, op in _operations(openapi):
+        assert len(op["tags"]) == 1 and op["tags"][0] in TAGS, (method, path)
+
+
+def test_summaries_and_descriptions_speak_of_the_product(openapi: dict[str, Any]):
+    text = json.dumps(
+        [
+            (op.get("summary"), op.get("description"))
+            for _, _, op in _operations(openapi)
+        ]
+    )
+    for word in ("v1", "seed", "001"):
+        assert word not in text
+
+
+def test_every_request_body_field_has_a_realistic_example(openapi: dict[str, Any]):
+    def check(schema: dict[str, Any], where: str) -> None:
+        schema = _schema(openapi, schema)
+        for name, prop in schema.get("properties", {}).items():
+            target = _schema(openapi, prop)
+            if "properties" in target:
+                check(target, f"{where}.{name}")
+                continue
+            items = prop.get("items", {})
+            if "$ref" in items:
+                check(items, f"{where}.{name}[]")
+                continue
+            if "discriminator" in items:
+                for variant in items["oneOf"]:
+                    check(variant, f"{where}.{name}[]")
+                continue
+            assert "examples" in prop or "const" in prop, f"{where}.{name}"
+            assert prop.get("examples") != ["string"], f"{where}.{name}"
+
+    for method, path, op in _operations(openapi):
+        body = op.get("requestBody", {}).get("content", {}).get("application/json")
+        if body is None:
+            continue
+        if "example" in body:
+            continue
+        check(body["schema"], f"{method} {path}")
+
+
+def test_every_operation_lists_its_error_statuses_with_one_error_schema(
+    openapi: dict[str, Any],
+):
+    for method, path, op in _operations(openapi):
+        if path == "/api/health":
+            continue
+        for status in ("401", "422"):
+            content = op["responses"][status]["content"]["application/json"]
+            assert content["schema"] == {"$ref": "#/components/schemas/ErrorOut"}
+        if "requestBody" in op:
+            assert {"400", "413"} <= set(op["responses"]), (method, path)
+        if "{" in path:
+            assert "404" in op["responses"], (method, path)
