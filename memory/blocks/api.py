@@ -49,6 +49,7 @@ from memory.blocks.selectors import (
     block_attachment_list,
     block_diff,
     block_facts_for_actor,
+    block_get_by_label_for_actor,
     block_get_by_label_for_agent,
     block_get_for_actor,
     block_history,
@@ -349,6 +350,16 @@ def create_block(request: HttpRequest, payload: BlockCreateIn) -> Status[Any]:
     return Status(201, _block_out(actor, block))
 
 
+def _block_configure(
+    actor: Actor, block: MemoryBlock, payload: BlockPatchIn
+) -> dict[str, Any]:
+    fields = payload.dict(exclude_unset=True)
+    if "schema_" in fields:
+        fields["schema"] = fields.pop("schema_")
+    block_configure(actor=actor, block=block, **fields)
+    return _block_out(actor, block)
+
+
 @router.get(
     "/blocks/{block_id}",
     response={200: BlockOut, **error_responses(404, body=False)},
@@ -373,11 +384,7 @@ def configure_block(
 ) -> dict[str, Any]:
     """Change description, schema, permission, pinned, type or limit."""
     actor, block = _block(request, block_id)
-    fields = payload.dict(exclude_unset=True)
-    if "schema_" in fields:
-        fields["schema"] = fields.pop("schema_")
-    block_configure(actor=actor, block=block, **fields)
-    return _block_out(actor, block)
+    return _block_configure(actor, block, payload)
 
 
 @router.delete(
@@ -388,6 +395,65 @@ def configure_block(
 )
 def delete_block(request: HttpRequest, block_id: UUID) -> Status[None]:
     actor, block = _block(request, block_id)
+    block_delete(actor=actor, block=block)
+    return Status(204, None)
+
+
+BY_LABEL = """The block `label` names in an agent's memory, resolved as the
+agent tools resolve it: the agent's own block, else one shared with it, else
+the constellation's.  Agents leave out `agent_id` (their own memory); humans
+give it."""
+
+
+def _block_by_label(
+    request: HttpRequest, label: str, agent_id: int | None
+) -> tuple[Actor, MemoryBlock]:
+    actor = request_actor(request)
+    block = block_get_by_label_for_actor(actor=actor, label=label, agent_id=agent_id)
+    return actor, block
+
+
+@router.get(
+    "/blocks/by-label/{label}",
+    response={200: BlockOut, **error_responses(404, body=False)},
+    tags=["blocks"],
+    summary="Get a block by label",
+    description=BY_LABEL,
+    by_alias=True,
+)
+def get_block_by_label(
+    request: HttpRequest, label: str, agent_id: Id | None = None
+) -> dict[str, Any]:
+    actor, block = _block_by_label(request, label, agent_id)
+    return _block_out(actor, block)
+
+
+@router.patch(
+    "/blocks/by-label/{label}",
+    response={200: BlockOut, **error_responses(403, 404, 409, body=True)},
+    tags=["blocks"],
+    summary="Configure a block by label",
+    description=BY_LABEL,
+    by_alias=True,
+)
+def configure_block_by_label(
+    request: HttpRequest, label: str, payload: BlockPatchIn, agent_id: Id | None = None
+) -> dict[str, Any]:
+    actor, block = _block_by_label(request, label, agent_id)
+    return _block_configure(actor, block, payload)
+
+
+@router.delete(
+    "/blocks/by-label/{label}",
+    response={204: None, **error_responses(403, 404, body=False)},
+    tags=["blocks"],
+    summary="Delete a block by label",
+    description=BY_LABEL,
+)
+def delete_block_by_label(
+    request: HttpRequest, label: str, agent_id: Id | None = None
+) -> Status[None]:
+    actor, block = _block_by_label(request, label, agent_id)
     block_delete(actor=actor, block=block)
     return Status(204, None)
 

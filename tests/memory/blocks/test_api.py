@@ -551,3 +551,68 @@ def test_every_operation_and_its_arguments_are_in_the_openapi(agent_client):
     append = schema["components"]["schemas"]["AppendToListFieldOp"]
     assert append["required"] == ["op", "field", "value"]
     assert append["additionalProperties"] is False
+
+
+# --- blocks by label ----------------------------------------------------------
+
+
+def test_blocks_are_read_configured_and_deleted_by_label(
+    agent_client, human_client, make_block, agent
+):
+    block = make_block(label="notes", content="Sam likes tea")
+    got = agent_client.get("/api/blocks/by-label/notes")
+    assert got.status_code == 200, got.content
+    assert got.json()["id"] == str(block.pk)
+    assert got.json()["content"] == "Sam likes tea"
+    patched = agent_client.patch(
+        "/api/blocks/by-label/notes", {"pinned": True}, content_type="application/json"
+    )
+    assert patched.status_code == 200, patched.content
+    assert MemoryBlock.objects.get(pk=block.pk).pinned
+    deleted = human_client.delete(f"/api/blocks/by-label/notes?agent_id={agent.pk}")
+    assert deleted.status_code == 204, deleted.content
+    assert not MemoryBlock.objects.filter(pk=block.pk).exists()
+
+
+def test_by_label_resolves_own_then_shared_then_constellation(
+    agent_client, make_block, agent, other_agent, constellation
+):
+    def resolved():
+        return agent_client.get("/api/blocks/by-label/board").json()["id"]
+
+    shared = block_create(
+        actor=Actor.system(), constellation=constellation, label="board"
+    )
+    assert resolved() == str(shared.pk)
+    theirs = make_block(label="board", owner=other_agent)
+    block_share(actor=Actor.system(), block=theirs, agent=agent, access="read_only")
+    assert resolved() == str(theirs.pk)
+    own = make_block(label="board")
+    assert resolved() == str(own.pk)
+
+
+def test_human_names_the_agent_and_other_constellations_are_404(
+    human_client, make_block, agent
+):
+    from tests.factories import AgentFactory, ConstellationFactory
+
+    block = make_block(label="notes")
+    got = human_client.get(f"/api/blocks/by-label/notes?agent_id={agent.pk}")
+    assert got.status_code == 200, got.content
+    assert got.json()["id"] == str(block.pk)
+    missing = human_client.get("/api/blocks/by-label/notes")
+    assert missing.status_code == 422
+    assert "agent_id" in missing.json()["detail"]
+    stranger = AgentFactory(constellation=ConstellationFactory(name="Other"))
+    make_block(label="secret", owner=stranger)
+    other = human_client.get(f"/api/blocks/by-label/secret?agent_id={stranger.pk}")
+    assert other.status_code == 404
+
+
+def test_another_agents_private_label_is_404(agent_client, make_block, other_agent):
+    make_block(label="secret", owner=other_agent)
+    assert agent_client.get("/api/blocks/by-label/secret").status_code == 404
+    response = agent_client.get(
+        f"/api/blocks/by-label/secret?agent_id={other_agent.pk}"
+    )
+    assert response.status_code == 404
