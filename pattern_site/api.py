@@ -12,20 +12,22 @@ object whose strings hold neither NUL characters nor lone surrogates, or it
 is refused before any endpoint runs.
 """
 
+import functools
 import json
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, HttpRequest, HttpResponse
-from ninja import NinjaAPI
+from ninja import Field, NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
-from coordination.apitypes import ErrorOut
+from coordination.apitypes import ErrorOut, error_responses
 from coordination.auth import api_auth
 from coordination.errors import ApplicationError, InvalidInput, MalformedRequest
 from pattern_site.health import health_report
+from pattern_site.tool_schemas import tool_schemas
 
 AUTH_REQUIRED = (
     "send Authorization: Bearer <token> (agents) or log in to the dashboard (humans)"
@@ -218,6 +220,38 @@ def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 @api.exception_handler(Http404)
 def not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
     return _error(request, 404, str(exc) or "not found", "not_found")
+
+
+class ToolSchemasOut(Schema):
+    openai: list[dict[str, Any]] = Field(
+        description='OpenAI chat "tools": {"type": "function", "function": '
+        "{name, description, parameters}}."
+    )
+    anthropic: list[dict[str, Any]] = Field(
+        description="Anthropic tools: {name, description, input_schema}."
+    )
+    endpoints: dict[str, str] = Field(
+        description="Where each tool is called: POST /api/tools/<name> with "
+        "the model's arguments as the JSON body."
+    )
+
+
+@api.get(
+    "/tools/schemas",
+    response={200: ToolSchemasOut, **error_responses(body=False)},
+    tags=["tools"],
+    summary="The agent tools as function-calling JSON",
+)
+def list_tool_schemas(request: HttpRequest) -> dict[str, Any]:
+    """Every agent tool with its description and JSON-Schema parameters, in
+    OpenAI's and Anthropic's function-calling formats, generated from this
+    document's own request schemas."""
+    return _tool_schemas()
+
+
+@functools.cache
+def _tool_schemas() -> dict[str, Any]:
+    return tool_schemas(api.get_openapi_schema(path_prefix="/api"))
 
 
 @api.get(
