@@ -14,7 +14,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from ninja import Schema
-from pydantic import AfterValidator, ConfigDict, Field
+from ninja.schema import DjangoGetter
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    model_validator,
+)
 
 DB_INT_MAX = 2**63 - 1
 
@@ -23,6 +31,13 @@ Id = Annotated[int, Field(ge=1, le=DB_INT_MAX)]
 
 # Offsets into a listing, and cursors ("after"/"before" a row id or position).
 Offset = Annotated[int, Field(ge=0, le=DB_INT_MAX)]
+
+
+def _iso_text(value: Any) -> Any:
+    # Lax parsing would read a number as seconds since 1970.
+    if not isinstance(value, str | datetime):
+        raise ValueError("must be an ISO 8601 date-time string")
+    return value
 
 
 def _moment_in_range(value: datetime) -> datetime:
@@ -40,7 +55,12 @@ def _moment_in_range(value: datetime) -> datetime:
 
 # A datetime filter: any ISO 8601 time whose UTC time and neighbouring days
 # exist in the calendar.
-Moment = Annotated[datetime, AfterValidator(_moment_in_range)]
+Moment = Annotated[
+    datetime,
+    Field(strict=False),
+    BeforeValidator(_iso_text),
+    AfterValidator(_moment_in_range),
+]
 
 # A block label is rendered into the prompt as ``<block:label ...>``, so it
 # keeps to characters that can never close or break that tag.
@@ -50,6 +70,26 @@ Label = Annotated[
     str,
     Field(pattern=LABEL_PATTERN, max_length=100, description=f"{LABEL_RULE}."),
 ]
+
+
+class InputSchema(Schema):
+    """Base of every request body schema.
+
+    Strict: a JSON value is taken as the type it is, so ``0`` is not
+    ``false`` and ``false`` is not ``0.0``; a nested object must be an
+    object.  (Date-times, read from ISO strings, opt out per field.)
+    """
+
+    model_config = ConfigDict(strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _an_object(cls, data: Any) -> Any:
+        # ninja hands its schemas their input wrapped in a DjangoGetter.
+        raw = data._obj if isinstance(data, DjangoGetter) else data
+        if isinstance(raw, dict | BaseModel):
+            return data
+        raise ValueError("must be a JSON object")
 
 
 class FieldErrorOut(Schema):

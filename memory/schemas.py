@@ -4,10 +4,10 @@ from typing import Any, Literal
 
 from ninja import Field, Schema
 
-from coordination.apitypes import Id
+from coordination.apitypes import Id, InputSchema
 
 
-class ToolRuleIn(Schema):
+class ToolRuleIn(InputSchema):
     tool: str = Field(examples=["send_message"])
     kind: Literal[
         "start_constraint", "exit_loop", "continue_loop", "max_calls", "requires_prior"
@@ -19,7 +19,7 @@ class ToolRuleIn(Schema):
     )
 
 
-class ContextBuildIn(Schema):
+class ContextBuildIn(InputSchema):
     agent_id: Id | None = Field(
         None, description="Agents may omit it (themselves).", examples=[None]
     )

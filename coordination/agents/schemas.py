@@ -2,6 +2,8 @@ from datetime import datetime
 
 from ninja import Field, Schema
 
+from coordination.apitypes import InputSchema
+
 
 class ConstellationOut(Schema):
     id: int
@@ -33,7 +35,7 @@ class WhoAmIOut(Schema):
     agent: AgentOut | None = None
 
 
-class AgentUpdateIn(Schema):
+class AgentUpdateIn(InputSchema):
     role: str | None = Field(None, examples=["Task manager"])
     description: str | None = Field(
         None, examples=["Breaks big plans into small, doable steps"]

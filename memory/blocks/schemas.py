@@ -7,7 +7,7 @@ from uuid import UUID
 from ninja import Field, Schema
 from pydantic import ConfigDict, create_model, model_validator
 
-from coordination.apitypes import Id, Label
+from coordination.apitypes import Id, InputSchema, Label
 from coordination.errors import InvalidInput
 from memory.blocks import documents
 
@@ -49,7 +49,7 @@ PermissionChoice = Literal[
 ]
 
 
-class BlockCreateIn(Schema):
+class BlockCreateIn(InputSchema):
     label: Label = Field(examples=["check_in"])
     agent_id: Id | None = Field(
         None, description="Owner; agents may omit it (themselves).", examples=[None]
@@ -84,7 +84,7 @@ class BlockCreateIn(Schema):
     )
 
 
-class BlockPatchIn(Schema):
+class BlockPatchIn(InputSchema):
     description: str | None = Field(None, examples=["Sam's week at a glance"])
     schema_: dict[str, Any] | None = Field(
         None, alias="schema", examples=[SCHEMA_EXAMPLE]
@@ -145,7 +145,7 @@ def _operation_model(name: str) -> type[Schema]:
     )
 
 
-class _OperationBase(Schema):
+class _OperationBase(InputSchema):
     # An argument an operation does not take is an error, not ignored.
     model_config = ConfigDict(extra="forbid")
 
@@ -166,7 +166,7 @@ OPERATION_MODELS = [_operation_model(name) for name in documents.OPERATION_ARGS]
 Operation = Annotated[Union[tuple(OPERATION_MODELS)], Field(discriminator="op")]  # type: ignore[valid-type]  # noqa: UP007
 
 
-class OperationsIn(Schema):
+class OperationsIn(InputSchema):
     operations: list[Operation] = Field(  # type: ignore[valid-type]
         min_length=1,
         description="Schema operations applied in order, all or none.  Which "
@@ -228,11 +228,11 @@ class DiffOut(Schema):
     changes: list[dict[str, Any]] | None = None
 
 
-class RollbackIn(Schema):
+class RollbackIn(InputSchema):
     version_id: Id = Field(description="From the block's history.", examples=[12])
 
 
-class ShareIn(Schema):
+class ShareIn(InputSchema):
     agent_id: Id = Field(examples=[3])
     access: Literal["read_only", "append_only", "read_write"] = Field(
         examples=["append_only"]
@@ -261,7 +261,7 @@ class ApprovalOut(Schema):
     created_at: datetime
 
 
-class DecisionIn(Schema):
+class DecisionIn(InputSchema):
     approve: bool = Field(examples=[True])
 
 
@@ -269,7 +269,7 @@ class ImportOut(Schema):
     created: list[BlockSummaryOut]
 
 
-class ContextToolIn(Schema):
+class ContextToolIn(InputSchema):
     operation: Literal["append", "replace", "archive", "load", "swap"] = Field(
         examples=["append"]
     )
@@ -307,7 +307,7 @@ SECTION = Field(
 )
 
 
-class CoreMemoryIn(Schema):
+class CoreMemoryIn(InputSchema):
     label: str = Field(
         description='Which block: "persona", "human", ...', examples=["human"]
     )
@@ -315,7 +315,7 @@ class CoreMemoryIn(Schema):
     section: str | None = SECTION
 
 
-class CoreMemoryUpdateIn(Schema):
+class CoreMemoryUpdateIn(InputSchema):
     label: str = Field(
         description='Which block: "persona", "human", ...', examples=["human"]
     )
@@ -330,7 +330,7 @@ class CoreMemoryUpdateIn(Schema):
     )
 
 
-class CoreMemoryReplaceIn(Schema):
+class CoreMemoryReplaceIn(InputSchema):
     label: str = Field(
         description='Which block: "persona", "human", ...', examples=["human"]
     )

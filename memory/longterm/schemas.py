@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from ninja import Field, Schema
 
-from coordination.apitypes import Id, Moment
+from coordination.apitypes import Id, InputSchema, Moment
 
 SearchDomain = Literal[
     "archival_memory", "conversations", "constellation_messages", "all"
@@ -20,7 +20,7 @@ TAGS_EXAMPLE = ["family", "plans"]
 METADATA_EXAMPLE = {"source": "check-in", "confidence": "high"}
 
 
-class ArchivalEntryIn(Schema):
+class ArchivalEntryIn(InputSchema):
     content: str = Field(examples=[CONTENT_EXAMPLE])
     tags: list[str] = Field([], examples=[TAGS_EXAMPLE])
     metadata: dict[str, Any] = Field({}, examples=[METADATA_EXAMPLE])
@@ -35,7 +35,7 @@ class ArchivalEntryIn(Schema):
     )
 
 
-class ArchivalEntryPatchIn(Schema):
+class ArchivalEntryPatchIn(InputSchema):
     content: str | None = Field(
         None, examples=["Ana visits on the second weekend of June instead."]
     )
@@ -66,7 +66,7 @@ class ArchivalPageOut(Schema):
     results: list[ArchivalEntryOut]
 
 
-class SearchFiltersIn(Schema):
+class SearchFiltersIn(InputSchema):
     agent_id: Id | None = Field(None, examples=[None])
     tags: list[str] = Field([], examples=[["family"]])
     metadata_keys: list[str] = Field([], examples=[[]])
@@ -78,7 +78,7 @@ class SearchFiltersIn(Schema):
     conversation_id: Id | None = Field(None, examples=[None])
 
 
-class SearchIn(Schema):
+class SearchIn(InputSchema):
     query: str = Field(
         ...,
         description="Any text; search operators are taken literally.",
@@ -136,7 +136,7 @@ class SearchOut(Schema):
     timings_ms: dict[str, float]
 
 
-class RecallIn(Schema):
+class RecallIn(InputSchema):
     """The ``recall`` tool; without an action and with a query: search."""
 
     action: Literal["insert", "append", "read", "delete", "search"] | None = Field(
@@ -160,12 +160,12 @@ class RecallOut(Schema):
     degraded: str = ""
 
 
-class LettaInsertIn(Schema):
+class LettaInsertIn(InputSchema):
     content: str = Field(examples=[CONTENT_EXAMPLE])
     tags: list[str] = Field([], examples=[TAGS_EXAMPLE])
 
 
-class LettaSearchIn(Schema):
+class LettaSearchIn(InputSchema):
     query: str = Field(examples=["Ana visit"])
     tags: list[str] = Field([], examples=[["family"]])
     top_k: int = Field(10, ge=1, le=50, examples=[5])
@@ -180,7 +180,7 @@ class LettaSearchHitOut(Schema):
     tags: list[str]
 
 
-class ConversationIn(Schema):
+class ConversationIn(InputSchema):
     title: str = Field("", max_length=200, examples=["Monday planning"])
     agent_id: Id | None = Field(
         None, description="Humans: whose conversation.", examples=[None]
@@ -197,17 +197,17 @@ class ConversationOut(Schema):
     message_count: int
 
 
-class ConversationStatusIn(Schema):
+class ConversationStatusIn(InputSchema):
     status: Literal["active", "idle", "archived"] = Field(examples=["archived"])
 
 
-class MessageIn(Schema):
+class MessageIn(InputSchema):
     role: Literal["user", "assistant", "tool", "system"] = Field(examples=["user"])
     content: str = Field(examples=["Can we move the dentist to Friday?"])
     author: str = Field("", examples=["Sam"])
 
 
-class MessagesAppendIn(Schema):
+class MessagesAppendIn(InputSchema):
     messages: list[MessageIn] = Field(min_length=1)
     batch_id: str = Field(
         "",
@@ -234,7 +234,7 @@ class MessagePageOut(Schema):
     next_after: int | None
 
 
-class RetrievalConfigIn(Schema):
+class RetrievalConfigIn(InputSchema):
     rerank_enabled: bool | None = Field(None, examples=[True])
     decay_rate: float | None = Field(None, ge=0.5, le=1.0, examples=[0.95])
 

@@ -296,3 +296,27 @@ def test_every_operation_lists_its_error_statuses_with_one_error_schema(
             assert {"400", "413"} <= set(op["responses"]), (method, path)
         if "{" in path:
             assert "404" in op["responses"], (method, path)
+
+
+# --- found by Schemathesis (test_schemathesis.py) ---------------------------
+
+
+@pytest.mark.parametrize(
+    "url,body",
+    [
+        ("/api/blocks", {"label": "notes", "pinned": 0}),
+        ("/api/archival", {"content": "Ana visits", "importance": False}),
+        ("/api/tools/recall", {"action": "insert", "content": "x", "importance": True}),
+        ("/api/context/build", {"include_descriptions": 0}),
+        ("/api/tools/archival_memory_search", {"query": "Ana", "end_datetime": 0}),
+        ("/api/tools/search", {"query": "Ana", "filters": [None, None]}),
+        ("/api/tools/search", {"query": "Ana", "limit": "5"}),
+    ],
+)
+def test_json_values_of_the_wrong_type_are_not_coerced(
+    agent_client: Client, url: str, body: dict[str, Any]
+):
+    response = raw_post(agent_client, url, json.dumps(body))
+    assert_error(response, 422, "validation_error")
+    assert not MemoryBlock.objects.exists()
+    assert not ArchivalEntry.objects.exists()
