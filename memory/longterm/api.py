@@ -412,12 +412,11 @@ def get_retrieval_config(request: HttpRequest, constellation_id: Id) -> Any:
 def update_retrieval_config(
     request: HttpRequest, constellation_id: Id, payload: RetrievalConfigIn
 ) -> Any:
-
     actor = request_actor(request)
-    retrieval_config_change_check(actor)
     constellation = constellation_get_for_actor(
         actor=actor, constellation_id=constellation_id
     )
+    retrieval_config_change_check(actor)
     return retrieval_config_update(
         constellation=constellation, **payload.dict(exclude_unset=True)
     )
