@@ -131,6 +131,11 @@ def _tool_agent(request: HttpRequest) -> tuple[Actor, Agent]:
     return actor, actor.agent
 
 
+def _tool_block(request: HttpRequest, label: str) -> tuple[Actor, MemoryBlock]:
+    actor, agent = _tool_agent(request)
+    return actor, block_get_by_label_for_agent(agent=agent, label=label)
+
+
 def _block(request: HttpRequest, block_id: UUID) -> tuple[Actor, MemoryBlock]:
     actor = request_actor(request)
     return actor, block_get_for_actor(actor=actor, block_id=block_id)
@@ -203,8 +208,7 @@ def _approval_out(approval: BlockApproval) -> dict[str, Any]:
     operation_id="context",
 )
 def context_tool(request: HttpRequest, payload: ContextToolIn) -> dict[str, Any]:
-    actor, agent = _tool_agent(request)
-    block = block_get_by_label_for_agent(agent=agent, label=payload.label)
+    actor, block = _tool_block(request, payload.label)
     op = payload.operation
     if op == "append":
         change = block_append(
@@ -233,7 +237,7 @@ def context_tool(request: HttpRequest, payload: ContextToolIn) -> dict[str, Any]
         return _moved_out(moved, "working")
     if not payload.archival_label:
         raise InvalidInput("swap needs 'archival_label'")
-    archival = block_get_by_label_for_agent(agent=agent, label=payload.archival_label)
+    _, archival = _tool_block(request, payload.archival_label)
     _, loaded = block_swap(actor=actor, working=block, archival=archival)
     out = _moved_out(loaded, "working")
     out["message"] = (
@@ -254,8 +258,7 @@ def context_tool(request: HttpRequest, payload: ContextToolIn) -> dict[str, Any]
 def core_memory_update(
     request: HttpRequest, payload: CoreMemoryUpdateIn
 ) -> dict[str, Any]:
-    actor, agent = _tool_agent(request)
-    block = block_get_by_label_for_agent(agent=agent, label=payload.label)
+    actor, block = _tool_block(request, payload.label)
     return _change_out(block_rewrite(actor=actor, block=block, content=payload.content))
 
 
@@ -268,8 +271,7 @@ def core_memory_update(
     operation_id="core_memory_append",
 )
 def core_memory_append(request: HttpRequest, payload: CoreMemoryIn) -> dict[str, Any]:
-    actor, agent = _tool_agent(request)
-    block = block_get_by_label_for_agent(agent=agent, label=payload.label)
+    actor, block = _tool_block(request, payload.label)
     change = block_append(
         actor=actor, block=block, content=payload.content, section=payload.section
     )
@@ -287,8 +289,7 @@ def core_memory_append(request: HttpRequest, payload: CoreMemoryIn) -> dict[str,
 def core_memory_replace(
     request: HttpRequest, payload: CoreMemoryReplaceIn
 ) -> dict[str, Any]:
-    actor, agent = _tool_agent(request)
-    block = block_get_by_label_for_agent(agent=agent, label=payload.label)
+    actor, block = _tool_block(request, payload.label)
     change = block_replace(
         actor=actor,
         block=block,

@@ -298,6 +298,10 @@ class ContextToolIn(InputSchema):
     )
 
 
+ToolLabel = Annotated[
+    str, Field(description='Which block: "persona", "human", ...', examples=["human"])
+]
+
 SECTION = Field(
     None,
     description="On a structured block: the section or field to change "
@@ -308,17 +312,13 @@ SECTION = Field(
 
 
 class CoreMemoryIn(InputSchema):
-    label: str = Field(
-        description='Which block: "persona", "human", ...', examples=["human"]
-    )
+    label: ToolLabel
     content: str = Field(examples=["Prefers short check-ins before 10am."])
     section: str | None = SECTION
 
 
 class CoreMemoryUpdateIn(InputSchema):
-    label: str = Field(
-        description='Which block: "persona", "human", ...', examples=["human"]
-    )
+    label: ToolLabel
     content: str = Field(
         description="The block's whole new content.  A structured block is "
         "written as it is shown in your context: 'field: value' lines, "
@@ -331,9 +331,7 @@ class CoreMemoryUpdateIn(InputSchema):
 
 
 class CoreMemoryReplaceIn(InputSchema):
-    label: str = Field(
-        description='Which block: "persona", "human", ...', examples=["human"]
-    )
+    label: ToolLabel
     old_content: str = Field(
         min_length=1,
         description="The exact text to find.",
