@@ -10,6 +10,7 @@ Every error under ``/api/`` is an :class:`ErrorOut`; endpoints declare the
 statuses they can answer with :func:`error_responses`.
 """
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
@@ -23,6 +24,8 @@ from pydantic import (
     Field,
     model_validator,
 )
+
+from coordination.errors import InvalidInput
 
 DB_INT_MAX = 2**63 - 1
 
@@ -66,9 +69,30 @@ Moment = Annotated[
 # keeps to characters that can never close or break that tag.
 LABEL_PATTERN = r"^[\w.-]{1,100}$"
 LABEL_RULE = "letters, digits, '_', '-' and '.', 1-100 characters"
+
+
+def label_check(label: str) -> str:
+    """``label`` if it keeps to ``LABEL_PATTERN``, else ``InvalidInput``."""
+    if not re.fullmatch(LABEL_PATTERN, label):
+        raise InvalidInput(f"a block label has {LABEL_RULE}; got {label!r}")
+    return label
+
+
+def _label_field(label: str) -> str:
+    try:
+        return label_check(label)
+    except InvalidInput as exc:
+        raise ValueError(exc.message) from None
+
+
 Label = Annotated[
     str,
-    Field(pattern=LABEL_PATTERN, max_length=100, description=f"{LABEL_RULE}."),
+    AfterValidator(_label_field),
+    Field(
+        max_length=100,
+        description=f"{LABEL_RULE.capitalize()}.",
+        json_schema_extra={"pattern": LABEL_PATTERN},
+    ),
 ]
 
 
@@ -97,15 +121,14 @@ class FieldErrorOut(Schema):
         description="Where: 'body', 'query' or 'path', then the field path.",
         examples=[["body", "label"]],
     )
-    msg: str
-    type: str
+    msg: str = Field(examples=["String should match pattern '^[\\w.-]{1,100}$'"])
+    type: str = Field(examples=["string_pattern_mismatch"])
 
 
 class ErrorOut(Schema):
     """Every error of the tool API.  Some errors add facts of their own
-    (a limit error: ``block``, ``size``, ``limit``, ``change_size``)."""
-
-    model_config = ConfigDict(extra="allow")
+    (a limit error: ``block``, ``size``, ``limit``, ``change_size``), which
+    the schema allows as further properties."""
 
     detail: str = Field(examples=["no block 'notes' for agent Entropy"])
     code: str = Field(

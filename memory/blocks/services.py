@@ -16,7 +16,6 @@ atomic.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +29,7 @@ from django.utils import timezone
 from loro import LoroDoc
 
 from coordination.actors import Actor
-from coordination.apitypes import LABEL_PATTERN, LABEL_RULE
+from coordination.apitypes import label_check
 from coordination.errors import (
     Conflict,
     InvalidInput,
@@ -620,7 +619,7 @@ def block_create(
         constellation = owner.constellation
     if constellation is None:
         raise InvalidInput("a constellation-level block needs a constellation")
-    label = _label_valid(label)
+    label = label_check(label.strip())
     tpl = documents.template_get(template) if template else None
     schema = documents.schema_validate(
         schema if schema is not None else (tpl.schema if tpl else {"kind": "text"})
@@ -660,13 +659,6 @@ def block_create(
             access="write",
         )
     return block
-
-
-def _label_valid(label: str) -> str:
-    label = label.strip()
-    if not re.fullmatch(LABEL_PATTERN, label):
-        raise InvalidInput(f"a block label has {LABEL_RULE}; got {label!r}")
-    return label
 
 
 def _label_free(block: MemoryBlock, *, exclude: Any = None) -> None:

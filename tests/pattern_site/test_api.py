@@ -172,6 +172,13 @@ def test_block_labels_keep_to_a_slug_pattern(agent_client: Client, label: str):
     response = raw_post(agent_client, "/api/blocks", json.dumps({"label": label}))
     assert response.status_code == 422, response.content
     assert not MemoryBlock.objects.exists()
+    if len(label) <= 100:
+        assert "letters, digits, '_', '-' and '.'" in response.json()["detail"]
+
+
+def test_the_label_pattern_is_in_the_openapi(openapi: dict[str, Any]):
+    label = openapi["components"]["schemas"]["BlockCreateIn"]["properties"]["label"]
+    assert label["pattern"] == r"^[\w.-]{1,100}$"
 
 
 def test_the_block_service_refuses_a_label_that_would_break_its_tag(agent):
