@@ -333,7 +333,7 @@ def get_conversation(request: HttpRequest, conversation_id: Id) -> Any:
 
 @router.post(
     "/conversations/{conversation_id}/status",
-    response={200: ConversationOut, **error_responses(403, 404, body=True)},
+    response={200: ConversationOut, **error_responses(403, 404, 409, body=True)},
     tags=["conversations"],
     summary="Set a conversation's status",
 )

@@ -327,3 +327,16 @@ def test_json_values_of_the_wrong_type_are_not_coerced(
     assert_error(response, 422, "validation_error")
     assert not MemoryBlock.objects.exists()
     assert not ArchivalEntry.objects.exists()
+
+
+def test_a_final_conversation_status_is_a_documented_409(
+    agent_client: Client, agent, openapi: dict[str, Any]
+):
+    conversation = conversation_start(agent=agent)
+    url = f"/api/conversations/{conversation.pk}/status"
+    archived = raw_post(agent_client, url, json.dumps({"status": "archived"}))
+    assert archived.status_code == 200, archived.content
+    again = raw_post(agent_client, url, json.dumps({"status": "idle"}))
+    assert_error(again, 409, "conflict")
+    path = "/api/conversations/{conversation_id}/status"
+    assert "409" in openapi["paths"][path]["post"]["responses"]
