@@ -23,7 +23,7 @@ from ninja import Field, NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
-from coordination.apitypes import ErrorOut, error_responses
+from coordination.apitypes import error_responses
 from coordination.auth import api_auth
 from coordination.errors import ApplicationError, InvalidInput, MalformedRequest
 from pattern_site.health import health_report
@@ -266,7 +266,6 @@ def health(request: HttpRequest) -> HttpResponse:
     return api.create_response(request, report, status=200 if healthy else 503)
 
 
-ErrorOut.model_rebuild()
 api.add_router("/", "coordination.agents.api.router")
 api.add_router("/", "memory.blocks.api.router")
 api.add_router("/", "memory.longterm.api.router")
