@@ -340,3 +340,18 @@ def test_a_final_conversation_status_is_a_documented_409(
     assert_error(again, 409, "conflict")
     path = "/api/conversations/{conversation_id}/status"
     assert "409" in openapi["paths"][path]["post"]["responses"]
+
+
+def test_an_html_error_under_api_becomes_the_json_shape(rf: Any):
+    from django.http import HttpResponse
+
+    from pattern_site.middleware import ApiJsonErrorMiddleware
+
+    def crash(request: Any) -> HttpResponse:
+        return HttpResponse("<h1>Server Error</h1>", status=500)
+
+    api_answer = ApiJsonErrorMiddleware(crash)(rf.get("/api/blocks"))
+    assert api_answer["Content-Type"] == "application/json"
+    assert json.loads(api_answer.content)["code"] == "server_error"
+    page = ApiJsonErrorMiddleware(crash)(rf.get("/memory/search/"))
+    assert page.content == b"<h1>Server Error</h1>"
