@@ -106,9 +106,9 @@ last one holding text."""
 
 
 CORE_MEMORY_REPLACE = """Replace the exact text `old_content` in a core memory
-block with `new_content` (empty to delete it).  Fails, changing nothing, when
-the text is not in the block; on a structured block, name the `section` when
-the text appears in more than one field."""
+block with `new_content`, every occurrence (empty to delete it).  Fails,
+changing nothing, when the text is not in the block; on a structured block,
+name the `section` when the text appears in more than one field."""
 
 
 IMPORT_EXAMPLE = {
@@ -296,6 +296,7 @@ def core_memory_replace(
         old=payload.old_content,
         new=payload.new_content,
         section=payload.section,
+        every=True,
     )
     return _change_out(change)
 

@@ -379,7 +379,11 @@ Arg = tuple[str, bool]
 OPERATION_ARGS: dict[str, dict[str, Arg]] = {
     "set_text": {"text": ("string", True)},
     "append_text": {"text": ("string", True), "separator": ("string", False)},
-    "replace_text": {"old": ("string", True), "new": ("string", True)},
+    "replace_text": {
+        "old": ("string", True),
+        "new": ("string", True),
+        "all": ("boolean", False),
+    },
     "set_field": {"field": ("string", True), "value": ("any", True)},
     "append_to_list_field": {"field": ("string", True), "value": ("any", True)},
     "append_to_text_field": {
@@ -391,6 +395,7 @@ OPERATION_ARGS: dict[str, dict[str, Arg]] = {
         "field": ("string", True),
         "old": ("string", True),
         "new": ("string", True),
+        "all": ("boolean", False),
     },
     "increment_counter": {"field": ("string", True), "delta": ("number", False)},
     "push_item": {"item": ("any", True)},
@@ -435,6 +440,14 @@ def _require(op: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
         raise InvalidInput(f"operation {op.get('op')!r} needs '{key}'")
     return value
+
+
+def _replace_all(op: dict[str, Any]) -> bool:
+    """``all``: every occurrence (Letta's core_memory_replace), else the first."""
+    replace_all = op.get("all", False)
+    if not isinstance(replace_all, bool):
+        raise InvalidInput("'all' is true or false")
+    return replace_all
 
 
 def _json_sized(value: Any) -> Any:
@@ -496,9 +509,12 @@ def operation_apply(
                 raise InvalidInput(
                     f"the text to replace was not found in the block: {old!r}"
                 )
-            start = current.index(old)
-            text.delete(start, len(old))
-            text.insert(start, new)
+            if _replace_all(op):
+                text.update(current.replace(old, new))
+            else:
+                start = current.index(old)
+                text.delete(start, len(old))
+                text.insert(start, new)
     elif schema["kind"] == "map":
         field = _field(schema, _require(op, "field", str))
         if field["read_only"] and enforce_read_only:
@@ -566,7 +582,7 @@ def _map_operation(
                 raise InvalidInput(
                     f"the text to replace was not found in field {key!r}: {old!r}"
                 )
-            fields.insert(key, current.replace(old, new, 1))
+            fields.insert(key, current.replace(old, new, -1 if _replace_all(op) else 1))
     elif name == "append_to_list_field":
         if ftype != "list":
             raise InvalidInput(f"field {key!r} is a {ftype}, not a list")
@@ -712,6 +728,8 @@ def text_place_operation(place: TextPlace, action: str, **args: Any) -> dict[str
     else:
         name = "replace_in_text_field" if place.field else "replace_text"
         op = {"op": name, "old": args["old"], "new": args["new"]}
+        if args.get("every"):
+            op["all"] = True
     if place.field:
         op["field"] = place.field
     if place.section:

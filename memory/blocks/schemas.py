@@ -99,6 +99,7 @@ _ARG_TYPES: dict[str, Any] = {
     "string": str,
     "integer": int,
     "number": float,
+    "boolean": bool,
     "object": dict[str, Any],
     "any": Any,
 }
@@ -114,6 +115,7 @@ _ARG_EXAMPLES: dict[str, Any] = {
     "item": "Book the dentist",
     "index": 0,
     "entry": {"message": "Checked in with Sam"},
+    "all": False,
 }
 
 

@@ -864,10 +864,17 @@ def block_append(
 
 
 def block_replace(
-    *, actor: Actor, block: MemoryBlock, old: str, new: str, section: str | None = None
+    *,
+    actor: Actor,
+    block: MemoryBlock,
+    old: str,
+    new: str,
+    section: str | None = None,
+    every: bool = False,
 ) -> BlockChange:
-    """Replace the exact text ``old`` with ``new``: in ``section`` when
-    named, else in the one text place of the block that holds ``old``."""
+    """Replace the exact text ``old`` with ``new`` (its first occurrence, or
+    with ``every`` all of them): in ``section`` when named, else in the one
+    text place of the block that holds ``old``."""
     if not old:
         raise InvalidInput("'old' is empty; give the exact text to replace")
     places = [
@@ -897,7 +904,9 @@ def block_replace(
     return _block_operate_one(
         actor=actor,
         block=block,
-        op=documents.text_place_operation(place, "replace", old=old, new=new),
+        op=documents.text_place_operation(
+            place, "replace", old=old, new=new, every=every
+        ),
         summary=f"replace {old!r} with {new!r}",
     )
 

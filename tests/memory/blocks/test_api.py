@@ -616,3 +616,23 @@ def test_another_agents_private_label_is_404(agent_client, make_block, other_age
         f"/api/blocks/by-label/secret?agent_id={other_agent.pk}"
     )
     assert response.status_code == 404
+
+
+def test_core_memory_replace_replaces_every_occurrence_as_letta_does(
+    agent_client, make_block
+):
+    block = make_block(label="notes", content="tea at 9, tea at 4")
+    response = post(
+        agent_client,
+        "/api/tools/core_memory_replace",
+        {"label": "notes", "old_content": "tea", "new_content": "cocoa"},
+    )
+    assert response.status_code == 200, response.content
+    assert MemoryBlock.objects.get(pk=block.pk).rendered == "cocoa at 9, cocoa at 4"
+    context = post(
+        agent_client,
+        "/api/tools/context",
+        {"operation": "replace", "label": "notes", "old": "cocoa", "new": "tea"},
+    )
+    assert context.status_code == 200, context.content
+    assert MemoryBlock.objects.get(pk=block.pk).rendered == "tea at 9, cocoa at 4"
