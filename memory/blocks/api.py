@@ -4,7 +4,7 @@ core_memory_*), block resources, approvals and export/import.
 Thin: parse, ask a selector, call a service, shape the answer.
 """
 
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 from django.http import HttpRequest
@@ -597,7 +597,9 @@ def unshare_block(request: HttpRequest, block_id: UUID, agent_id: Id) -> Status[
     summary="List approval requests",
 )
 def list_approvals(
-    request: HttpRequest, status: str | None = None, block_id: UUID | None = None
+    request: HttpRequest,
+    status: Literal["pending", "approved", "rejected"] | None = None,
+    block_id: UUID | None = None,
 ) -> list[dict[str, Any]]:
     actor = request_actor(request)
     block = None

@@ -1,6 +1,6 @@
 """Long-term memory tools: archival entries, search and recall, conversations."""
 
-from typing import Any
+from typing import Any, Literal
 
 from django.http import HttpRequest
 from ninja import Router, Status
@@ -312,7 +312,9 @@ def start_conversation(request: HttpRequest, payload: ConversationIn) -> Any:
     summary="List conversations",
 )
 def list_conversations(
-    request: HttpRequest, agent_id: Id | None = None, status: str | None = None
+    request: HttpRequest,
+    agent_id: Id | None = None,
+    status: Literal["active", "idle", "archived"] | None = None,
 ) -> Any:
     return conversation_list_for_actor(
         actor=request_actor(request), agent_id=agent_id, status=status

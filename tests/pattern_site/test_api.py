@@ -355,3 +355,18 @@ def test_an_html_error_under_api_becomes_the_json_shape(rf: Any):
     assert json.loads(api_answer.content)["code"] == "server_error"
     page = ApiJsonErrorMiddleware(crash)(rf.get("/memory/search/"))
     assert page.content == b"<h1>Server Error</h1>"
+
+
+@pytest.mark.parametrize(
+    "url", ["/api/approvals?status=maybe", "/api/conversations?status=gone"]
+)
+def test_status_filters_take_only_their_statuses(
+    agent_client: Client, openapi: dict[str, Any], url: str
+):
+    body = assert_error(agent_client.get(url), 422, "validation_error")
+    assert body["errors"][0]["loc"] == ["query", "status"]
+    path = url.split("?")[0]
+    (status,) = [
+        p for p in openapi["paths"][path]["get"]["parameters"] if p["name"] == "status"
+    ]
+    assert "enum" in json.dumps(status["schema"])
