@@ -1,8 +1,9 @@
 """How API requests authenticate, producing an ``Actor``.
 
 Agents send ``Authorization: Bearer <token>``; humans use their Django
-session (with CSRF enforced on writes).  A present but wrong bearer token is
-a 401 with its reason; it never falls back to the session.  Websockets:
+session (with CSRF enforced on writes).  No credential at all is a 401 (never
+a CSRF failure).  A present but wrong bearer token is a 401 with its reason;
+it never falls back to the session.  Websockets:
 :func:`websocket_origin_validator` (agents join with their token).
 """
 
@@ -23,6 +24,13 @@ class AgentTokenAuth(HttpBearer):
 
 
 class HumanSessionAuth(SessionAuth):
+    def __call__(self, request: HttpRequest) -> Actor | None:
+        # Without a logged-in user there is no session to forge a request
+        # for: answer "no credential" (401) rather than a CSRF failure.
+        if not request.user.is_authenticated:
+            return None
+        return super().__call__(request)  # type: ignore[no-any-return]
+
     def authenticate(self, request: HttpRequest, key: str | None) -> Actor | None:
         if request.user.is_authenticated:
             return Actor.for_user(request.user)

@@ -62,3 +62,10 @@ def full_clean(obj: Any, **kwargs: Any) -> None:
         raise InvalidInput(
             "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
         ) from exc
+
+
+class MalformedRequest(ApplicationError):
+    """A request body that is not what every endpoint reads: a JSON object."""
+
+    status_code = 400
+    code = "malformed_body"

@@ -22,8 +22,9 @@ DEMO_ORGANIZATION_POLICIES = (
 def memory_demo_seed(*, constellation: Constellation) -> int:
     """Give a freshly seeded demo constellation's agents their first blocks.
 
-    Each agent gets a persona, a human block and a pinned scratchpad; the
-    constellation gets a read-only organization block and a shared task
+    Each agent gets a persona, a human block, a pinned scratchpad and a
+    pinned plain-text notes block (the kind the live editor edits as text);
+    the constellation gets a read-only organization block and a shared task
     board.  Returns how many blocks were made.
     """
     system = Actor.system()
@@ -63,5 +64,14 @@ def memory_demo_seed(*, constellation: Constellation) -> int:
             template="scratchpad",
             pinned=True,
         )
-        made += 3
+        block_create(
+            actor=system,
+            owner=agent,
+            label="notes",
+            template="custom",
+            description="Free-form notes in plain text",
+            pinned=True,
+            content=f"{agent.name}'s notes. Anything worth keeping at hand.",
+        )
+        made += 4
     return made

@@ -4,30 +4,43 @@ from typing import Any, Literal
 
 from ninja import Field, Schema
 
+from coordination.apitypes import Id, InputSchema
+
 BUILD_CONTEXT = """Build the system prompt you run with from your memory: base
 instructions, core blocks, pinned working blocks (and the working blocks named
 in `batch_block_ids`), recent activity and tool rules, with an estimated token
 count per section. Humans give `agent_id`; agents omit it (their own)."""
 
 
-class ToolRuleIn(Schema):
-    tool: str
+class ToolRuleIn(InputSchema):
+    tool: str = Field(examples=["send_message"])
     kind: Literal[
         "start_constraint", "exit_loop", "continue_loop", "max_calls", "requires_prior"
-    ]
-    value: int | str | None = None
+    ] = Field(examples=["exit_loop"])
+    value: int | str | None = Field(
+        None,
+        description="max_calls: a number; requires_prior: a tool.",
+        examples=[None],
+    )
 
 
-class ContextBuildIn(Schema):
-    agent_id: int | None = Field(None, description="Agents may omit it (themselves).")
+class ContextBuildIn(InputSchema):
+    agent_id: Id | None = Field(
+        None, description="Agents may omit it (themselves).", examples=[None]
+    )
     batch_block_ids: list[str] = Field(
         default_factory=list,
         description="Ids or labels of working blocks to include for this request.",
+        examples=[["task_board"]],
     )
-    base_instructions: str | None = None
+    base_instructions: str | None = Field(
+        None, examples=["You help Sam plan the week in small steps."]
+    )
     tool_rules: list[ToolRuleIn] = Field(default_factory=list)
-    model: str | None = None
-    include_descriptions: bool = True
+    model: str | None = Field(
+        None, description="Counts tokens for this model.", examples=["gpt-4o-mini"]
+    )
+    include_descriptions: bool = Field(True, examples=[True])
 
 
 class SectionOut(Schema):

@@ -24,3 +24,25 @@ def test_partner_logs_in_and_sees_the_demo_agents(demo_seed, daphne_server, brow
     assert names == sorted(seed.tokens)
     # The presence socket connects through Daphne with the session.
     page.wait_for_selector(".dot-on", timeout=10_000)
+
+
+def test_api_docs_render_with_no_network_beyond_the_server(
+    transactional_db, daphne_server, browser
+):
+    page = browser.new_page()
+    outside: list[str] = []
+
+    def only_the_server(route):
+        if route.request.url.startswith(daphne_server):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", only_the_server)
+    page.goto(f"{daphne_server}/api/docs")
+    page.wait_for_selector(".opblock-tag", timeout=20_000)
+    tags = page.locator(".opblock-tag").all_inner_texts()
+    assert any("blocks" in tag for tag in tags)
+    assert page.locator(".opblock").count() > 20
+    assert outside == []

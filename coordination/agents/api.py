@@ -16,12 +16,18 @@ from coordination.agents.selectors import (
     constellation_list_for_actor,
 )
 from coordination.agents.services import agent_update
+from coordination.apitypes import Id, error_responses
 from coordination.auth import request_actor
 
-router = Router(tags=["coordination"])
+router = Router()
 
 
-@router.get("/whoami", response=WhoAmIOut, summary="Who the request is acting as")
+@router.get(
+    "/whoami",
+    response={200: WhoAmIOut, **error_responses(body=False)},
+    tags=["agents"],
+    summary="Who the request is acting as",
+)
 def whoami(request: HttpRequest) -> dict[str, object]:
     actor = request_actor(request)
     return {
@@ -32,25 +38,45 @@ def whoami(request: HttpRequest) -> dict[str, object]:
     }
 
 
-@router.get("/constellations", response=list[ConstellationOut])
+@router.get(
+    "/constellations",
+    response={200: list[ConstellationOut], **error_responses(body=False)},
+    tags=["agents"],
+    summary="List your constellations",
+)
 def list_constellations(request: HttpRequest) -> object:
     return constellation_list_for_actor(actor=request_actor(request))
 
 
-@router.get("/agents", response=list[AgentOut])
-def list_agents(request: HttpRequest, constellation_id: int | None = None) -> object:
+@router.get(
+    "/agents",
+    response={200: list[AgentOut], **error_responses(404, body=False)},
+    tags=["agents"],
+    summary="List agents",
+)
+def list_agents(request: HttpRequest, constellation_id: Id | None = None) -> object:
     return agent_list_for_actor(
         actor=request_actor(request), constellation_id=constellation_id
     )
 
 
-@router.get("/agents/{agent_id}", response=AgentOut)
-def get_agent(request: HttpRequest, agent_id: int) -> object:
+@router.get(
+    "/agents/{agent_id}",
+    response={200: AgentOut, **error_responses(404, body=False)},
+    tags=["agents"],
+    summary="Get an agent",
+)
+def get_agent(request: HttpRequest, agent_id: Id) -> object:
     return agent_get_for_actor(actor=request_actor(request), agent_id=agent_id)
 
 
-@router.patch("/agents/{agent_id}", response=AgentOut)
-def update_agent(request: HttpRequest, agent_id: int, payload: AgentUpdateIn) -> object:
+@router.patch(
+    "/agents/{agent_id}",
+    response={200: AgentOut, **error_responses(403, 404, body=True)},
+    tags=["agents"],
+    summary="Update an agent",
+)
+def update_agent(request: HttpRequest, agent_id: Id, payload: AgentUpdateIn) -> object:
     actor = request_actor(request)
     agent = agent_get_for_change(actor=actor, agent_id=agent_id)
     return agent_update(agent=agent, actor=actor, **payload.dict(exclude_unset=True))

@@ -1,6 +1,8 @@
 from datetime import datetime
 
-from ninja import Schema
+from ninja import Field, Schema
+
+from coordination.apitypes import InputSchema
 
 
 class ConstellationOut(Schema):
@@ -33,8 +35,10 @@ class WhoAmIOut(Schema):
     agent: AgentOut | None = None
 
 
-class AgentUpdateIn(Schema):
-    role: str | None = None
-    description: str | None = None
-    model_name: str | None = None
-    is_active: bool | None = None
+class AgentUpdateIn(InputSchema):
+    role: str | None = Field(None, examples=["Task manager"])
+    description: str | None = Field(
+        None, examples=["Breaks big plans into small, doable steps"]
+    )
+    model_name: str | None = Field(None, examples=["gpt-4o-mini"])
+    is_active: bool | None = Field(None, examples=[True])

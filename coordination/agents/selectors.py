@@ -37,9 +37,12 @@ def constellation_get_for_actor(
 def agent_list_for_actor(
     *, actor: Actor, constellation_id: int | None = None
 ) -> QuerySet[Agent]:
+    """The agents of the actor's constellations (of one, which must be
+    visible: otherwise ``NotFound``)."""
     visible = constellation_list_for_actor(actor=actor).values("pk")
     qs = Agent.objects.select_related("constellation").filter(constellation__in=visible)
     if constellation_id is not None:
+        constellation_get_for_actor(actor=actor, constellation_id=constellation_id)
         qs = qs.filter(constellation_id=constellation_id)
     return qs
 

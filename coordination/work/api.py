@@ -25,7 +25,7 @@ from coordination.work.schemas import (
     TaskStatusIn,
 )
 
-router = Router(tags=["coordination work"])
+router = Router(tags=["tasks"])
 
 COORD_TOOL = f"""Coordinate with the other agents of your constellation: shared
 tasks, handoff notes and shared notes. Send one command per call as `command`.

@@ -4,7 +4,7 @@ core_memory_*), block resources, approvals and export/import.
 Thin: parse, ask a selector, call a service, shape the answer.
 """
 
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 from django.http import HttpRequest
@@ -16,6 +16,7 @@ from coordination.agents.selectors import (
     agent_get_private,
     constellation_get_for_actor,
 )
+from coordination.apitypes import Id, error_responses
 from coordination.auth import request_actor
 from coordination.errors import PermissionDenied
 from memory.blocks import tools
@@ -24,6 +25,7 @@ from memory.blocks.permissions import block_create_check
 from memory.blocks.schemas import (
     CONTEXT_TOOL,
     CORE_MEMORY_APPEND,
+    CORE_MEMORY_REPLACE,
     CORE_MEMORY_UPDATE,
     ApprovalOut,
     AttachmentOut,
@@ -34,6 +36,8 @@ from memory.blocks.schemas import (
     ChangeOut,
     ContextToolIn,
     CoreMemoryIn,
+    CoreMemoryReplaceIn,
+    CoreMemoryUpdateIn,
     DecisionIn,
     DiffOut,
     ImportOut,
@@ -49,6 +53,7 @@ from memory.blocks.selectors import (
     block_attachment_list,
     block_diff,
     block_facts_for_actor,
+    block_get_by_label_for_actor,
     block_get_for_actor,
     block_history,
     block_list_for_actor,
@@ -66,7 +71,20 @@ from memory.blocks.services import (
 )
 from memory.blocks.transfer import blocks_export, blocks_import
 
-router = Router(tags=["memory"])
+router = Router()
+
+
+IMPORT_EXAMPLE = {
+    "blocks": [
+        {
+            "label": "garden",
+            "content": "Tomatoes go in after the last frost in May.",
+            "memory_type": "working",
+            "pinned": False,
+            "permission": "read_write",
+        }
+    ]
+}
 
 
 def _block(request: HttpRequest, block_id: UUID) -> tuple[Actor, MemoryBlock]:
@@ -93,7 +111,8 @@ def _approval_out(approval: BlockApproval) -> dict[str, Any]:
 
 @router.post(
     "/tools/context",
-    response=ChangeOut,
+    response={200: ChangeOut, **error_responses(403, 404, 409, body=True)},
+    tags=["tools"],
     summary="context: append, replace, archive, load, swap",
     description=CONTEXT_TOOL,
     operation_id="context",
@@ -104,18 +123,22 @@ def context_tool(request: HttpRequest, payload: ContextToolIn) -> dict[str, Any]
 
 @router.post(
     "/tools/core_memory_update",
-    response=ChangeOut,
+    response={200: ChangeOut, **error_responses(403, 404, body=True)},
+    tags=["tools"],
     summary="core_memory_update",
     description=CORE_MEMORY_UPDATE,
     operation_id="core_memory_update",
 )
-def core_memory_update(request: HttpRequest, payload: CoreMemoryIn) -> dict[str, Any]:
+def core_memory_update(
+    request: HttpRequest, payload: CoreMemoryUpdateIn
+) -> dict[str, Any]:
     return tools.core_memory_update_tool(actor=request_actor(request), args=payload)
 
 
 @router.post(
     "/tools/core_memory_append",
-    response=ChangeOut,
+    response={200: ChangeOut, **error_responses(403, 404, body=True)},
+    tags=["tools"],
     summary="core_memory_append",
     description=CORE_MEMORY_APPEND,
     operation_id="core_memory_append",
@@ -124,8 +147,27 @@ def core_memory_append(request: HttpRequest, payload: CoreMemoryIn) -> dict[str,
     return tools.core_memory_append_tool(actor=request_actor(request), args=payload)
 
 
-@router.get("/blocks", response=list[BlockSummaryOut], summary="List memory blocks")
-def list_blocks(request: HttpRequest, agent_id: int | None = None) -> list[Any]:
+@router.post(
+    "/tools/core_memory_replace",
+    response={200: ChangeOut, **error_responses(403, 404, body=True)},
+    tags=["tools"],
+    summary="core_memory_replace",
+    description=CORE_MEMORY_REPLACE,
+    operation_id="core_memory_replace",
+)
+def core_memory_replace(
+    request: HttpRequest, payload: CoreMemoryReplaceIn
+) -> dict[str, Any]:
+    return tools.core_memory_replace_tool(actor=request_actor(request), args=payload)
+
+
+@router.get(
+    "/blocks",
+    response={200: list[BlockSummaryOut], **error_responses(404, body=False)},
+    tags=["blocks"],
+    summary="List memory blocks",
+)
+def list_blocks(request: HttpRequest, agent_id: Id | None = None) -> list[Any]:
     """An agent gets its own, shared and constellation-level blocks, with its
     access to each; a human gets the blocks of their constellations (or of
     one agent's memory with ``agent_id``)."""
@@ -136,7 +178,13 @@ def list_blocks(request: HttpRequest, agent_id: int | None = None) -> list[Any]:
     return [block_facts_for_actor(actor=actor, block=b) for b in blocks]
 
 
-@router.post("/blocks", response={201: BlockOut}, by_alias=True, summary="Create")
+@router.post(
+    "/blocks",
+    response={201: BlockOut, **error_responses(403, 404, 409, body=True)},
+    tags=["blocks"],
+    summary="Create a block",
+    by_alias=True,
+)
 def create_block(request: HttpRequest, payload: BlockCreateIn) -> Status[Any]:
     actor = request_actor(request)
     owner, constellation = None, None
@@ -164,18 +212,9 @@ def create_block(request: HttpRequest, payload: BlockCreateIn) -> Status[Any]:
     return Status(201, tools.block_detail(actor=actor, block=block))
 
 
-@router.get("/blocks/{block_id}", response=BlockOut, by_alias=True, summary="Get")
-def get_block(request: HttpRequest, block_id: UUID) -> dict[str, Any]:
-    actor, block = _block(request, block_id)
-    return tools.block_detail(actor=actor, block=block)
-
-
-@router.patch("/blocks/{block_id}", response=BlockOut, by_alias=True)
-def configure_block(
-    request: HttpRequest, block_id: UUID, payload: BlockPatchIn
+def _block_configure(
+    actor: Actor, block: MemoryBlock, payload: BlockPatchIn
 ) -> dict[str, Any]:
-    """Change description, schema, permission, pinned, type or limit."""
-    actor, block = _block(request, block_id)
     fields = payload.dict(exclude_unset=True)
     if "schema_" in fields:
         fields["schema"] = fields.pop("schema_")
@@ -183,54 +222,173 @@ def configure_block(
     return tools.block_detail(actor=actor, block=block)
 
 
-@router.delete("/blocks/{block_id}", response={204: None})
+@router.get(
+    "/blocks/{block_id}",
+    response={200: BlockOut, **error_responses(404, body=False)},
+    tags=["blocks"],
+    summary="Get a block",
+    by_alias=True,
+)
+def get_block(request: HttpRequest, block_id: UUID) -> dict[str, Any]:
+    actor, block = _block(request, block_id)
+    return tools.block_detail(actor=actor, block=block)
+
+
+@router.patch(
+    "/blocks/{block_id}",
+    response={200: BlockOut, **error_responses(403, 404, 409, body=True)},
+    tags=["blocks"],
+    summary="Configure a block",
+    by_alias=True,
+)
+def configure_block(
+    request: HttpRequest, block_id: UUID, payload: BlockPatchIn
+) -> dict[str, Any]:
+    """Change description, schema, permission, pinned, type or limit."""
+    actor, block = _block(request, block_id)
+    return _block_configure(actor, block, payload)
+
+
+@router.delete(
+    "/blocks/{block_id}",
+    response={204: None, **error_responses(403, 404, body=False)},
+    tags=["blocks"],
+    summary="Delete a block",
+)
 def delete_block(request: HttpRequest, block_id: UUID) -> Status[None]:
     actor, block = _block(request, block_id)
     block_delete(actor=actor, block=block)
     return Status(204, None)
 
 
-@router.post("/blocks/{block_id}/operations", response=ChangeOut)
+BY_LABEL = """The block `label` names in an agent's memory, resolved as the
+agent tools resolve it: the agent's own block, else one shared with it, else
+the constellation's.  Agents leave out `agent_id` (their own memory); humans
+give it."""
+
+
+def _block_by_label(
+    request: HttpRequest, label: str, agent_id: int | None
+) -> tuple[Actor, MemoryBlock]:
+    actor = request_actor(request)
+    block = block_get_by_label_for_actor(actor=actor, label=label, agent_id=agent_id)
+    return actor, block
+
+
+@router.get(
+    "/blocks/by-label/{label}",
+    response={200: BlockOut, **error_responses(404, body=False)},
+    tags=["blocks"],
+    summary="Get a block by label",
+    description=BY_LABEL,
+    by_alias=True,
+)
+def get_block_by_label(
+    request: HttpRequest, label: str, agent_id: Id | None = None
+) -> dict[str, Any]:
+    actor, block = _block_by_label(request, label, agent_id)
+    return tools.block_detail(actor=actor, block=block)
+
+
+@router.patch(
+    "/blocks/by-label/{label}",
+    response={200: BlockOut, **error_responses(403, 404, 409, body=True)},
+    tags=["blocks"],
+    summary="Configure a block by label",
+    description=BY_LABEL,
+    by_alias=True,
+)
+def configure_block_by_label(
+    request: HttpRequest, label: str, payload: BlockPatchIn, agent_id: Id | None = None
+) -> dict[str, Any]:
+    actor, block = _block_by_label(request, label, agent_id)
+    return _block_configure(actor, block, payload)
+
+
+@router.delete(
+    "/blocks/by-label/{label}",
+    response={204: None, **error_responses(403, 404, body=False)},
+    tags=["blocks"],
+    summary="Delete a block by label",
+    description=BY_LABEL,
+)
+def delete_block_by_label(
+    request: HttpRequest, label: str, agent_id: Id | None = None
+) -> Status[None]:
+    actor, block = _block_by_label(request, label, agent_id)
+    block_delete(actor=actor, block=block)
+    return Status(204, None)
+
+
+@router.post(
+    "/blocks/{block_id}/operations",
+    response={200: ChangeOut, **error_responses(403, 404, 409, body=True)},
+    tags=["blocks"],
+    summary="Apply structured operations",
+)
 def operate_block(
     request: HttpRequest, block_id: UUID, payload: OperationsIn
 ) -> dict[str, Any]:
     """Apply schema operations to a block."""
     actor, block = _block(request, block_id)
     change = block_operate(
-        actor=actor, block=block, operations=payload.operations, summary=payload.summary
+        actor=actor,
+        block=block,
+        operations=payload.operation_dicts(),
+        summary=payload.summary,
     )
     return tools.block_change_payload(change)
 
 
-@router.get("/blocks/{block_id}/history", response=list[VersionOut])
+@router.get(
+    "/blocks/{block_id}/history",
+    response={200: list[VersionOut], **error_responses(404, body=False)},
+    tags=["blocks"],
+    summary="List a block's versions",
+)
 def list_block_history(
-    request: HttpRequest, block_id: UUID, limit: int = 50, before: int | None = None
+    request: HttpRequest, block_id: UUID, limit: int = 50, before: Id | None = None
 ) -> list[Any]:
     """Versions, newest first; page with ``before`` (the last id you got)."""
     _, block = _block(request, block_id)
     return block_history(block=block, limit=max(1, min(limit, 500)), before=before)
 
 
-@router.get("/blocks/{block_id}/versions/{version_id}", response=VersionViewOut)
-def get_block_version(request: HttpRequest, block_id: UUID, version_id: int) -> Any:
+@router.get(
+    "/blocks/{block_id}/versions/{version_id}",
+    response={200: VersionViewOut, **error_responses(404, body=False)},
+    tags=["blocks"],
+    summary="Get a block version",
+)
+def get_block_version(request: HttpRequest, block_id: UUID, version_id: Id) -> Any:
     _, block = _block(request, block_id)
     view = block_version_view(block=block, version_id=version_id)
     return {"version": view.version, "rendered": view.rendered, "content": view.value}
 
 
-@router.get("/blocks/{block_id}/diff", response=DiffOut)
+@router.get(
+    "/blocks/{block_id}/diff",
+    response={200: DiffOut, **error_responses(404, body=False)},
+    tags=["blocks"],
+    summary="Diff two versions",
+)
 def diff_block_versions(
     request: HttpRequest,
     block_id: UUID,
-    from_version: int,
-    to_version: int | None = None,
+    from_version: Id,
+    to_version: Id | None = None,
 ) -> dict[str, Any]:
     """From one version to another (or to the current content)."""
     _, block = _block(request, block_id)
     return block_diff(block=block, from_version=from_version, to_version=to_version)
 
 
-@router.post("/blocks/{block_id}/rollback", response=ChangeOut)
+@router.post(
+    "/blocks/{block_id}/rollback",
+    response={200: ChangeOut, **error_responses(403, 404, 409, body=True)},
+    tags=["blocks"],
+    summary="Roll back to a version",
+)
 def rollback_block(
     request: HttpRequest, block_id: UUID, payload: RollbackIn
 ) -> dict[str, Any]:
@@ -240,7 +398,12 @@ def rollback_block(
     )
 
 
-@router.get("/blocks/{block_id}/shares", response=list[AttachmentOut])
+@router.get(
+    "/blocks/{block_id}/shares",
+    response={200: list[AttachmentOut], **error_responses(404, body=False)},
+    tags=["blocks"],
+    summary="List who a block is shared with",
+)
 def list_shares(request: HttpRequest, block_id: UUID) -> list[dict[str, Any]]:
     _, block = _block(request, block_id)
     return [
@@ -254,7 +417,12 @@ def list_shares(request: HttpRequest, block_id: UUID) -> list[dict[str, Any]]:
     ]
 
 
-@router.post("/blocks/{block_id}/shares", response=AttachmentOut)
+@router.post(
+    "/blocks/{block_id}/shares",
+    response={200: AttachmentOut, **error_responses(403, 404, 409, body=True)},
+    tags=["blocks"],
+    summary="Share a block with an agent",
+)
 def share_block(request: HttpRequest, block_id: UUID, payload: ShareIn) -> Any:
     actor, block = _block(request, block_id)
     agent = agent_get_for_actor(actor=actor, agent_id=payload.agent_id)
@@ -269,17 +437,29 @@ def share_block(request: HttpRequest, block_id: UUID, payload: ShareIn) -> Any:
     }
 
 
-@router.delete("/blocks/{block_id}/shares/{agent_id}", response={204: None})
-def unshare_block(request: HttpRequest, block_id: UUID, agent_id: int) -> Status[None]:
+@router.delete(
+    "/blocks/{block_id}/shares/{agent_id}",
+    response={204: None, **error_responses(403, 404, body=False)},
+    tags=["blocks"],
+    summary="Stop sharing a block",
+)
+def unshare_block(request: HttpRequest, block_id: UUID, agent_id: Id) -> Status[None]:
     actor, block = _block(request, block_id)
     agent = agent_get_for_actor(actor=actor, agent_id=agent_id)
     block_unshare(actor=actor, block=block, agent=agent)
     return Status(204, None)
 
 
-@router.get("/approvals", response=list[ApprovalOut])
+@router.get(
+    "/approvals",
+    response={200: list[ApprovalOut], **error_responses(404, body=False)},
+    tags=["approvals"],
+    summary="List approval requests",
+)
 def list_approvals(
-    request: HttpRequest, status: str | None = None, block_id: UUID | None = None
+    request: HttpRequest,
+    status: Literal["pending", "approved", "rejected"] | None = None,
+    block_id: UUID | None = None,
 ) -> list[dict[str, Any]]:
     actor = request_actor(request)
     block = None
@@ -289,9 +469,14 @@ def list_approvals(
     return [_approval_out(a) for a in approvals]
 
 
-@router.post("/approvals/{approval_id}/decision", response=ApprovalOut)
+@router.post(
+    "/approvals/{approval_id}/decision",
+    response={200: ApprovalOut, **error_responses(403, 404, 409, body=True)},
+    tags=["approvals"],
+    summary="Approve or reject a request",
+)
 def decide_approval(
-    request: HttpRequest, approval_id: int, payload: DecisionIn
+    request: HttpRequest, approval_id: Id, payload: DecisionIn
 ) -> dict[str, Any]:
     actor = request_actor(request)
     approval = approval_get_for_decision(actor=actor, approval_id=approval_id)
@@ -300,20 +485,36 @@ def decide_approval(
     )
 
 
-@router.get("/agents/{agent_id}/memory/export", summary="Export an agent's memory")
-def export_memory(request: HttpRequest, agent_id: int) -> dict[str, Any]:
+@router.get(
+    "/agents/{agent_id}/memory/export",
+    response={200: dict[str, Any], **error_responses(404, body=False)},
+    tags=["blocks"],
+    summary="Export an agent's memory",
+)
+def export_memory(request: HttpRequest, agent_id: Id) -> dict[str, Any]:
     """JSON with a schema version; each block with its Loro snapshot (base64)."""
     actor = request_actor(request)
     agent = agent_get_for_actor(actor=actor, agent_id=agent_id)
     return blocks_export(actor=actor, agent=agent)
 
 
-@router.post("/agents/{agent_id}/memory/import", response={201: ImportOut})
+@router.post(
+    "/agents/{agent_id}/memory/import",
+    response={201: ImportOut, **error_responses(403, 404, 409, body=True)},
+    tags=["blocks"],
+    summary="Import blocks into an agent's memory",
+    openapi_extra={
+        "requestBody": {
+            "content": {"application/json": {"example": IMPORT_EXAMPLE}},
+        }
+    },
+)
 def import_memory(
-    request: HttpRequest, agent_id: int, payload: Body[dict[str, Any]]
+    request: HttpRequest, agent_id: Id, payload: Body[dict[str, Any]]
 ) -> Status[Any]:
-    """An export of this server, or v1-style blocks (``content``, ``label``,
-    ``memory_type``, ``pinned``, ``permission``)."""
+    """An export of this server (``GET .../memory/export``), or plain blocks
+    in the flat format of earlier Pattern releases: ``blocks`` of
+    ``content``, ``label``, ``memory_type``, ``pinned``, ``permission``."""
     actor = request_actor(request)
     agent = agent_get_for_actor(actor=actor, agent_id=agent_id)
     if actor.agent is not None and actor.agent.pk != agent.pk:

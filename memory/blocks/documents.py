@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -437,10 +438,78 @@ def _unbounded(doc: LoroDoc, schema: dict[str, Any], section: str | None) -> int
 
 OPERATIONS = {
     "text": ("set_text", "append_text", "replace_text"),
-    "map": ("set_field", "append_to_list_field", "increment_counter"),
+    "map": (
+        "set_field",
+        "append_to_list_field",
+        "append_to_text_field",
+        "replace_in_text_field",
+        "increment_counter",
+    ),
     "list": ("push_item", "insert_item", "delete_item"),
     "log": ("append_log_entry",),
 }
+
+# Each operation's arguments besides ``op`` and ``section``: name -> (JSON
+# type, required).  ``operation_apply`` refuses missing and unknown ones;
+# the API derives its operation schemas from this table.
+Arg = tuple[str, bool]
+OPERATION_ARGS: dict[str, dict[str, Arg]] = {
+    "set_text": {"text": ("string", True)},
+    "append_text": {"text": ("string", True), "separator": ("string", False)},
+    "replace_text": {
+        "old": ("string", True),
+        "new": ("string", True),
+        "all": ("boolean", False),
+    },
+    "set_field": {"field": ("string", True), "value": ("any", True)},
+    "append_to_list_field": {"field": ("string", True), "value": ("any", True)},
+    "append_to_text_field": {
+        "field": ("string", True),
+        "text": ("string", True),
+        "separator": ("string", False),
+    },
+    "replace_in_text_field": {
+        "field": ("string", True),
+        "old": ("string", True),
+        "new": ("string", True),
+        "all": ("boolean", False),
+    },
+    "increment_counter": {"field": ("string", True), "delta": ("number", False)},
+    "push_item": {"item": ("any", True)},
+    "insert_item": {"index": ("integer", True), "item": ("any", True)},
+    "delete_item": {"index": ("integer", True)},
+    "append_log_entry": {"entry": ("object", True)},
+}
+
+
+def operation_signature(name: str) -> str:
+    """``name(arg, arg, [optional])`` for error messages."""
+    args = OPERATION_ARGS[name]
+    shown = [a if required else f"[{a}]" for a, (_, required) in args.items()]
+    return f"{name}({', '.join(shown)})"
+
+
+def operation_arguments_check(op: dict[str, Any]) -> None:
+    """Refuse an operation with missing or unknown arguments, naming the
+    arguments it takes."""
+    name = op.get("op")
+    if name not in OPERATION_ARGS:
+        raise InvalidInput(
+            f"unknown operation {name!r}; operations: {', '.join(OPERATION_ARGS)}"
+        )
+    args = OPERATION_ARGS[name]
+    unknown = sorted(set(op) - set(args) - {"op", "section"})
+    missing = [a for a, (_, required) in args.items() if required and a not in op]
+    if unknown or missing:
+        problems = []
+        if missing:
+            problems.append(f"missing {', '.join(missing)}")
+        if unknown:
+            problems.append(f"unknown {', '.join(unknown)}")
+        raise InvalidInput(
+            f"operation {name!r} takes {operation_signature(name)} (and 'section' "
+            f"on a composite block): {'; '.join(problems)}"
+        )
 
 
 def _require(op: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
@@ -448,6 +517,14 @@ def _require(op: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
         raise InvalidInput(f"operation {op.get('op')!r} needs '{key}'")
     return value
+
+
+def _replace_all(op: dict[str, Any]) -> bool:
+    """``all``: every occurrence (Letta's core_memory_replace), else the first."""
+    replace_all = op.get("all", False)
+    if not isinstance(replace_all, bool):
+        raise InvalidInput("'all' is true or false")
+    return replace_all
 
 
 def _json_sized(value: Any) -> Any:
@@ -468,6 +545,7 @@ def operation_apply(
     ``enforce_read_only`` refuses read-only fields and sections (agents);
     humans and the system may change them.
     """
+    operation_arguments_check(op)
     section = op.get("section")
     if schema["kind"] == "composite":
         if not isinstance(section, str):
@@ -508,9 +586,12 @@ def operation_apply(
                 raise InvalidInput(
                     f"the text to replace was not found in the block: {old!r}"
                 )
-            start = current.index(old)
-            text.delete(start, len(old))
-            text.insert(start, new)
+            if _replace_all(op):
+                text.update(current.replace(old, new))
+            else:
+                start = current.index(old)
+                text.delete(start, len(old))
+                text.insert(start, new)
     elif schema["kind"] == "map":
         field = _field(schema, _require(op, "field", str))
         if field["read_only"] and enforce_read_only:
@@ -563,6 +644,22 @@ def _map_operation(
                 child.push(item)
         else:
             fields.insert(key, value)
+    elif name in ("append_to_text_field", "replace_in_text_field"):
+        if ftype != "text":
+            raise InvalidInput(f"field {key!r} is a {ftype}, not text")
+        current = fields.get_deep_value().get(key) or ""
+        if name == "append_to_text_field":
+            separator = op.get("separator", "") if current else ""
+            if not isinstance(separator, str):
+                raise InvalidInput("'separator' must be text")
+            fields.insert(key, current + separator + _require(op, "text", str))
+        else:
+            old, new = _require(op, "old", str), _require(op, "new", str)
+            if not old or old not in current:
+                raise InvalidInput(
+                    f"the text to replace was not found in field {key!r}: {old!r}"
+                )
+            fields.insert(key, current.replace(old, new, -1 if _replace_all(op) else 1))
     elif name == "append_to_list_field":
         if ftype != "list":
             raise InvalidInput(f"field {key!r} is a {ftype}, not a list")
@@ -663,16 +760,186 @@ def _set_value(
                 _set_value(doc, sec["schema"], value[sec["name"]], sec["name"])
 
 
+# --- text places (the Letta-style tools on any schema) ----------
+
+
+@dataclass(frozen=True)
+class TextPlace:
+    """Somewhere plain text can be appended or replaced: a text or list
+    block, a composite section or a map field (``section/field`` within a
+    composite section)."""
+
+    name: str | None
+    kind: Literal["text", "list"]
+    section: str | None = None
+    field: str | None = None
+
+
+def text_places(schema: dict[str, Any], *, agent: bool) -> list[TextPlace]:
+    """Every place of ``schema`` holding text or a list, in schema order;
+    read-only ones left out for ``agent``."""
+    kind = schema["kind"]
+    if kind in ("text", "list"):
+        return [TextPlace(None, kind)]
+    if kind == "map":
+        return [
+            TextPlace(f["name"], f["type"], field=f["name"])
+            for f in schema["fields"]
+            if f["type"] in ("text", "list") and not (agent and f["read_only"])
+        ]
+    if kind == "log":
+        return []
+    places = []
+    for sec in schema["sections"]:
+        if agent and sec["read_only"]:
+            continue
+        for place in text_places(sec["schema"], agent=agent):
+            name = sec["name"] if place.field is None else f"{sec['name']}/{place.name}"
+            places.append(TextPlace(name, place.kind, sec["name"], place.field))
+    return places
+
+
+def text_place_value(schema: dict[str, Any], value: Any, place: TextPlace) -> Any:
+    if place.section is not None:
+        value = value[place.section]
+    return value[place.field] if place.field is not None else value
+
+
+def text_place_operation(place: TextPlace, action: str, **args: Any) -> dict[str, Any]:
+    """The schema operation that appends to or replaces text in ``place``."""
+    if action == "append":
+        if place.kind == "list":
+            op = (
+                {"op": "append_to_list_field", "value": args["text"]}
+                if place.field
+                else {"op": "push_item", "item": args["text"]}
+            )
+        elif place.field:
+            op = {"op": "append_to_text_field", "text": args["text"], "separator": "\n"}
+        else:
+            op = {"op": "append_text", "text": args["text"], "separator": "\n"}
+    else:
+        name = "replace_in_text_field" if place.field else "replace_text"
+        op = {"op": name, "old": args["old"], "new": args["new"]}
+        if args.get("every"):
+            op["all"] = True
+    if place.field:
+        op["field"] = place.field
+    if place.section:
+        op["section"] = place.section
+    return op
+
+
 def value_from_text(schema: dict[str, Any], text: str) -> Any:
-    """Content for a block from plain text (v1 imports, Letta updates)."""
+    """Content for a block from plain text (imports, ``core_memory_update``).
+
+    A text block takes the text as it is; a list block one item per line.
+    A structured block takes the form it is rendered in: ``field: value``
+    lines for a map (a line not starting with a field name continues the
+    previous field; list fields are comma-separated), ``=== section ===``
+    headings for a composite.  Fields and sections left out keep their
+    content; a JSON object shaped by the schema is taken as it is.
+    """
+    stripped = text.strip()
+    if schema["kind"] in ("map", "composite") and stripped.startswith("{"):
+        try:
+            value = json.loads(stripped)
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            return value
+    return _value_from_text(schema, text)
+
+
+_LIST_MARK = re.compile(r"^\s*(?:\d+\.|-\s*\[[ xX]\]|[-*])\s*")
+
+
+def _value_from_text(schema: dict[str, Any], text: str) -> Any:
     kind = schema["kind"]
     if kind == "text":
         return text
     if kind == "list":
-        return [line for line in text.splitlines() if line.strip()]
+        return [
+            _LIST_MARK.sub("", line, count=1)
+            for line in text.splitlines()
+            if line.strip()
+        ]
+    if kind == "map":
+        return _map_from_text(schema, text)
+    if kind == "composite":
+        return _composite_from_text(schema, text)
     raise InvalidInput(
-        f"plain text cannot replace a {kind} block; use its structured operations"
+        "plain text cannot replace a log block; the system appends its entries"
     )
+
+
+def _map_from_text(schema: dict[str, Any], text: str) -> dict[str, Any]:
+    fields = {f["name"]: f for f in schema["fields"]}
+    found: dict[str, list[str]] = {}
+    current: str | None = None
+    for line in text.splitlines():
+        head, sep, rest = line.partition(":")
+        name = head.replace("[read-only]", "").strip()
+        if sep and name in fields:
+            current = name
+            found[name] = [rest.strip()]
+        elif current is not None:
+            found[current].append(line)
+        elif line.strip():
+            raise InvalidInput(
+                "write a structured block as 'field: value' lines; fields: "
+                + ", ".join(fields)
+            )
+    return {
+        name: _field_from_text(fields[name], "\n".join(lines).strip())
+        for name, lines in found.items()
+    }
+
+
+def _field_from_text(field: dict[str, Any], text: str) -> Any:
+    ftype = field["type"]
+    if ftype == "text":
+        return text
+    if ftype == "list":
+        return [item.strip() for item in text.split(",") if item.strip()]
+    if ftype == "boolean":
+        if text.lower() not in ("true", "false"):
+            raise InvalidInput(f"field {field['name']!r} is true or false")
+        return text.lower() == "true"
+    try:
+        number = float(text or 0)
+    except ValueError:
+        raise InvalidInput(
+            f"field {field['name']!r} is a number; got {text!r}"
+        ) from None
+    if ftype == "counter" or number.is_integer():
+        return int(number)
+    return number
+
+
+_HEADING = re.compile(r"^===\s*(.+?)(?:\s*\[read-only\])?\s*===\s*$")
+
+
+def _composite_from_text(schema: dict[str, Any], text: str) -> dict[str, Any]:
+    sections = {s["name"]: s for s in schema["sections"]}
+    found: dict[str, list[str]] = {}
+    current: str | None = None
+    for line in text.splitlines():
+        match = _HEADING.match(line)
+        if match and match.group(1) in sections:
+            current = match.group(1)
+            found[current] = []
+        elif current is not None:
+            found[current].append(line)
+        elif line.strip():
+            raise InvalidInput(
+                "write a composite block with '=== section ===' headings; "
+                "sections: " + ", ".join(sections)
+            )
+    return {
+        name: _value_from_text(sections[name]["schema"], "\n".join(lines).strip())
+        for name, lines in found.items()
+    }
 
 
 # --- comparing contents ----------

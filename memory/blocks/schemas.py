@@ -1,10 +1,15 @@
 """Request and response shapes of the memory block tools and resources."""
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 from uuid import UUID
 
 from ninja import Field, Schema
+from pydantic import ConfigDict, create_model, model_validator
+
+from coordination.apitypes import Id, InputSchema, Label
+from coordination.errors import InvalidInput
+from memory.blocks import documents
 
 # The tools' descriptions, written for the model that calls them: the HTTP
 # endpoints' OpenAPI descriptions and the MCP tool descriptions alike.
@@ -24,16 +29,21 @@ change for a human's approval."""
 
 CORE_MEMORY_UPDATE = """Update your core memory blocks (persona, human, etc.).
 Use this to modify persistent information about yourself or the person you're
-talking to. Changes are immediately reflected in your context."""
+talking to. Changes are immediately reflected in your context.  The block's
+whole content becomes `content`; write a structured block the way you see it
+in your context ('field: value' lines, '=== section ===' headings)."""
 
 
 CORE_MEMORY_APPEND = """Add content to an existing core memory block without
-replacing it. Useful for incrementally building up information."""
+replacing it. Useful for incrementally building up information.  On a
+structured block it goes to `section` (a field or section), by default the
+last one holding text."""
 
 
-CORE_MEMORY_REPLACE = """Replace the exact text `old_content` in core memory block
-`label` with `new_content`. Fails, changing nothing, when `old_content` is not
-in the block. To delete text, give an empty `new_content`."""
+CORE_MEMORY_REPLACE = """Replace the exact text `old_content` in a core memory
+block with `new_content`, every occurrence (empty to delete it).  Fails,
+changing nothing, when the text is not in the block; on a structured block,
+name the `section` when the text appears in more than one field."""
 
 
 class BlockSummaryOut(Schema):
@@ -59,49 +69,166 @@ class BlockOut(BlockSummaryOut):
     content: Any = Field(description="Structured content, shaped by the schema.")
 
 
-class BlockCreateIn(Schema):
-    label: str = Field(min_length=1, max_length=100)
-    agent_id: int | None = Field(
-        None, description="Owner; agents may omit it (themselves)."
+SCHEMA_EXAMPLE = {
+    "kind": "map",
+    "fields": [
+        {"name": "mood", "type": "text"},
+        {"name": "open_questions", "type": "list"},
+    ],
+}
+TemplateChoice = Literal["persona", "human", "scratchpad", "organization", "custom"]
+BlockTypeChoice = Literal["core", "working", "archival", "log"]
+PermissionChoice = Literal[
+    "read_only", "partner", "human", "append", "read_write", "admin"
+]
+
+
+class BlockCreateIn(InputSchema):
+    label: Label = Field(examples=["check_in"])
+    agent_id: Id | None = Field(
+        None, description="Owner; agents may omit it (themselves).", examples=[None]
     )
-    constellation_id: int | None = Field(
-        None, description="For a constellation-level block (humans only)."
+    constellation_id: Id | None = Field(
+        None,
+        description="For a constellation-level block (humans only).",
+        examples=[None],
     )
-    template: (
-        Literal["persona", "human", "scratchpad", "organization", "custom"] | None
-    ) = None
-    schema_: dict[str, Any] | None = Field(None, alias="schema")
-    description: str | None = None
-    block_type: Literal["core", "working", "archival", "log"] | None = None
-    permission: Literal[
-        "read_only", "partner", "human", "append", "read_write", "admin"
-    ] = "read_write"
-    char_limit: int | None = Field(None, gt=0, le=1_000_000)
-    pinned: bool = False
-    content: Any = None
+    template: TemplateChoice | None = Field(
+        None,
+        description="Gives the schema, description and type unless given.",
+        examples=[None],
+    )
+    schema_: dict[str, Any] | None = Field(
+        None,
+        alias="schema",
+        description="kind text, map (fields), list, log or composite (sections).",
+        examples=[SCHEMA_EXAMPLE],
+    )
+    description: str | None = Field(
+        None, examples=["How Sam feels this week and what is still open"]
+    )
+    block_type: BlockTypeChoice | None = Field(None, examples=["working"])
+    permission: PermissionChoice = Field("read_write", examples=["read_write"])
+    char_limit: int | None = Field(None, gt=0, le=1_000_000, examples=[2000])
+    pinned: bool = Field(False, examples=[True])
+    content: Any = Field(
+        None,
+        description="Initial content, shaped by the schema.",
+        examples=[{"mood": "calm", "open_questions": ["Dentist on Friday?"]}],
+    )
 
 
-class BlockPatchIn(Schema):
-    description: str | None = None
-    schema_: dict[str, Any] | None = Field(None, alias="schema")
-    permission: (
-        Literal["read_only", "partner", "human", "append", "read_write", "admin"] | None
-    ) = None
-    pinned: bool | None = None
-    block_type: Literal["core", "working", "archival", "log"] | None = None
-    char_limit: int | None = Field(None, gt=0, le=1_000_000)
+class BlockPatchIn(InputSchema):
+    description: str | None = Field(None, examples=["Sam's week at a glance"])
+    schema_: dict[str, Any] | None = Field(
+        None, alias="schema", examples=[SCHEMA_EXAMPLE]
+    )
+    permission: PermissionChoice | None = Field(None, examples=["append"])
+    pinned: bool | None = Field(None, examples=[False])
+    block_type: BlockTypeChoice | None = Field(None, examples=["core"])
+    char_limit: int | None = Field(None, gt=0, le=1_000_000, examples=[4000])
 
 
-class OperationsIn(Schema):
-    operations: list[dict[str, Any]] = Field(
-        min_length=1,
-        description=(
-            "Schema operations, e.g. {'op': 'append_text', 'text': '...'}, "
-            "{'op': 'set_field', 'field': 'mood', 'value': 'calm'}, "
-            "{'op': 'push_item', 'item': '...'}; composite blocks add 'section'."
+_ARG_TYPES: dict[str, Any] = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "object": dict[str, Any],
+    "any": Any,
+}
+
+_ARG_EXAMPLES: dict[str, Any] = {
+    "text": "Ask Sam about the dentist appointment.",
+    "separator": "\n",
+    "old": "Thursday",
+    "new": "Friday",
+    "field": "preferences",
+    "value": "oat milk",
+    "delta": 1,
+    "item": "Book the dentist",
+    "index": 0,
+    "entry": {"message": "Checked in with Sam"},
+    "all": False,
+}
+
+
+def _operation_model(name: str) -> type[Schema]:
+    fields: dict[str, Any] = {
+        "op": (Literal[name], Field(description="The operation.")),  # type: ignore[valid-type]
+        "section": (
+            str | None,
+            Field(
+                None,
+                description="Composite blocks: the section to change.",
+                examples=[None],
+            ),
         ),
+    }
+    for arg, (json_type, required) in documents.OPERATION_ARGS[name].items():
+        annotation = _ARG_TYPES[json_type]
+        example = Field(examples=[_ARG_EXAMPLES[arg]])
+        if required:
+            fields[arg] = (annotation, example)
+        else:
+            fields[arg] = (
+                annotation | None,
+                Field(None, examples=[_ARG_EXAMPLES[arg]]),
+            )
+    title = "".join(part.title() for part in name.split("_")) + "Op"
+    return create_model(  # type: ignore[call-overload,no-any-return]
+        title, __base__=_OperationBase, **fields
     )
-    summary: str | None = Field(None, max_length=300)
+
+
+class _OperationBase(InputSchema):
+    # An argument an operation does not take is an error, not ignored.
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _arguments(cls, data: Any) -> Any:
+        # The same check (and message, naming the arguments) as the services.
+        if isinstance(data, dict):
+            try:
+                documents.operation_arguments_check(data)
+            except InvalidInput as exc:
+                raise ValueError(exc.message) from None
+        return data
+
+
+OPERATION_MODELS = [_operation_model(name) for name in documents.OPERATION_ARGS]
+
+Operation = Annotated[Union[tuple(OPERATION_MODELS)], Field(discriminator="op")]  # type: ignore[valid-type]  # noqa: UP007
+
+
+class OperationsIn(InputSchema):
+    operations: list[Operation] = Field(  # type: ignore[valid-type]
+        min_length=1,
+        description="Schema operations applied in order, all or none.  Which "
+        "apply depends on the block's schema: text (set_text, append_text, "
+        "replace_text), map (set_field, append_to_list_field, "
+        "append_to_text_field, replace_in_text_field, increment_counter), list "
+        "(push_item, insert_item, delete_item), log (append_log_entry); a "
+        "composite block adds 'section'.",
+        examples=[
+            [
+                {
+                    "op": "append_to_list_field",
+                    "field": "preferences",
+                    "value": "oat milk",
+                },
+                {"op": "set_field", "field": "context", "value": "Back from leave"},
+            ]
+        ],
+    )
+    summary: str | None = Field(
+        None, max_length=300, examples=["Noted Sam's milk preference"]
+    )
+
+    def operation_dicts(self) -> list[dict[str, Any]]:
+        """The operations as the services take them (unset arguments left out)."""
+        return [op.model_dump(exclude_none=True) for op in self.operations]
 
 
 class ChangeOut(Schema):
@@ -137,13 +264,15 @@ class DiffOut(Schema):
     changes: list[dict[str, Any]] | None = None
 
 
-class RollbackIn(Schema):
-    version_id: int
+class RollbackIn(InputSchema):
+    version_id: Id = Field(description="From the block's history.", examples=[12])
 
 
-class ShareIn(Schema):
-    agent_id: int
-    access: Literal["read_only", "append_only", "read_write"]
+class ShareIn(InputSchema):
+    agent_id: Id = Field(examples=[3])
+    access: Literal["read_only", "append_only", "read_write"] = Field(
+        examples=["append_only"]
+    )
 
 
 class AttachmentOut(Schema):
@@ -168,32 +297,84 @@ class ApprovalOut(Schema):
     created_at: datetime
 
 
-class DecisionIn(Schema):
-    approve: bool
+class DecisionIn(InputSchema):
+    approve: bool = Field(examples=[True])
 
 
 class ImportOut(Schema):
     created: list[BlockSummaryOut]
 
 
-class ContextToolIn(Schema):
-    operation: Literal["append", "replace", "archive", "load", "swap"]
-    label: str = Field(description="The block to act on (for swap: the working one).")
-    content: str | None = Field(None, description="append: the text to add.")
-    old: str | None = Field(None, description="replace: the exact text to find.")
-    new: str | None = Field(None, description="replace: its replacement.")
-    section: str | None = Field(None, description="Section of a composite block.")
+class ContextToolIn(InputSchema):
+    operation: Literal["append", "replace", "archive", "load", "swap"] = Field(
+        examples=["append"]
+    )
+    label: str = Field(
+        description="The block to act on (for swap: the working one).",
+        examples=["human"],
+    )
+    content: str | None = Field(
+        None,
+        description="append: the text to add.",
+        examples=["Sam prefers a short check-in before 10am."],
+    )
+    old: str | None = Field(
+        None, description="replace: the exact text to find.", examples=[None]
+    )
+    new: str | None = Field(
+        None, description="replace: its replacement.", examples=[None]
+    )
+    section: str | None = Field(
+        None, description="Section or field of a structured block.", examples=[None]
+    )
     archival_label: str | None = Field(
-        None, description="swap: the archival block to bring into working memory."
+        None,
+        description="swap: the archival block to bring into working memory.",
+        examples=[None],
     )
 
 
-class CoreMemoryIn(Schema):
-    label: str = Field(description='Which block: "persona", "human", ...')
-    content: str
+ToolLabel = Annotated[
+    str, Field(description='Which block: "persona", "human", ...', examples=["human"])
+]
+
+SECTION = Field(
+    None,
+    description="On a structured block: the section or field to change "
+    '("notes", "context", "section/field"); by default the last one holding '
+    "text.",
+    examples=[None],
+)
 
 
-class CoreMemoryReplaceIn(Schema):
-    label: str = Field(description='Which block: "persona", "human", ...')
-    old_content: str = Field(description="The exact text to find.")
-    new_content: str = Field(description="Its replacement.")
+class CoreMemoryIn(InputSchema):
+    label: ToolLabel
+    content: str = Field(examples=["Prefers short check-ins before 10am."])
+    section: str | None = SECTION
+
+
+class CoreMemoryUpdateIn(InputSchema):
+    label: ToolLabel
+    content: str = Field(
+        description="The block's whole new content.  A structured block is "
+        "written as it is shown in your context: 'field: value' lines, "
+        "'=== section ===' headings; fields you leave out keep their content.",
+        examples=[
+            "name: Sam\npreferences: tea, short check-ins\ncontext: "
+            "Works from home on Fridays."
+        ],
+    )
+
+
+class CoreMemoryReplaceIn(InputSchema):
+    label: ToolLabel
+    old_content: str = Field(
+        min_length=1,
+        description="The exact text to find.",
+        examples=["Works from home on Fridays."],
+    )
+    new_content: str = Field(
+        description="Its replacement (empty to delete it).",
+        examples=["Works from home on Mondays and Fridays."],
+    )
+    section: str | None = SECTION

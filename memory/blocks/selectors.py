@@ -19,6 +19,7 @@ from loro import LoroDoc
 
 from coordination.actors import Actor
 from coordination.agents.models import Agent
+from coordination.agents.selectors import agent_get_private
 from coordination.errors import InvalidInput, NotFound
 from memory.blocks import diffs, doc_cache, documents
 from memory.blocks.models import (
@@ -99,6 +100,20 @@ def block_get_by_label_for_agent(*, agent: Agent, label: str) -> MemoryBlock:
         return 1 if getattr(block, "shared_access", None) else 2
 
     return min(candidates, key=rank)
+
+
+def block_get_by_label_for_actor(
+    *, actor: Actor, label: str, agent_id: int | None
+) -> MemoryBlock:
+    """The block ``label`` names in an agent's memory (its own, else shared,
+    else the constellation's, as :func:`block_get_by_label_for_agent`): the
+    calling agent's, or for a human the memory of agent ``agent_id``."""
+    agent = agent_get_private(actor=actor, agent_id=agent_id)
+    block = block_get_by_label_for_agent(agent=agent, label=label)
+    if actor.agent is not None and actor.agent.pk == agent.pk:
+        return block
+    # A human sees the block only where their own rights reach it.
+    return block_get_for_actor(actor=actor, block_id=block.pk)
 
 
 def block_shared_from(*, actor: Actor, block: MemoryBlock) -> str | None:

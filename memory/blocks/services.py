@@ -35,6 +35,7 @@ from loro import Frontiers, LoroDoc, VersionVector
 
 from coordination.actors import Actor
 from coordination.agents.models import Agent, Constellation
+from coordination.apitypes import label_check
 from coordination.errors import (
     Conflict,
     InvalidInput,
@@ -73,6 +74,7 @@ from memory.blocks.selectors import (
     block_log_pending,
     block_snapshot_data,
     block_snapshot_size,
+    block_value,
     block_version_get,
     block_version_number,
 )
@@ -849,6 +851,7 @@ def block_create(
         constellation = owner.constellation
     if constellation is None:
         raise InvalidInput("a constellation-level block needs a constellation")
+    label = label_check(label.strip())
     tpl = documents.template_get(template) if template else None
     schema = documents.schema_validate(
         schema if schema is not None else (tpl.schema if tpl else {"kind": "text"})
@@ -860,7 +863,7 @@ def block_create(
     block = MemoryBlock(
         constellation=constellation,
         owner=owner,
-        label=label.strip(),
+        label=label,
         description=description
         if description is not None
         else (tpl.description if tpl else ""),
@@ -1089,75 +1092,96 @@ def block_unshare(*, actor: Actor, block: MemoryBlock, agent: Agent) -> bool:
     return bool(deleted)
 
 
-def _text_target(block: MemoryBlock, section: str | None) -> tuple[str, str | None]:
-    """The schema kind an append/replace lands in, and the section."""
-    schema = block.schema
-    if schema["kind"] != "composite":
-        return schema["kind"], None
+def _text_place(
+    *, block: MemoryBlock, section: str | None, places: list[documents.TextPlace]
+) -> documents.TextPlace:
+    """The place ``section`` names, or the block's last writable one."""
+    names = ", ".join(str(p.name) for p in places)
+    if not places:
+        raise InvalidInput(
+            f"block {block.label!r} ({block.schema['kind']}) has no text you can "
+            "change; use its structured operations (POST /api/blocks/{id}/operations)"
+        )
     if section is None:
-        writable = [
-            s["name"]
-            for s in schema["sections"]
-            if s["schema"]["kind"] in ("text", "list") and not s["read_only"]
-        ]
-        if len(writable) != 1:
-            names = ", ".join(s["name"] for s in schema["sections"])
-            raise InvalidInput(
-                f"block {block.label!r} has sections {names}; name the 'section'"
-            )
-        section = writable[0]
-    for sec in schema["sections"]:
-        if sec["name"] == section:
-            return sec["schema"]["kind"], section
-    raise InvalidInput(f"block {block.label!r} has no section {section!r}")
+        return places[-1]
+    for place in places:
+        if place.name == section:
+            return place
+    where = f"; its text is in: {names}" if places[0].name else ""
+    raise InvalidInput(f"block {block.label!r} has no text at {section!r}{where}")
 
 
 def block_append(
     *, actor: Actor, block: MemoryBlock, content: str, section: str | None = None
 ) -> BlockChange:
-    """Append ``content`` on a new line (text) or as a new item (list)."""
+    """Append ``content`` on a new line (text) or as a new item (list).
+
+    On a structured block it lands in ``section`` (a composite section, a
+    map field, or ``section/field``), by default the last text or list
+    place the actor may write."""
     if not content:
         raise InvalidInput("nothing to append: 'content' is empty")
-    kind, section = _text_target(block, section)
-    if kind == "text":
-        op: dict[str, Any] = {"op": "append_text", "text": content, "separator": "\n"}
-    elif kind == "list":
-        op = {"op": "push_item", "item": content}
-    else:
-        raise InvalidInput(
-            f"block {block.label!r} is a {kind} block; use its structured "
-            "operations (POST /api/blocks/{id}/operations)"
-        )
+    places = documents.text_places(block.schema, agent=read_only_binds(actor))
+    place = _text_place(block=block, section=section, places=places)
     return _block_operate_one(
-        actor=actor, block=block, op=op, section=section, summary=f"append: {content}"
+        actor=actor,
+        block=block,
+        op=documents.text_place_operation(place, "append", text=content),
+        summary=f"append: {content}",
     )
 
 
 def block_replace(
-    *, actor: Actor, block: MemoryBlock, old: str, new: str, section: str | None = None
+    *,
+    actor: Actor,
+    block: MemoryBlock,
+    old: str,
+    new: str,
+    section: str | None = None,
+    every: bool = False,
 ) -> BlockChange:
-    kind, section = _text_target(block, section)
-    if kind != "text":
-        raise InvalidInput(f"replace works on text; block {block.label!r} is {kind}")
+    """Replace the exact text ``old`` with ``new`` (its first occurrence, or
+    with ``every`` all of them): in ``section`` when named, else in the one
+    text place of the block that holds ``old``."""
+    if not old:
+        raise InvalidInput("'old' is empty; give the exact text to replace")
+    places = [
+        p
+        for p in documents.text_places(block.schema, agent=read_only_binds(actor))
+        if p.kind == "text"
+    ]
+    if section is None and len(places) > 1:
+        value = block_value(block=block)
+        holding = [
+            p
+            for p in places
+            if old in documents.text_place_value(block.schema, value, p)
+        ]
+        if len(holding) > 1:
+            names = ", ".join(str(p.name) for p in holding)
+            raise InvalidInput(
+                f"{old!r} is in several places of block {block.label!r} ({names}); "
+                "name the 'section'"
+            )
+        if not holding:
+            raise InvalidInput(
+                f"the text to replace was not found in block {block.label!r}: {old!r}"
+            )
+        places = holding
+    place = _text_place(block=block, section=section, places=places)
     return _block_operate_one(
         actor=actor,
         block=block,
-        op={"op": "replace_text", "old": old, "new": new},
-        section=section,
+        op=documents.text_place_operation(
+            place, "replace", old=old, new=new, every=every
+        ),
         summary=f"replace {old!r} with {new!r}",
     )
 
 
 def _block_operate_one(
-    *,
-    actor: Actor,
-    block: MemoryBlock,
-    op: dict[str, Any],
-    section: str | None,
-    summary: str,
+    *, actor: Actor, block: MemoryBlock, op: dict[str, Any], summary: str
 ) -> BlockChange:
-    if section is not None:
-        op["section"] = section
     return block_operate(
         actor=actor, block=block, operations=[op], summary=_summary(summary)
     )

@@ -19,6 +19,7 @@ from memory.blocks.schemas import (
     ContextToolIn,
     CoreMemoryIn,
     CoreMemoryReplaceIn,
+    CoreMemoryUpdateIn,
 )
 from memory.blocks.selectors import (
     block_facts_for_actor,
@@ -122,7 +123,9 @@ def context_tool(*, actor: Actor, args: ContextToolIn) -> dict[str, Any]:
     return out
 
 
-def core_memory_update_tool(*, actor: Actor, args: CoreMemoryIn) -> dict[str, Any]:
+def core_memory_update_tool(
+    *, actor: Actor, args: CoreMemoryUpdateIn
+) -> dict[str, Any]:
     _, block = _labelled(actor, args.label)
     change = block_rewrite(actor=actor, block=block, content=args.content)
     return block_change_payload(change)
@@ -130,7 +133,9 @@ def core_memory_update_tool(*, actor: Actor, args: CoreMemoryIn) -> dict[str, An
 
 def core_memory_append_tool(*, actor: Actor, args: CoreMemoryIn) -> dict[str, Any]:
     _, block = _labelled(actor, args.label)
-    change = block_append(actor=actor, block=block, content=args.content)
+    change = block_append(
+        actor=actor, block=block, content=args.content, section=args.section
+    )
     return block_change_payload(change)
 
 
@@ -139,6 +144,11 @@ def core_memory_replace_tool(
 ) -> dict[str, Any]:
     _, block = _labelled(actor, args.label)
     change = block_replace(
-        actor=actor, block=block, old=args.old_content, new=args.new_content
+        actor=actor,
+        block=block,
+        old=args.old_content,
+        new=args.new_content,
+        section=args.section,
+        every=True,
     )
     return block_change_payload(change)

@@ -1,6 +1,6 @@
 """Long-term memory tools: archival entries, search and recall, conversations."""
 
-from typing import Any
+from typing import Any, Literal
 
 from django.http import HttpRequest
 from ninja import Router, Status
@@ -9,6 +9,7 @@ from coordination.agents.selectors import (
     agent_get_private,
     constellation_get_for_actor,
 )
+from coordination.apitypes import Id, Offset, error_responses
 from coordination.auth import request_actor
 from memory.longterm import tools
 from memory.longterm.permissions import retrieval_config_change_check
@@ -56,14 +57,19 @@ from memory.longterm.services import (
     retrieval_config_update,
 )
 
-router = Router(tags=["long-term memory"])
+router = Router()
 
 
 def _source(request: HttpRequest) -> str:
     return archival_source_of(request_actor(request))
 
 
-@router.post("/archival", response={201: ArchivalEntryOut}, summary="Store a fact")
+@router.post(
+    "/archival",
+    response={201: ArchivalEntryOut, **error_responses(403, 404, 409, body=True)},
+    tags=["archival"],
+    summary="Store a fact",
+)
 def create_archival_entry(request: HttpRequest, payload: ArchivalEntryIn) -> Any:
     actor = request_actor(request)
     agent = agent_get_private(actor=actor, agent_id=payload.agent_id)
@@ -79,23 +85,41 @@ def create_archival_entry(request: HttpRequest, payload: ArchivalEntryIn) -> Any
     return Status(201, entry)
 
 
-@router.get("/archival", response=ArchivalPageOut, summary="List archival entries")
+@router.get(
+    "/archival",
+    response={200: ArchivalPageOut, **error_responses(404, body=False)},
+    tags=["archival"],
+    summary="List archival entries",
+)
 def list_archival_entries(
-    request: HttpRequest, agent_id: int | None = None, limit: int = 50, offset: int = 0
+    request: HttpRequest,
+    agent_id: Id | None = None,
+    limit: int = 50,
+    offset: Offset = 0,
 ) -> Any:
     qs = archival_entry_list_for_actor(actor=request_actor(request), agent_id=agent_id)
     limit, offset = max(1, min(limit, 200)), max(0, offset)
     return {"count": qs.count(), "results": list(qs[offset : offset + limit])}
 
 
-@router.get("/archival/{entry_id}", response=ArchivalEntryOut)
-def get_archival_entry(request: HttpRequest, entry_id: int) -> Any:
+@router.get(
+    "/archival/{entry_id}",
+    response={200: ArchivalEntryOut, **error_responses(404, body=False)},
+    tags=["archival"],
+    summary="Get an archival entry",
+)
+def get_archival_entry(request: HttpRequest, entry_id: Id) -> Any:
     return archival_entry_get_for_actor(actor=request_actor(request), entry_id=entry_id)
 
 
-@router.patch("/archival/{entry_id}", response=ArchivalEntryOut)
+@router.patch(
+    "/archival/{entry_id}",
+    response={200: ArchivalEntryOut, **error_responses(403, 404, 409, body=True)},
+    tags=["archival"],
+    summary="Update an archival entry",
+)
 def update_archival_entry(
-    request: HttpRequest, entry_id: int, payload: ArchivalEntryPatchIn
+    request: HttpRequest, entry_id: Id, payload: ArchivalEntryPatchIn
 ) -> Any:
     entry = archival_entry_get_for_actor(
         actor=request_actor(request), entry_id=entry_id
@@ -103,8 +127,13 @@ def update_archival_entry(
     return archival_entry_update(entry=entry, **payload.dict(exclude_unset=True))
 
 
-@router.delete("/archival/{entry_id}", response={204: None})
-def delete_archival_entry(request: HttpRequest, entry_id: int) -> Any:
+@router.delete(
+    "/archival/{entry_id}",
+    response={204: None, **error_responses(403, 404, body=False)},
+    tags=["archival"],
+    summary="Delete an archival entry",
+)
+def delete_archival_entry(request: HttpRequest, entry_id: Id) -> Any:
     entry = archival_entry_get_for_actor(
         actor=request_actor(request), entry_id=entry_id
     )
@@ -114,8 +143,9 @@ def delete_archival_entry(request: HttpRequest, entry_id: int) -> Any:
 
 @router.post(
     "/tools/search",
-    response=SearchOut,
-    summary="v1 search tool",
+    response={200: SearchOut, **error_responses(403, 404, body=True)},
+    tags=["search"],
+    summary="Search memory",
     description=SEARCH_TOOL,
 )
 def search_tool(request: HttpRequest, payload: SearchIn) -> Any:
@@ -124,8 +154,9 @@ def search_tool(request: HttpRequest, payload: SearchIn) -> Any:
 
 @router.post(
     "/tools/recall",
-    response=RecallOut,
-    summary="v1 recall tool",
+    response={200: RecallOut, **error_responses(403, 404, 409, body=True)},
+    tags=["tools"],
+    summary="recall: store, read, append, delete or search",
     description=RECALL_TOOL,
 )
 def recall_tool(request: HttpRequest, payload: RecallIn) -> Any:
@@ -134,8 +165,9 @@ def recall_tool(request: HttpRequest, payload: RecallIn) -> Any:
 
 @router.post(
     "/tools/archival_memory_insert",
-    response={201: ArchivalEntryOut},
-    summary="Letta-compatible archival insert",
+    response={201: ArchivalEntryOut, **error_responses(403, 404, 409, body=True)},
+    tags=["tools"],
+    summary="archival_memory_insert",
     description=ARCHIVAL_MEMORY_INSERT,
 )
 def archival_memory_insert(request: HttpRequest, payload: LettaInsertIn) -> Any:
@@ -147,39 +179,62 @@ def archival_memory_insert(request: HttpRequest, payload: LettaInsertIn) -> Any:
 
 @router.post(
     "/tools/archival_memory_search",
-    response=list[LettaSearchHitOut],
-    summary="Letta-compatible archival search",
+    response={200: list[LettaSearchHitOut], **error_responses(403, 404, body=True)},
+    tags=["tools"],
+    summary="archival_memory_search",
     description=ARCHIVAL_MEMORY_SEARCH,
 )
 def archival_memory_search(request: HttpRequest, payload: LettaSearchIn) -> Any:
     return tools.archival_memory_search_tool(actor=request_actor(request), args=payload)
 
 
-@router.post("/conversations", response={201: ConversationOut})
+@router.post(
+    "/conversations",
+    response={201: ConversationOut, **error_responses(403, 404, body=True)},
+    tags=["conversations"],
+    summary="Start a conversation",
+)
 def start_conversation(request: HttpRequest, payload: ConversationIn) -> Any:
     agent = agent_get_private(actor=request_actor(request), agent_id=payload.agent_id)
     return Status(201, conversation_start(agent=agent, title=payload.title))
 
 
-@router.get("/conversations", response=list[ConversationOut])
+@router.get(
+    "/conversations",
+    response={200: list[ConversationOut], **error_responses(404, body=False)},
+    tags=["conversations"],
+    summary="List conversations",
+)
 def list_conversations(
-    request: HttpRequest, agent_id: int | None = None, status: str | None = None
+    request: HttpRequest,
+    agent_id: Id | None = None,
+    status: Literal["active", "idle", "archived"] | None = None,
 ) -> Any:
     return conversation_list_for_actor(
         actor=request_actor(request), agent_id=agent_id, status=status
     )[:200]
 
 
-@router.get("/conversations/{conversation_id}", response=ConversationOut)
-def get_conversation(request: HttpRequest, conversation_id: int) -> Any:
+@router.get(
+    "/conversations/{conversation_id}",
+    response={200: ConversationOut, **error_responses(404, body=False)},
+    tags=["conversations"],
+    summary="Get a conversation",
+)
+def get_conversation(request: HttpRequest, conversation_id: Id) -> Any:
     return conversation_get_for_actor(
         actor=request_actor(request), conversation_id=conversation_id
     )
 
 
-@router.post("/conversations/{conversation_id}/status", response=ConversationOut)
+@router.post(
+    "/conversations/{conversation_id}/status",
+    response={200: ConversationOut, **error_responses(403, 404, 409, body=True)},
+    tags=["conversations"],
+    summary="Set a conversation's status",
+)
 def set_conversation_status(
-    request: HttpRequest, conversation_id: int, payload: ConversationStatusIn
+    request: HttpRequest, conversation_id: Id, payload: ConversationStatusIn
 ) -> Any:
     conversation = conversation_get_for_actor(
         actor=request_actor(request), conversation_id=conversation_id
@@ -188,10 +243,13 @@ def set_conversation_status(
 
 
 @router.post(
-    "/conversations/{conversation_id}/messages", response={201: list[MessageOut]}
+    "/conversations/{conversation_id}/messages",
+    response={201: list[MessageOut], **error_responses(403, 404, 409, body=True)},
+    tags=["conversations"],
+    summary="Append messages",
 )
 def append_messages(
-    request: HttpRequest, conversation_id: int, payload: MessagesAppendIn
+    request: HttpRequest, conversation_id: Id, payload: MessagesAppendIn
 ) -> Any:
     actor = request_actor(request)
     conversation = conversation_get_for_actor(
@@ -206,9 +264,14 @@ def append_messages(
     return Status(201, created)
 
 
-@router.get("/conversations/{conversation_id}/messages", response=MessagePageOut)
+@router.get(
+    "/conversations/{conversation_id}/messages",
+    response={200: MessagePageOut, **error_responses(404, body=False)},
+    tags=["conversations"],
+    summary="List messages",
+)
 def list_messages(
-    request: HttpRequest, conversation_id: int, after: int = 0, limit: int = 50
+    request: HttpRequest, conversation_id: Id, after: Offset = 0, limit: int = 50
 ) -> Any:
     conversation, messages, next_after = message_page_for_actor(
         actor=request_actor(request),
@@ -225,9 +288,11 @@ def list_messages(
 
 @router.get(
     "/constellations/{constellation_id}/retrieval-config",
-    response=RetrievalConfigOut,
+    response={200: RetrievalConfigOut, **error_responses(404, body=False)},
+    tags=["search"],
+    summary="Get retrieval settings",
 )
-def get_retrieval_config(request: HttpRequest, constellation_id: int) -> Any:
+def get_retrieval_config(request: HttpRequest, constellation_id: Id) -> Any:
     constellation = constellation_get_for_actor(
         actor=request_actor(request), constellation_id=constellation_id
     )
@@ -236,17 +301,18 @@ def get_retrieval_config(request: HttpRequest, constellation_id: int) -> Any:
 
 @router.put(
     "/constellations/{constellation_id}/retrieval-config",
-    response=RetrievalConfigOut,
+    response={200: RetrievalConfigOut, **error_responses(403, 404, body=True)},
+    tags=["search"],
+    summary="Change retrieval settings",
 )
 def update_retrieval_config(
-    request: HttpRequest, constellation_id: int, payload: RetrievalConfigIn
+    request: HttpRequest, constellation_id: Id, payload: RetrievalConfigIn
 ) -> Any:
-
     actor = request_actor(request)
-    retrieval_config_change_check(actor)
     constellation = constellation_get_for_actor(
         actor=actor, constellation_id=constellation_id
     )
+    retrieval_config_change_check(actor)
     return retrieval_config_update(
         constellation=constellation, **payload.dict(exclude_unset=True)
     )

@@ -5,6 +5,8 @@ from typing import Any, Literal
 
 from ninja import Field, Schema
 
+from coordination.apitypes import Id, InputSchema, Moment
+
 # The tools' descriptions, written for the model that calls them: the HTTP
 # endpoints' OpenAPI descriptions and the MCP tool descriptions alike.
 SEARCH_TOOL = """Search memory by meaning and by words. `domain`: archival_memory
@@ -39,23 +41,34 @@ SearchDomain = Literal[
 SearchModeIn = Literal["fts", "vector", "hybrid", "auto"]
 
 
-class ArchivalEntryIn(Schema):
-    content: str
-    tags: list[str] = []
-    metadata: dict[str, Any] = {}
-    importance: float = Field(0.5, ge=0.0, le=1.0)
-    label: str | None = None
-    agent_id: int | None = Field(
-        None, description="Humans: whose memory. Agents: omit (their own)."
+CONTENT_EXAMPLE = "Sam's sister Ana visits on the first weekend of June."
+TAGS_EXAMPLE = ["family", "plans"]
+METADATA_EXAMPLE = {"source": "check-in", "confidence": "high"}
+
+
+class ArchivalEntryIn(InputSchema):
+    content: str = Field(examples=[CONTENT_EXAMPLE])
+    tags: list[str] = Field([], examples=[TAGS_EXAMPLE])
+    metadata: dict[str, Any] = Field({}, examples=[METADATA_EXAMPLE])
+    importance: float = Field(0.5, ge=0.0, le=1.0, examples=[0.8])
+    label: str | None = Field(
+        None, description="A name to read it back by.", examples=["ana_visit"]
+    )
+    agent_id: Id | None = Field(
+        None,
+        description="Humans: whose memory. Agents: omit (their own).",
+        examples=[None],
     )
 
 
-class ArchivalEntryPatchIn(Schema):
-    content: str | None = None
-    tags: list[str] | None = None
-    metadata: dict[str, Any] | None = None
-    importance: float | None = Field(None, ge=0.0, le=1.0)
-    label: str | None = None
+class ArchivalEntryPatchIn(InputSchema):
+    content: str | None = Field(
+        None, examples=["Ana visits on the second weekend of June instead."]
+    )
+    tags: list[str] | None = Field(None, examples=[TAGS_EXAMPLE])
+    metadata: dict[str, Any] | None = Field(None, examples=[METADATA_EXAMPLE])
+    importance: float | None = Field(None, ge=0.0, le=1.0, examples=[0.9])
+    label: str | None = Field(None, examples=["ana_visit"])
 
 
 class ArchivalEntryOut(Schema):
@@ -79,24 +92,32 @@ class ArchivalPageOut(Schema):
     results: list[ArchivalEntryOut]
 
 
-class SearchFiltersIn(Schema):
-    agent_id: int | None = None
-    tags: list[str] = []
-    metadata_keys: list[str] = []
-    since: datetime | None = None
-    until: datetime | None = None
-    role: Literal["user", "assistant", "tool", "system"] | None = None
-    conversation_id: int | None = None
+class SearchFiltersIn(InputSchema):
+    agent_id: Id | None = Field(None, examples=[None])
+    tags: list[str] = Field([], examples=[["family"]])
+    metadata_keys: list[str] = Field([], examples=[[]])
+    since: Moment | None = Field(None, examples=["2026-05-01T00:00:00Z"])
+    until: Moment | None = Field(None, examples=[None])
+    role: Literal["user", "assistant", "tool", "system"] | None = Field(
+        None, examples=[None]
+    )
+    conversation_id: Id | None = Field(None, examples=[None])
 
 
-class SearchIn(Schema):
-    query: str = Field(..., description="Any text; FTS syntax is taken literally.")
-    domain: SearchDomain = "archival_memory"
-    mode: SearchModeIn = "auto"
-    limit: int = Field(10, ge=1, le=50)
+class SearchIn(InputSchema):
+    query: str = Field(
+        ...,
+        description="Any text; search operators are taken literally.",
+        examples=["when is Ana visiting"],
+    )
+    domain: SearchDomain = Field("archival_memory", examples=["all"])
+    mode: SearchModeIn = Field("auto", examples=["auto"])
+    limit: int = Field(10, ge=1, le=50, examples=[5])
     filters: SearchFiltersIn = SearchFiltersIn()
-    constellation_id: int | None = Field(
-        None, description="Humans in several constellations: which one."
+    constellation_id: Id | None = Field(
+        None,
+        description="Humans in several constellations: which one.",
+        examples=[None],
     )
 
 
@@ -141,18 +162,20 @@ class SearchOut(Schema):
     timings_ms: dict[str, float]
 
 
-class RecallIn(Schema):
-    """The v1 ``recall`` tool; without an action and with a query: search."""
+class RecallIn(InputSchema):
+    """The ``recall`` tool; without an action and with a query: search."""
 
-    action: Literal["insert", "append", "read", "delete", "search"] | None = None
-    label: str | None = None
-    entry_id: int | None = None
-    content: str | None = None
-    query: str | None = None
-    limit: int = Field(10, ge=1, le=50)
-    tags: list[str] = []
-    metadata: dict[str, Any] = {}
-    importance: float = Field(0.5, ge=0.0, le=1.0)
+    action: Literal["insert", "append", "read", "delete", "search"] | None = Field(
+        None, examples=["insert"]
+    )
+    label: str | None = Field(None, examples=["ana_visit"])
+    entry_id: Id | None = Field(None, examples=[None])
+    content: str | None = Field(None, examples=[CONTENT_EXAMPLE])
+    query: str | None = Field(None, examples=[None])
+    limit: int = Field(10, ge=1, le=50, examples=[10])
+    tags: list[str] = Field([], examples=[TAGS_EXAMPLE])
+    metadata: dict[str, Any] = Field({}, examples=[METADATA_EXAMPLE])
+    importance: float = Field(0.5, ge=0.0, le=1.0, examples=[0.7])
 
 
 class RecallOut(Schema):
@@ -163,17 +186,17 @@ class RecallOut(Schema):
     degraded: str = ""
 
 
-class LettaInsertIn(Schema):
-    content: str
-    tags: list[str] = []
+class LettaInsertIn(InputSchema):
+    content: str = Field(examples=[CONTENT_EXAMPLE])
+    tags: list[str] = Field([], examples=[TAGS_EXAMPLE])
 
 
-class LettaSearchIn(Schema):
-    query: str
-    tags: list[str] = []
-    top_k: int = Field(10, ge=1, le=50)
-    start_datetime: datetime | None = None
-    end_datetime: datetime | None = None
+class LettaSearchIn(InputSchema):
+    query: str = Field(examples=["Ana visit"])
+    tags: list[str] = Field([], examples=[["family"]])
+    top_k: int = Field(10, ge=1, le=50, examples=[5])
+    start_datetime: Moment | None = Field(None, examples=["2026-05-01T00:00:00Z"])
+    end_datetime: Moment | None = Field(None, examples=[None])
 
 
 class LettaSearchHitOut(Schema):
@@ -183,9 +206,11 @@ class LettaSearchHitOut(Schema):
     tags: list[str]
 
 
-class ConversationIn(Schema):
-    title: str = ""
-    agent_id: int | None = Field(None, description="Humans: whose conversation.")
+class ConversationIn(InputSchema):
+    title: str = Field("", max_length=200, examples=["Monday planning"])
+    agent_id: Id | None = Field(
+        None, description="Humans: whose conversation.", examples=[None]
+    )
 
 
 class ConversationOut(Schema):
@@ -198,19 +223,24 @@ class ConversationOut(Schema):
     message_count: int
 
 
-class ConversationStatusIn(Schema):
-    status: Literal["active", "idle", "archived"]
+class ConversationStatusIn(InputSchema):
+    status: Literal["active", "idle", "archived"] = Field(examples=["archived"])
 
 
-class MessageIn(Schema):
-    role: Literal["user", "assistant", "tool", "system"]
-    content: str
-    author: str = ""
+class MessageIn(InputSchema):
+    role: Literal["user", "assistant", "tool", "system"] = Field(examples=["user"])
+    content: str = Field(examples=["Can we move the dentist to Friday?"])
+    author: str = Field("", examples=["Sam"])
 
 
-class MessagesAppendIn(Schema):
-    messages: list[MessageIn]
-    batch_id: str = Field("", max_length=64)
+class MessagesAppendIn(InputSchema):
+    messages: list[MessageIn] = Field(min_length=1)
+    batch_id: str = Field(
+        "",
+        max_length=64,
+        description="Groups the messages of one exchange.",
+        examples=["turn-0042"],
+    )
 
 
 class MessageOut(Schema):
@@ -230,9 +260,9 @@ class MessagePageOut(Schema):
     next_after: int | None
 
 
-class RetrievalConfigIn(Schema):
-    rerank_enabled: bool | None = None
-    decay_rate: float | None = Field(None, ge=0.5, le=1.0)
+class RetrievalConfigIn(InputSchema):
+    rerank_enabled: bool | None = Field(None, examples=[True])
+    decay_rate: float | None = Field(None, ge=0.5, le=1.0, examples=[0.95])
 
 
 class RetrievalConfigOut(Schema):

@@ -6,6 +6,7 @@ from django.db.models import QuerySet
 
 from coordination.actors import Actor
 from coordination.agents.models import Constellation
+from coordination.agents.selectors import agent_get_private
 from coordination.errors import NotFound
 from memory.longterm.models import ArchivalEntry, Conversation, Message, RetrievalConfig
 from memory.longterm.permissions import longterm_rows_visible
@@ -27,10 +28,19 @@ MAX_QUERY_CHARS = 10_000
 MESSAGE_PAGE_MAX = 200
 
 
+def _filter_agent_check(*, actor: Actor, agent_id: int | None) -> None:
+    # A list filtered by an agent the actor cannot see answers 404, as
+    # that agent's own resources do, rather than an empty page.
+    if agent_id is not None:
+        agent_get_private(actor=actor, agent_id=agent_id)
+
+
 def archival_entry_list_for_actor(
     *, actor: Actor, agent_id: int | None = None
 ) -> QuerySet[ArchivalEntry]:
-    """Agents see their own entries; humans those of their constellations."""
+    """Agents see their own entries; humans those of their constellations.
+    An ``agent_id`` whose memory the actor may not see is ``NotFound``."""
+    _filter_agent_check(actor=actor, agent_id=agent_id)
     return longterm_rows_visible(
         ArchivalEntry.objects.select_related("agent"), actor=actor, agent_id=agent_id
     )
@@ -59,7 +69,9 @@ def archival_entry_get_by_label(
 def conversation_list_for_actor(
     *, actor: Actor, agent_id: int | None = None, status: str | None = None
 ) -> QuerySet[Conversation]:
-    """Agents see their own conversations; humans their constellations'."""
+    """Agents see their own conversations; humans their constellations'.
+    An ``agent_id`` whose memory the actor may not see is ``NotFound``."""
+    _filter_agent_check(actor=actor, agent_id=agent_id)
     qs = Conversation.objects.select_related("agent")
     if status:
         qs = qs.filter(status=status)

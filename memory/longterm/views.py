@@ -16,6 +16,7 @@ from coordination.agents.selectors import (
     agent_list_for_actor,
     constellation_list_for_actor,
 )
+from coordination.apitypes import DB_INT_MAX
 from coordination.errors import ApplicationError, InvalidInput
 from memory.longterm.access import archival_access_record_later
 from memory.longterm.models import ArchivalSource, MessageRole
@@ -41,10 +42,15 @@ ARCHIVAL_PAGE = 50
 
 
 def _int_or_none(value: str | None) -> int | None:
+    """A query-string integer, or None when absent, not a number or past
+    what the database stores."""
     try:
-        return int(value) if value else None
+        number = int(value) if value else None
     except ValueError:
         return None
+    if number is None or abs(number) > DB_INT_MAX:
+        return None
+    return number
 
 
 def _tags(value: str) -> list[str]:

@@ -23,7 +23,9 @@ def test_seed_demo_creates_agents_with_blocks_once():
     assert "Log in as: partner / " in output
     flux = Agent.objects.get(name="Flux")
     labels = set(MemoryBlock.objects.filter(owner=flux).values_list("label", flat=True))
-    assert labels == {"persona", "human", "scratchpad"}
+    assert labels == {"persona", "human", "scratchpad", "notes"}
+    notes = MemoryBlock.objects.get(owner=flux, label="notes")
+    assert notes.schema == {"kind": "text"}
     assert MemoryBlock.objects.filter(owner=None, label="organization").exists()
     assert "not seeding" in run("seed_demo")
 
@@ -38,3 +40,29 @@ def test_seeded_agent_sees_its_persona_and_the_shared_task_board():
     blocks = Client(HTTP_AUTHORIZATION=f"Bearer {token}").get("/api/blocks").json()
     labels = {b["label"] for b in blocks}
     assert {"persona", "human", "scratchpad", "organization", "task_board"} <= labels
+
+
+@pytest.mark.parametrize("label", ["persona", "human", "scratchpad", "notes"])
+def test_seeded_agent_can_use_every_letta_tool_on_its_demo_blocks(label):
+    output = run("seed_demo")
+    token = next(
+        line.split()[-1]
+        for line in output.splitlines()
+        if line.strip().startswith("Flux")
+    )
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+
+    def call(tool, **body):
+        response = client.post(
+            f"/api/tools/{tool}", {"label": label, **body}, "application/json"
+        )
+        assert response.status_code == 200, (tool, response.content)
+        return response.json()
+
+    call("core_memory_append", content="Prefers mornings")
+    call("core_memory_replace", old_content="mornings", new_content="evenings")
+    block = MemoryBlock.objects.get(owner__name="Flux", label=label)
+    assert "Prefers evenings" in block.rendered
+    call("core_memory_update", content=block.rendered.replace("evenings", "noon"))
+    block.refresh_from_db()
+    assert "Prefers noon" in block.rendered

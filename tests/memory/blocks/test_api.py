@@ -367,3 +367,295 @@ def test_import_of_a_snapshot_with_containers_outside_the_schema_is_422(
     assert response.status_code == 422, response.content
     assert "hidden" in response.json()["detail"]
     assert not MemoryBlock.objects.filter(owner=other_agent).exists()
+
+
+# --- Letta-compatible tools on every template -----------------------------
+
+WRITABLE_TEMPLATES = ["persona", "human", "scratchpad", "custom"]
+
+
+@pytest.mark.parametrize("template", WRITABLE_TEMPLATES)
+def test_core_memory_append_then_replace_works_on_every_writable_template(
+    agent_client, make_block, template
+):
+    block = make_block(label="mem", template=template)
+    appended = post(
+        agent_client,
+        "/api/tools/core_memory_append",
+        {"label": "mem", "content": "Likes green tea"},
+    )
+    assert appended.status_code == 200, appended.content
+    block.refresh_from_db()
+    assert "Likes green tea" in block.rendered
+    replaced = post(
+        agent_client,
+        "/api/tools/core_memory_replace",
+        {"label": "mem", "old_content": "green", "new_content": "jasmine"},
+    )
+    assert replaced.status_code == 200, replaced.content
+    block.refresh_from_db()
+    assert "Likes jasmine tea" in block.rendered
+    assert "green" not in block.rendered
+
+
+@pytest.mark.parametrize(
+    "template,text,expected",
+    [
+        ("custom", "Sam likes tea", {"custom": "Sam likes tea"}),
+        (
+            "human",
+            "name: Sam\npreferences: tea, walks\ncontext: Works Fridays.\nFrom home.",
+            {
+                "name": "Sam",
+                "preferences": ["tea", "walks"],
+                "context": "Works Fridays.\nFrom home.",
+            },
+        ),
+        (
+            "persona",
+            "name: Entropy\ntraits [read-only]: calm\nstyle: brief",
+            {"name": "Entropy", "traits": ["calm"], "style": "brief", "guidelines": ""},
+        ),
+        (
+            "scratchpad",
+            "=== current_task ===\nPlan the week\n\n=== notes ===\nAsk about Friday",
+            {"current_task": "Plan the week", "notes": "Ask about Friday"},
+        ),
+    ],
+)
+def test_core_memory_update_rewrites_each_template_from_its_rendered_form(
+    agent_client, make_block, template, text, expected
+):
+    block = make_block(label="mem", template=template)
+    response = post(
+        agent_client, "/api/tools/core_memory_update", {"label": "mem", "content": text}
+    )
+    assert response.status_code == 200, response.content
+    value = block_value(block=MemoryBlock.objects.get(pk=block.pk))
+    assert value == expected.get("custom", expected)
+
+
+def test_core_memory_update_keeps_fields_it_does_not_mention(agent_client, make_block):
+    block = make_block(
+        label="human", template="human", content={"name": "Sam", "context": "Old"}
+    )
+    post(
+        agent_client,
+        "/api/tools/core_memory_update",
+        {"label": "human", "content": "context: New"},
+    )
+    value = block_value(block=MemoryBlock.objects.get(pk=block.pk))
+    assert value["name"] == "Sam" and value["context"] == "New"
+
+
+def test_core_memory_append_goes_to_a_named_field_or_section(agent_client, make_block):
+    block = make_block(label="human", template="human")
+    response = post(
+        agent_client,
+        "/api/tools/core_memory_append",
+        {"label": "human", "content": "oat milk", "section": "preferences"},
+    )
+    assert response.status_code == 200, response.content
+    assert block_value(block=MemoryBlock.objects.get(pk=block.pk))["preferences"] == [
+        "oat milk"
+    ]
+    wrong = post(
+        agent_client,
+        "/api/tools/core_memory_append",
+        {"label": "human", "content": "x", "section": "nope"},
+    )
+    assert wrong.status_code == 422
+    assert "name, preferences, context" in wrong.json()["detail"]
+
+
+def test_core_memory_replace_asks_for_a_section_when_the_text_is_in_several(
+    agent_client, make_block
+):
+    make_block(
+        label="scratchpad",
+        template="scratchpad",
+        content={"current_task": "tea plan", "notes": "tea notes"},
+    )
+    response = post(
+        agent_client,
+        "/api/tools/core_memory_replace",
+        {"label": "scratchpad", "old_content": "tea", "new_content": "cocoa"},
+    )
+    assert response.status_code == 422
+    assert "current_task, notes" in response.json()["detail"]
+    named = post(
+        agent_client,
+        "/api/tools/core_memory_replace",
+        {
+            "label": "scratchpad",
+            "old_content": "tea",
+            "new_content": "cocoa",
+            "section": "notes",
+        },
+    )
+    assert named.status_code == 200, named.content
+
+
+def test_core_memory_replace_of_missing_text_changes_nothing(agent_client, make_block):
+    block = make_block(label="notes", content="Sam likes tea")
+    response = post(
+        agent_client,
+        "/api/tools/core_memory_replace",
+        {"label": "notes", "old_content": "coffee", "new_content": "x"},
+    )
+    assert response.status_code == 422
+    assert "not found" in response.json()["detail"]
+    assert MemoryBlock.objects.get(pk=block.pk).version == block.version
+
+
+def test_letta_tools_on_the_read_only_organization_template_say_why(
+    agent_client, make_block
+):
+    make_block(label="org", template="organization")
+    append = post(
+        agent_client, "/api/tools/core_memory_append", {"label": "org", "content": "x"}
+    )
+    assert append.status_code == 422
+    assert "no text you can change" in append.json()["detail"]
+    update = post(
+        agent_client,
+        "/api/tools/core_memory_update",
+        {"label": "org", "content": "policies: none"},
+    )
+    assert update.status_code == 403
+    assert "read-only" in update.json()["detail"]
+
+
+# --- structured operations -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "op,expected",
+    [
+        (
+            {"op": "append_to_list_field", "field": "preferences", "item": "tea"},
+            "append_to_list_field(field, value)",
+        ),
+        ({"op": "set_field", "field": "name"}, "missing value"),
+        ({"op": "increment_counter"}, "increment_counter(field, [delta])"),
+    ],
+)
+def test_operations_with_wrong_arguments_are_refused_naming_the_expected_ones(
+    agent_client, make_block, op, expected
+):
+    block = make_block(label="human", template="human")
+    response = post(
+        agent_client, f"/api/blocks/{block.pk}/operations", {"operations": [op]}
+    )
+    assert response.status_code == 422, response.content
+    assert expected in response.json()["detail"]
+    assert MemoryBlock.objects.get(pk=block.pk).version == block.version
+
+
+def test_unknown_operation_is_refused_listing_the_operations(agent_client, make_block):
+    block = make_block(label="notes")
+    response = post(
+        agent_client,
+        f"/api/blocks/{block.pk}/operations",
+        {"operations": [{"op": "explode"}]},
+    )
+    assert response.status_code == 422
+    assert "append_text" in response.json()["detail"]
+
+
+def test_every_operation_and_its_arguments_are_in_the_openapi(agent_client):
+    from memory.blocks.documents import OPERATION_ARGS
+
+    schema = agent_client.get("/api/openapi.json").json()
+    operations_in = schema["components"]["schemas"]["OperationsIn"]
+    items = operations_in["properties"]["operations"]["items"]
+    mapping = items["discriminator"]["mapping"]
+    assert set(mapping) == set(OPERATION_ARGS)
+    append = schema["components"]["schemas"]["AppendToListFieldOp"]
+    assert append["required"] == ["op", "field", "value"]
+    assert append["additionalProperties"] is False
+
+
+# --- blocks by label ----------------------------------------------------------
+
+
+def test_blocks_are_read_configured_and_deleted_by_label(
+    agent_client, human_client, make_block, agent
+):
+    block = make_block(label="notes", content="Sam likes tea")
+    got = agent_client.get("/api/blocks/by-label/notes")
+    assert got.status_code == 200, got.content
+    assert got.json()["id"] == str(block.pk)
+    assert got.json()["content"] == "Sam likes tea"
+    patched = agent_client.patch(
+        "/api/blocks/by-label/notes", {"pinned": True}, content_type="application/json"
+    )
+    assert patched.status_code == 200, patched.content
+    assert MemoryBlock.objects.get(pk=block.pk).pinned
+    deleted = human_client.delete(f"/api/blocks/by-label/notes?agent_id={agent.pk}")
+    assert deleted.status_code == 204, deleted.content
+    assert not MemoryBlock.objects.filter(pk=block.pk).exists()
+
+
+def test_by_label_resolves_own_then_shared_then_constellation(
+    agent_client, make_block, agent, other_agent, constellation
+):
+    def resolved():
+        return agent_client.get("/api/blocks/by-label/board").json()["id"]
+
+    shared = block_create(
+        actor=Actor.system(), constellation=constellation, label="board"
+    )
+    assert resolved() == str(shared.pk)
+    theirs = make_block(label="board", owner=other_agent)
+    block_share(actor=Actor.system(), block=theirs, agent=agent, access="read_only")
+    assert resolved() == str(theirs.pk)
+    own = make_block(label="board")
+    assert resolved() == str(own.pk)
+
+
+def test_human_names_the_agent_and_other_constellations_are_404(
+    human_client, make_block, agent
+):
+    from tests.factories import AgentFactory, ConstellationFactory
+
+    block = make_block(label="notes")
+    got = human_client.get(f"/api/blocks/by-label/notes?agent_id={agent.pk}")
+    assert got.status_code == 200, got.content
+    assert got.json()["id"] == str(block.pk)
+    missing = human_client.get("/api/blocks/by-label/notes")
+    assert missing.status_code == 422
+    assert "agent_id" in missing.json()["detail"]
+    stranger = AgentFactory(constellation=ConstellationFactory(name="Other"))
+    make_block(label="secret", owner=stranger)
+    other = human_client.get(f"/api/blocks/by-label/secret?agent_id={stranger.pk}")
+    assert other.status_code == 404
+
+
+def test_another_agents_private_label_is_404(agent_client, make_block, other_agent):
+    make_block(label="secret", owner=other_agent)
+    assert agent_client.get("/api/blocks/by-label/secret").status_code == 404
+    response = agent_client.get(
+        f"/api/blocks/by-label/secret?agent_id={other_agent.pk}"
+    )
+    assert response.status_code == 404
+
+
+def test_core_memory_replace_replaces_every_occurrence_as_letta_does(
+    agent_client, make_block
+):
+    block = make_block(label="notes", content="tea at 9, tea at 4")
+    response = post(
+        agent_client,
+        "/api/tools/core_memory_replace",
+        {"label": "notes", "old_content": "tea", "new_content": "cocoa"},
+    )
+    assert response.status_code == 200, response.content
+    assert MemoryBlock.objects.get(pk=block.pk).rendered == "cocoa at 9, cocoa at 4"
+    context = post(
+        agent_client,
+        "/api/tools/context",
+        {"operation": "replace", "label": "notes", "old": "cocoa", "new": "tea"},
+    )
+    assert context.status_code == 200, context.content
+    assert MemoryBlock.objects.get(pk=block.pk).rendered == "tea at 9, cocoa at 4"

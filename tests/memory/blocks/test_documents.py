@@ -251,3 +251,16 @@ def test_set_value_validates_content_against_the_schema():
 )
 def test_is_extension_allows_additions_only(old, new, expected):
     assert documents.is_extension(old, new) is expected
+
+
+def test_operation_apply_refuses_unknown_arguments_instead_of_storing_none():
+    schema = schema_validate(documents.TEMPLATES["human"].schema)
+    doc = LoroDoc()
+    with pytest.raises(InvalidInput, match=r"append_to_list_field\(field, value\)"):
+        operation_apply(
+            doc,
+            schema,
+            {"op": "append_to_list_field", "field": "preferences", "item": "tea"},
+            enforce_read_only=False,
+        )
+    assert doc.get_map("fields").get_deep_value() == {}

@@ -33,7 +33,7 @@ HOSTILE_QUERIES = [
     "a" * 10_000,
     " ".join(["word"] * 2000),
     "'; DROP TABLE memory_archivalentry; --",
-    "\x00\x01 nul",
+    "\x01\x02 control characters",
     "NEAR",
     "{col1 col2}: term",
 ]

@@ -172,3 +172,14 @@ def test_search_page_counts_entries_not_yet_indexed(agent: Any, partner_client: 
     assert (
         "not yet indexed" not in partner_client.get("/memory/search/").content.decode()
     )
+
+
+def test_archival_browser_treats_an_offset_past_64_bits_as_the_first_page(
+    agent: Any, partner_client: Client
+):
+    archival_entry_create(agent=agent, content="The heron nests by the lake")
+    page = partner_client.get(
+        f"/memory/agents/{agent.pk}/archival/", {"offset": str(2**63)}
+    )
+    assert page.status_code == 200
+    assert "heron" in page.content.decode()

@@ -44,7 +44,7 @@ def run_clients(node: str, mode: str, block, token: str, *urls: str, edits=10):
 def text_block(agent):
     return block_create(
         actor=Actor.system(),
-        label="shared notes",
+        label="shared_notes",
         owner=agent,
         content="start;",
         char_limit=100_000,
