@@ -39,6 +39,7 @@ from coordination.errors import (
     PermissionDenied,
     full_clean,
 )
+from coordination.events import EventType, Importance, event_record
 from coordination.work.models import (
     FINISHED_STATUSES,
     STATE_KEY_MAX_CHARS,
@@ -96,6 +97,24 @@ def _task_changed_later(task: Task) -> None:
     _broadcast_later(
         constellation_id=task.constellation_id,
         event={"type": "task.changed", "task_id": task.pk, "status": task.status},
+    )
+
+
+def _task_assigned_event(*, actor: Actor, task: Task) -> None:
+    """Record that ``task`` went to its assignee (after commit)."""
+    assert task.assignee is not None
+    event_record(
+        actor=actor,
+        agent=task.assignee if actor.agent is None else None,
+        constellation_id=task.constellation_id,
+        event_type=EventType.TASK_ASSIGNED,
+        details={
+            "task": task.ref,
+            "title": task.title,
+            "assignee": task.assignee.name,
+            "assignee_id": task.assignee_id,
+        },
+        importance=Importance.MEDIUM,
     )
 
 
@@ -221,6 +240,8 @@ def task_create(
     if dependencies:
         task.dependencies.add(*dependencies)
     _task_changed_later(task)
+    if assignee is not None:
+        _task_assigned_event(actor=actor, task=task)
     return task
 
 
@@ -234,6 +255,8 @@ def task_assign(*, actor: Actor, task: Task, assignee: Agent | None) -> Task:
     _check_assignee(task.constellation_id, assignee)
     task.assignee = assignee
     _task_save(task, actor, ["assignee"])
+    if assignee is not None:
+        _task_assigned_event(actor=actor, task=task)
     return task
 
 
@@ -259,6 +282,7 @@ def task_claim(*, actor: Actor, task: Task) -> Task:
     task.assignee = actor.agent
     task.status = TaskStatus.IN_PROGRESS
     _task_save(task, actor, ["assignee", "status"])
+    _task_assigned_event(actor=actor, task=task)
     return task
 
 
@@ -284,6 +308,8 @@ def task_status_set(*, actor: Actor, task: Task, status: str, reason: str = "") 
         task.assignee = actor.agent
         fields.append("assignee")
     _task_save(task, actor, fields)
+    if "assignee" in fields:
+        _task_assigned_event(actor=actor, task=task)
     return task
 
 
@@ -358,6 +384,17 @@ def handoff_create(
     _broadcast_later(
         constellation_id=note.constellation_id,
         event={"type": "handoff.created", "handoff_id": note.pk},
+    )
+    event_record(
+        actor=actor,
+        agent=sender,
+        event_type=EventType.HANDOFF_INITIATED,
+        details={
+            "to": to_agent.name if to_agent is not None else "anyone",
+            "summary": content[:160],
+            "handoff_id": note.pk,
+        },
+        importance=Importance.MEDIUM,
     )
     return note
 
@@ -462,10 +499,18 @@ def coordination_note_add(
         "by": actor.display_name,
         "at": timezone.now().isoformat(timespec="seconds"),
     }
-    return coordination_state_set(
+    saved = coordination_state_set(
         actor=actor,
         constellation=constellation,
         key=NOTES_KEY,
         value=[*notes, note][-NOTES_KEPT:],
         expected_version=state.version if state is not None else 0,
     )
+    event_record(
+        actor=actor,
+        constellation_id=constellation.pk,
+        event_type=EventType.NOTABLE,
+        details={"description": text},
+        importance=Importance.MEDIUM,
+    )
+    return saved
