@@ -19,6 +19,7 @@ from coordination.agents.selectors import (
 from coordination.auth import request_actor
 from coordination.errors import PermissionDenied
 from memory.blocks import tools
+from memory.blocks.blame import block_blame
 from memory.blocks.models import BlockApproval, MemoryBlock
 from memory.blocks.permissions import block_create_check
 from memory.blocks.schemas import (
@@ -27,6 +28,7 @@ from memory.blocks.schemas import (
     CORE_MEMORY_UPDATE,
     ApprovalOut,
     AttachmentOut,
+    BlameOut,
     BlockCreateIn,
     BlockOut,
     BlockPatchIn,
@@ -323,3 +325,11 @@ def import_memory(
         201,
         {"created": [block_facts_for_actor(actor=actor, block=b) for b in created]},
     )
+
+
+@router.get("/blocks/{block_id}/blame", response=BlameOut)
+def blame_block(request: HttpRequest, block_id: UUID) -> Any:
+    """The current text split into spans, each with the version (who, when,
+    why) that inserted it."""
+    _, block = _block(request, block_id)
+    return block_blame(block=block)

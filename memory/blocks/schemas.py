@@ -197,3 +197,33 @@ class CoreMemoryReplaceIn(Schema):
     label: str = Field(description='Which block: "persona", "human", ...')
     old_content: str = Field(description="The exact text to find.")
     new_content: str = Field(description="Its replacement.")
+
+
+class BlameVersionOut(Schema):
+    number: int
+    id: int
+    created_at: datetime
+    actor_kind: str
+    actor_id: str
+    actor_name: str
+    summary: str
+
+
+class BlameSpanOut(Schema):
+    start: int = Field(description="Offset of the span in its part, in characters.")
+    text: str
+    version: int | None = Field(
+        description="Number of the version that inserted the span (see versions)."
+    )
+
+
+class BlamePartOut(Schema):
+    name: str | None = Field(description="Composite section; null: the whole text.")
+    spans: list[BlameSpanOut]
+
+
+class BlameOut(Schema):
+    parts: list[BlamePartOut]
+    versions: list[BlameVersionOut] = Field(
+        description="The versions the spans came from, oldest first."
+    )
