@@ -191,3 +191,15 @@ def test_block_created_with_content_is_blamed_on_its_creation(constellation):
     blame = block_blame(block=block)
     assert [(s.text, s.version) for s in blame.parts[0].spans] == [("start", 1)]
     assert blame.versions[0].actor_kind == "system"
+
+
+def test_block_page_renders_blame_without_javascript(partner_client, agent, make_block):
+    block = make_block("notes", template="custom", schema={"kind": "text"})
+    block_append(actor=Actor.for_agent(agent), block=block, content="hello")
+
+    page = partner_client.get(f"/memory/blocks/{block.pk}/?blame=1").content.decode()
+    fragment = partner_client.get(f"/memory/blocks/{block.pk}/blame/")
+
+    assert 'data-testid="blame"' in page
+    assert "Version 1 · Entropy (agent)" in fragment.content.decode()
+    assert ">hello</span>" in fragment.content.decode()
