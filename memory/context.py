@@ -35,6 +35,7 @@ from coordination.agents.selectors import agent_get_private
 from coordination.errors import InvalidInput
 from memory.blocks.models import BlockType, MemoryBlock
 from memory.blocks.permissions import block_permission_label
+from memory.blocks.seen import blocks_seen_record_later
 from memory.blocks.selectors import block_list_for_actor, block_shared_from
 from memory.schemas import ContextBuildIn
 
@@ -225,6 +226,8 @@ def context_build(
             used += cost
         else:
             omitted.append(block.label)
+    # The agent receives these blocks as they are now.
+    blocks_seen_record_later(agent=agent, blocks=[*core, *kept])
     sections = [
         Section(
             "base_instructions", base_instructions or default_instructions(agent), 0

@@ -23,6 +23,7 @@ from memory.blocks.blame import block_blame
 from memory.blocks.models import BlockApproval, MemoryBlock
 from memory.blocks.permissions import block_create_check
 from memory.blocks.schemas import (
+    CHANGES_TOOL,
     CONTEXT_TOOL,
     CORE_MEMORY_APPEND,
     CORE_MEMORY_UPDATE,
@@ -34,6 +35,8 @@ from memory.blocks.schemas import (
     BlockPatchIn,
     BlockSummaryOut,
     ChangeOut,
+    ChangesIn,
+    ChangesOut,
     ContextToolIn,
     CoreMemoryIn,
     DecisionIn,
@@ -164,6 +167,18 @@ def create_block(request: HttpRequest, payload: BlockCreateIn) -> Status[Any]:
         content=payload.content,
     )
     return Status(201, tools.block_detail(actor=actor, block=block))
+
+
+# Before /blocks/{block_id}, which would take "changes" for an id.
+@router.get("/blocks/changes", response=ChangesOut, summary="Changes since you looked")
+def list_block_changes(
+    request: HttpRequest, peek: bool = False, labels: list[str] | None = None
+) -> dict[str, Any]:
+    """What others changed in the blocks you can read since you last looked;
+    your look then moves to now (``peek=true``: it stays)."""
+    return tools.block_changes_tool(
+        actor=request_actor(request), args=ChangesIn(peek=peek, labels=labels)
+    )
 
 
 @router.get("/blocks/{block_id}", response=BlockOut, by_alias=True, summary="Get")
@@ -333,3 +348,14 @@ def blame_block(request: HttpRequest, block_id: UUID) -> Any:
     why) that inserted it."""
     _, block = _block(request, block_id)
     return block_blame(block=block)
+
+
+@router.post(
+    "/tools/memory_changes",
+    response=ChangesOut,
+    summary="memory_changes: what changed since you looked",
+    description=CHANGES_TOOL,
+    operation_id="memory_changes",
+)
+def memory_changes_tool(request: HttpRequest, payload: ChangesIn) -> dict[str, Any]:
+    return tools.block_changes_tool(actor=request_actor(request), args=payload)

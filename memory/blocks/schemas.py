@@ -227,3 +227,39 @@ class BlameOut(Schema):
     versions: list[BlameVersionOut] = Field(
         description="The versions the spans came from, oldest first."
     )
+
+
+CHANGES_TOOL = """What changed in your memory blocks since you last looked, by
+others (agents or humans): for every block you can read, each change with who
+made it, when, its summary and a compact diff (text: inserted and deleted
+spans; structured blocks: by field; lists: items added and removed).  Your
+look then moves to now, so each change is told once; with `peek` it stays."""
+
+
+class ChangesIn(Schema):
+    peek: bool = Field(False, description="Look without moving your look.")
+    labels: list[str] | None = Field(
+        None, description="Only these blocks (default: every block you can read)."
+    )
+
+
+class SeenChangeOut(Schema):
+    id: int = Field(description="The version (history row) of the change.")
+    created_at: datetime
+    actor_kind: str
+    actor_id: str
+    actor_name: str
+    summary: str
+    diff: dict[str, Any]
+
+
+class BlockChangesOut(Schema):
+    block_id: UUID
+    label: str
+    changes: list[SeenChangeOut] = Field(description="Oldest first.")
+    earlier: int = Field(description="Older changes left out.")
+
+
+class ChangesOut(Schema):
+    blocks: list[BlockChangesOut]
+    advanced: bool = Field(description="Whether your look moved to now.")

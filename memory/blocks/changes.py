@@ -1,0 +1,167 @@
+"""Reads of what changed, since an agent last looked, in the blocks it can
+read.
+
+An agent's look at a block is a ``BlockSeen`` row: the newest version
+(``BlockUpdate`` id) it had seen, the document version it received (Loro
+frontiers) and the block's ``version`` counter then.  A block whose counter
+has not moved has nothing new and costs nothing more than that comparison;
+for the others, the versions after the look (and the look's own version
+when a burst of live edits grew it since) are the changes, each with who
+made it, when, why and a compact diff from the version before it
+(``memory.blocks.diffs.compact_diff``).  The agent's own changes are left
+out: it knows them.  A block the agent never looked at reports its newest
+changes.  Advancing the looks: ``memory.blocks.seen``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from loro import Frontiers, LoroDoc
+
+from coordination.actors import Actor
+from coordination.agents.models import Agent
+from memory.blocks import diffs, documents
+from memory.blocks.models import BlockSeen, BlockUpdate, MemoryBlock
+from memory.blocks.selectors import block_document_load, block_list_for_actor
+
+# Changes per block reported at most (the newest); older ones are counted.
+CHANGES_PER_BLOCK = 20
+
+
+@dataclass(frozen=True)
+class SeenChange:
+    """One change by someone else: its version id, who, when, why, and what
+    it did (a ``compact_diff``)."""
+
+    id: int
+    created_at: datetime
+    actor_kind: str
+    actor_id: str
+    actor_name: str
+    summary: str
+    diff: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SeenMark:
+    """Where an agent's look at a block stands: the values of ``BlockSeen``."""
+
+    block_id: Any
+    upto: int
+    frontiers: bytes
+    version: int
+
+
+@dataclass
+class BlockChangesSince:
+    """A block's changes since the agent's look (oldest first), how many
+    older ones were left out, and the look that would cover them all."""
+
+    block: MemoryBlock
+    changes: list[SeenChange] = field(default_factory=list)
+    earlier: int = 0
+    mark: SeenMark | None = None
+
+
+_ROW = ("pk", "frontiers", "created_at", "actor_kind", "actor_id", "actor_name")
+
+
+def block_changes_for_agent(
+    *, agent: Agent, limit: int = CHANGES_PER_BLOCK, labels: list[str] | None = None
+) -> list[BlockChangesSince]:
+    """The blocks ``agent`` can read (``labels``: only those) that changed
+    since it last looked, with what changed; blocks whose only changes are
+    the agent's own come back with no changes (and a mark to advance)."""
+    blocks = block_list_for_actor(actor=Actor.for_agent(agent))
+    if labels is not None:
+        blocks = blocks.filter(label__in=labels)
+    looks = {
+        row[0]: SeenMark(row[0], row[1], bytes(row[2]), row[3])
+        for row in BlockSeen.objects.filter(agent=agent).values_list(
+            "block_id", "upto", "frontiers", "version"
+        )
+    }
+    out = []
+    for block in blocks.order_by("label"):
+        look = looks.get(block.pk)
+        if block.version == (look.version if look else 0):
+            continue
+        out.append(_changes(block=block, agent=agent, look=look, limit=limit))
+    return out
+
+
+def _changes(
+    *, block: MemoryBlock, agent: Agent, look: SeenMark | None, limit: int
+) -> BlockChangesSince:
+    qs = BlockUpdate.objects.filter(block=block)
+    if look is not None:
+        qs = qs.filter(pk__gte=look.upto)
+    # The newest ``limit`` versions and one before them, whose version is
+    # where the first reported change starts.
+    rows = list(qs.order_by("-pk").values_list(*_ROW, "summary")[: limit + 2])
+    rows.reverse()
+    result = BlockChangesSince(block=block)
+    if not rows:
+        return result
+    newest = rows[-1]
+    result.mark = SeenMark(block.pk, newest[0], bytes(newest[1]), block.version)
+    start: bytes | None
+    if look is not None and rows[0][0] == look.upto:
+        # The look's own version starts the changes; it is one of them
+        # only when it grew since (a burst of live edits).
+        start = look.frontiers
+        if bytes(rows[0][1]) == look.frontiers:
+            rows = rows[1:]
+    elif look is None and len(rows) <= limit:
+        start = None  # the block's whole history
+    else:
+        rows = rows[-(limit + 1) :]
+        start, rows = bytes(rows[0][1]), rows[1:]
+        after = look.upto if look is not None else 0
+        result.earlier = qs.filter(pk__gt=after).count() - len(rows)
+    me = str(agent.pk)
+    theirs = [
+        (before, row)
+        for before, row in zip(
+            [start, *(bytes(r[1]) for r in rows[:-1])], rows, strict=True
+        )
+        if not (row[3] == "agent" and row[4] == me)
+    ]
+    if not theirs:
+        return result
+    doc = block_document_load(block=block)
+    values: dict[bytes | None, Any] = {}
+
+    def value_at(frontiers: bytes | None) -> Any:
+        if frontiers not in values:
+            values[frontiers] = documents.document_value(
+                _at(doc, frontiers), block.schema
+            )
+        return values[frontiers]
+
+    for before, row in theirs:
+        result.changes.append(
+            SeenChange(
+                id=row[0],
+                created_at=row[2],
+                actor_kind=row[3],
+                actor_id=row[4],
+                actor_name=row[5],
+                summary=row[6],
+                diff=diffs.compact_diff(
+                    block.schema, value_at(before), value_at(bytes(row[1]))
+                ),
+            )
+        )
+    return result
+
+
+def _at(doc: LoroDoc, frontiers: bytes | None) -> LoroDoc:
+    """The document as it was at ``frontiers`` (None: before any change)."""
+    with documents.loro_guard("cannot check out a past version"):
+        if frontiers is None:
+            return doc.fork_at(Frontiers())
+        return doc.fork_at(documents.frontiers_decode(frontiers))
