@@ -66,18 +66,30 @@ class BlockChangesSince:
     mark: SeenMark | None = None
 
 
+_EMPTY = Frontiers().encode()
 _ROW = ("pk", "frontiers", "created_at", "actor_kind", "actor_id", "actor_name")
 
 
 def block_changes_for_agent(
-    *, agent: Agent, limit: int = CHANGES_PER_BLOCK, labels: list[str] | None = None
+    *,
+    agent: Agent,
+    limit: int = CHANGES_PER_BLOCK,
+    labels: list[str] | None = None,
+    others_only: bool = False,
+    looked_only: bool = False,
+    with_diffs: bool = True,
 ) -> list[BlockChangesSince]:
-    """The blocks ``agent`` can read (``labels``: only those) that changed
-    since it last looked, with what changed; blocks whose only changes are
-    the agent's own come back with no changes (and a mark to advance)."""
+    """The blocks ``agent`` can read (``labels``: only those; with
+    ``others_only``, only shared and constellation blocks; with
+    ``looked_only``, only blocks the agent looked at before) that changed
+    since it last looked, with what changed (without ``with_diffs``, diffs
+    are left empty and cost nothing); blocks whose only changes are the
+    agent's own come back with no changes (and a mark to advance)."""
     blocks = block_list_for_actor(actor=Actor.for_agent(agent))
     if labels is not None:
         blocks = blocks.filter(label__in=labels)
+    if others_only:
+        blocks = blocks.exclude(owner=agent)
     looks = {
         row[0]: SeenMark(row[0], row[1], bytes(row[2]), row[3])
         for row in BlockSeen.objects.filter(agent=agent).values_list(
@@ -87,14 +99,29 @@ def block_changes_for_agent(
     out = []
     for block in blocks.order_by("label"):
         look = looks.get(block.pk)
-        if block.version == (look.version if look else 0):
+        if look is None and looked_only:
             continue
-        out.append(_changes(block=block, agent=agent, look=look, limit=limit))
+        if look is None and block.version == 0:
+            # Nothing written yet: the look starts at the beginning.
+            out.append(BlockChangesSince(block, mark=SeenMark(block.pk, 0, _EMPTY, 0)))
+            continue
+        if look is not None and block.version == look.version:
+            continue
+        out.append(
+            _changes(
+                block=block, agent=agent, look=look, limit=limit, with_diffs=with_diffs
+            )
+        )
     return out
 
 
 def _changes(
-    *, block: MemoryBlock, agent: Agent, look: SeenMark | None, limit: int
+    *,
+    block: MemoryBlock,
+    agent: Agent,
+    look: SeenMark | None,
+    limit: int,
+    with_diffs: bool,
 ) -> BlockChangesSince:
     qs = BlockUpdate.objects.filter(block=block)
     if look is not None:
@@ -115,7 +142,7 @@ def _changes(
         start = look.frontiers
         if bytes(rows[0][1]) == look.frontiers:
             rows = rows[1:]
-    elif look is None and len(rows) <= limit:
+    elif (look is None or look.upto == 0) and len(rows) <= limit:
         start = None  # the block's whole history
     else:
         rows = rows[-(limit + 1) :]
@@ -132,6 +159,9 @@ def _changes(
     ]
     if not theirs:
         return result
+    if not with_diffs:
+        result.changes.extend(_change(row, {}) for _, row in theirs)
+        return result
     doc = block_document_load(block=block)
     values: dict[bytes | None, Any] = {}
 
@@ -143,20 +173,23 @@ def _changes(
         return values[frontiers]
 
     for before, row in theirs:
-        result.changes.append(
-            SeenChange(
-                id=row[0],
-                created_at=row[2],
-                actor_kind=row[3],
-                actor_id=row[4],
-                actor_name=row[5],
-                summary=row[6],
-                diff=diffs.compact_diff(
-                    block.schema, value_at(before), value_at(bytes(row[1]))
-                ),
-            )
+        diff = diffs.compact_diff(
+            block.schema, value_at(before), value_at(bytes(row[1]))
         )
+        result.changes.append(_change(row, diff))
     return result
+
+
+def _change(row: tuple[Any, ...], diff: dict[str, Any]) -> SeenChange:
+    return SeenChange(
+        id=row[0],
+        created_at=row[2],
+        actor_kind=row[3],
+        actor_id=row[4],
+        actor_name=row[5],
+        summary=row[6],
+        diff=diff,
+    )
 
 
 def _at(doc: LoroDoc, frontiers: bytes | None) -> LoroDoc:
