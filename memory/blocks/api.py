@@ -56,6 +56,7 @@ from memory.blocks.selectors import (
     block_facts_for_actor,
     block_get_for_actor,
     block_history,
+    block_history_containing,
     block_list_for_actor,
     block_version_view,
 )
@@ -221,10 +222,26 @@ def operate_block(
 
 @router.get("/blocks/{block_id}/history", response=list[VersionOut])
 def list_block_history(
-    request: HttpRequest, block_id: UUID, limit: int = 50, before: int | None = None
+    request: HttpRequest,
+    block_id: UUID,
+    limit: int = 50,
+    before: int | None = None,
+    contains: str | None = None,
 ) -> list[Any]:
-    """Versions, newest first; page with ``before`` (the last id you got)."""
+    """Versions, newest first; page with ``before`` (the last id you got).
+    With ``contains``: the versions (oldest first, every one) in which that
+    text appeared in the block or disappeared from it, each with
+    ``number`` and ``contains`` ("appeared" or "disappeared")."""
     _, block = _block(request, block_id)
+    if contains is not None:
+        return [
+            {
+                **p.row._asdict(),
+                "number": p.number,
+                "contains": "appeared" if p.appeared else "disappeared",
+            }
+            for p in block_history_containing(block=block, contains=contains)
+        ]
     return block_history(block=block, limit=max(1, min(limit, 500)), before=before)
 
 

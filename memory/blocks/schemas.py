@@ -123,6 +123,10 @@ class VersionOut(Schema):
     actor_name: str
     summary: str
     size: int
+    number: int | None = Field(None, description="With contains: the version's number.")
+    contains: Literal["appeared", "disappeared"] | None = Field(
+        None, description="With contains: whether the text appeared or disappeared."
+    )
 
 
 class VersionViewOut(Schema):

@@ -203,3 +203,28 @@ def test_block_page_renders_blame_without_javascript(partner_client, agent, make
     assert 'data-testid="blame"' in page
     assert "Version 1 · Entropy (agent)" in fragment.content.decode()
     assert ">hello</span>" in fragment.content.decode()
+
+
+def test_history_contains_finds_where_a_text_appeared_and_disappeared(
+    agent_client, agent, make_block
+):
+    block = make_block("notes", template="custom", schema={"kind": "text"})
+    a = Actor.for_agent(agent)
+    block_append(actor=a, block=block, content="alpha")  # 1
+    block_append(actor=a, block=block, content="beta")  # 2: appears
+    block_replace(actor=a, block=block, old="beta", new="gamma")  # 3: gone
+    block_append(actor=a, block=block, content="delta")  # 4
+    block_replace(actor=a, block=block, old="gamma", new="beta")  # 5: back
+
+    url = f"/api/blocks/{block.pk}/history?contains=beta"
+    found = agent_client.get(url).json()
+
+    assert [(v["number"], v["contains"]) for v in found] == [
+        (2, "appeared"),
+        (3, "disappeared"),
+        (5, "appeared"),
+    ]
+    assert found[0]["summary"] == "append: beta"
+    assert (
+        agent_client.get(f"/api/blocks/{block.pk}/history?contains=").status_code == 422
+    )
