@@ -163,6 +163,18 @@ def _changes(
         result.changes.extend(_change(row, {}) for _, row in theirs)
         return result
     doc = block_document_load(block=block)
+    if block.schema["kind"] == "text":
+        # From the changes' operations: checking out past versions costs
+        # time that grows with the history.
+        with documents.loro_guard("cannot read the block's changes"):
+            for before, row in theirs:
+                spans = documents.text_change_spans(
+                    doc,
+                    documents.frontiers_decode(before) if before else Frontiers(),
+                    documents.frontiers_decode(bytes(row[1])),
+                )
+                result.changes.append(_change(row, {"kind": "text", "spans": spans}))
+        return result
     values: dict[bytes | None, Any] = {}
 
     def value_at(frontiers: bytes | None) -> Any:
