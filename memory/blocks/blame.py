@@ -30,6 +30,7 @@ from coordination.errors import InvalidInput
 from memory.blocks import documents
 from memory.blocks.models import BlockUpdate, MemoryBlock
 from memory.blocks.selectors import block_document_load
+from pattern_site.db.rows import rows_fetch
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,9 @@ def block_blame(*, block: MemoryBlock, doc: LoroDoc | None = None) -> Blame:
             f"blocks; block {block.label!r} is a {block.schema['kind']} block"
         )
     doc = doc or block_document_load(block=block)
-    rows = list(
+    # In one fetch: the ORM's chunked iterator costs a large share of
+    # reading every row of a long history.
+    rows = rows_fetch(
         BlockUpdate.objects.filter(block=block)
         .order_by("pk")
         .values_list("pk", "frontiers")

@@ -96,16 +96,20 @@ def block_changes_for_agent(
             "block_id", "upto", "frontiers", "version"
         )
     }
+    # Which blocks moved, from their version counters alone: model
+    # instances only for those.
+    moved = [
+        pk
+        for pk, version in blocks.values_list("pk", "version")
+        if (pk in looks and version != looks[pk].version)
+        or (pk not in looks and not looked_only)
+    ]
     out = []
-    for block in blocks.order_by("label"):
+    for block in blocks.filter(pk__in=moved).order_by("label"):
         look = looks.get(block.pk)
-        if look is None and looked_only:
-            continue
         if look is None and block.version == 0:
             # Nothing written yet: the look starts at the beginning.
             out.append(BlockChangesSince(block, mark=SeenMark(block.pk, 0, _EMPTY, 0)))
-            continue
-        if look is not None and block.version == look.version:
             continue
         out.append(
             _changes(
