@@ -4,11 +4,11 @@ core_memory_*), block resources, approvals and export/import.
 Thin: parse, ask a selector, call a service, shape the answer.
 """
 
-from typing import Any
+from typing import Annotated, Any
 from uuid import UUID
 
 from django.http import HttpRequest
-from ninja import Body, Router, Status
+from ninja import Body, Query, Router, Status
 
 from coordination.actors import Actor
 from coordination.agents.selectors import (
@@ -173,7 +173,9 @@ def create_block(request: HttpRequest, payload: BlockCreateIn) -> Status[Any]:
 # Before /blocks/{block_id}, which would take "changes" for an id.
 @router.get("/blocks/changes", response=ChangesOut, summary="Changes since you looked")
 def list_block_changes(
-    request: HttpRequest, peek: bool = False, labels: list[str] | None = None
+    request: HttpRequest,
+    peek: bool = False,
+    labels: Annotated[list[str] | None, Query()] = None,
 ) -> dict[str, Any]:
     """What others changed in the blocks you can read since you last looked;
     your look then moves to now (``peek=true``: it stays)."""

@@ -178,10 +178,12 @@ def test_changes_endpoint_lists_only_readable_blocks_and_peeks(
     block_append(actor=Actor.for_agent(other_agent), block=hidden, content="secret")
     block_append(actor=SYSTEM, block=mine, content="hello")
 
+    other = agent_client.get("/api/blocks/changes?peek=true&labels=other").json()
     peeked = agent_client.get("/api/blocks/changes?peek=true").json()
     taken = agent_client.get("/api/blocks/changes").json()
     again = agent_client.get("/api/blocks/changes").json()
 
+    assert other["blocks"] == []
     assert [b["label"] for b in peeked["blocks"]] == ["notes"]
     assert peeked["advanced"] is False
     assert peeked["blocks"] == taken["blocks"]
