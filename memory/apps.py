@@ -7,4 +7,10 @@ class MemoryConfig(AppConfig):
 
     def ready(self) -> None:
         # Registers archival entries and messages as searchable tables.
+        from memory.context import changes_since_render, context_section_register
         from memory.longterm import indexes  # noqa: F401
+
+        # What others changed in shared blocks since the agent looked.
+        context_section_register(
+            name="changes_since_last_look", render=changes_since_render, order=20
+        )

@@ -27,14 +27,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from django.conf import settings
+
 from activity.stream.context import recent_activity_render
 from activity.summaries.digest import catch_up_render
 from coordination.actors import Actor
 from coordination.agents.models import Agent
 from coordination.agents.selectors import agent_get_private
 from coordination.errors import InvalidInput
+from memory.blocks.changes import block_changes_for_agent
 from memory.blocks.models import BlockType, MemoryBlock
 from memory.blocks.permissions import block_permission_label
+from memory.blocks.seen import blocks_seen_record_later
 from memory.blocks.selectors import block_list_for_actor, block_shared_from
 from memory.schemas import ContextBuildIn
 
@@ -184,6 +188,59 @@ def context_section_register(
     _SECTIONS[name] = ContextSection(name=name, render=render, order=order)
 
 
+def changes_since_render(agent: Agent) -> str:
+    """``<changes_since_last_look>``: shared and constellation blocks others
+    changed since ``agent`` last looked (a block it never looked at has no
+    "since" and is left out), newest first, one line per block
+    and author (how many changes, when the latest, its summary), within
+    ``settings.MEMORY_CHANGES_CONTEXT_TOKENS``.  Looks are not moved: the
+    agent takes the changes themselves with the memory_changes tool."""
+    found = block_changes_for_agent(
+        agent=agent, others_only=True, looked_only=True, with_diffs=False
+    )
+    lines: list[tuple[Any, str]] = []
+    for entry in found:
+        by_author: dict[tuple[str, str], list[Any]] = {}
+        for change in entry.changes:
+            by_author.setdefault((change.actor_kind, change.actor_id), []).append(
+                change
+            )
+        for changes in by_author.values():
+            latest = changes[-1]
+            count = len(changes)
+            lines.append(
+                (
+                    latest.created_at,
+                    f"- {entry.block.label}: {latest.actor_name} "
+                    f"({latest.actor_kind}), {count} change"
+                    f"{'s' if count != 1 else ''}, latest "
+                    f"{latest.created_at:%Y-%m-%d %H:%M} UTC: {latest.summary}"
+                    + (" (earlier changes not counted)" if entry.earlier else ""),
+                )
+            )
+    if not lines:
+        return ""
+    lines.sort(key=lambda line: line[0], reverse=True)
+    head = (
+        "<changes_since_last_look>\nOthers changed these shared blocks since "
+        "you last looked (memory_changes shows what changed):"
+    )
+    tail = "</changes_since_last_look>"
+    budget = settings.MEMORY_CHANGES_CONTEXT_TOKENS - estimate_tokens(head + tail)
+    shown = []
+    for _, line in lines:
+        cost = estimate_tokens(line)
+        if cost > budget:
+            break
+        shown.append(line)
+        budget -= cost
+    if not shown:
+        return ""
+    if len(shown) < len(lines):
+        shown.append(f"- ({len(lines) - len(shown)} more not shown)")
+    return "\n".join([head, *shown, tail])
+
+
 def context_build(
     *,
     agent: Agent,
@@ -225,6 +282,8 @@ def context_build(
             used += cost
         else:
             omitted.append(block.label)
+    # The agent receives these blocks as they are now.
+    blocks_seen_record_later(agent=agent, blocks=[*core, *kept])
     sections = [
         Section(
             "base_instructions", base_instructions or default_instructions(agent), 0

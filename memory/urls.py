@@ -29,6 +29,11 @@ urlpatterns = [
         name="block_version",
     ),
     path(
+        "blocks/<uuid:block_id>/blame/",
+        block_views.block_blame_fragment,
+        name="block_blame",
+    ),
+    path(
         "blocks/<uuid:block_id>/compare/",
         block_views.block_compare_fragment,
         name="block_compare",

@@ -4,11 +4,11 @@ core_memory_*), block resources, approvals and export/import.
 Thin: parse, ask a selector, call a service, shape the answer.
 """
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from django.http import HttpRequest
-from ninja import Body, Router, Status
+from ninja import Body, Query, Router, Status
 
 from coordination.actors import Actor
 from coordination.agents.selectors import (
@@ -20,20 +20,25 @@ from coordination.apitypes import Id, error_responses
 from coordination.auth import request_actor
 from coordination.errors import PermissionDenied
 from memory.blocks import tools
+from memory.blocks.blame import block_blame
 from memory.blocks.models import BlockApproval, MemoryBlock
 from memory.blocks.permissions import block_create_check
 from memory.blocks.schemas import (
+    CHANGES_TOOL,
     CONTEXT_TOOL,
     CORE_MEMORY_APPEND,
     CORE_MEMORY_REPLACE,
     CORE_MEMORY_UPDATE,
     ApprovalOut,
     AttachmentOut,
+    BlameOut,
     BlockCreateIn,
     BlockOut,
     BlockPatchIn,
     BlockSummaryOut,
     ChangeOut,
+    ChangesIn,
+    ChangesOut,
     ContextToolIn,
     CoreMemoryIn,
     CoreMemoryReplaceIn,
@@ -56,6 +61,7 @@ from memory.blocks.selectors import (
     block_get_by_label_for_actor,
     block_get_for_actor,
     block_history,
+    block_history_containing,
     block_list_for_actor,
     block_version_view,
 )
@@ -212,6 +218,25 @@ def create_block(request: HttpRequest, payload: BlockCreateIn) -> Status[Any]:
     return Status(201, tools.block_detail(actor=actor, block=block))
 
 
+# Before /blocks/{block_id}, which would take "changes" for an id.
+@router.get(
+    "/blocks/changes",
+    response={200: ChangesOut, **error_responses(403, body=False)},
+    tags=["blocks"],
+    summary="Changes since you looked",
+)
+def list_block_changes(
+    request: HttpRequest,
+    peek: bool = False,
+    labels: Annotated[list[str] | None, Query()] = None,
+) -> dict[str, Any]:
+    """What others changed in the blocks you can read since you last looked;
+    your look then moves to now (``peek=true``: it stays)."""
+    return tools.block_changes_tool(
+        actor=request_actor(request), args=ChangesIn(peek=peek, labels=labels)
+    )
+
+
 def _block_configure(
     actor: Actor, block: MemoryBlock, payload: BlockPatchIn
 ) -> dict[str, Any]:
@@ -347,10 +372,26 @@ def operate_block(
     summary="List a block's versions",
 )
 def list_block_history(
-    request: HttpRequest, block_id: UUID, limit: int = 50, before: Id | None = None
+    request: HttpRequest,
+    block_id: UUID,
+    limit: int = 50,
+    before: Id | None = None,
+    contains: str | None = None,
 ) -> list[Any]:
-    """Versions, newest first; page with ``before`` (the last id you got)."""
+    """Versions, newest first; page with ``before`` (the last id you got).
+    With ``contains``: the versions (oldest first, every one) in which that
+    text appeared in the block or disappeared from it, each with
+    ``number`` and ``contains`` ("appeared" or "disappeared")."""
     _, block = _block(request, block_id)
+    if contains is not None:
+        return [
+            {
+                **p.row._asdict(),
+                "number": p.number,
+                "contains": "appeared" if p.appeared else "disappeared",
+            }
+            for p in block_history_containing(block=block, contains=contains)
+        ]
     return block_history(block=block, limit=max(1, min(limit, 500)), before=before)
 
 
@@ -524,3 +565,28 @@ def import_memory(
         201,
         {"created": [block_facts_for_actor(actor=actor, block=b) for b in created]},
     )
+
+
+@router.get(
+    "/blocks/{block_id}/blame",
+    response={200: BlameOut, **error_responses(404, 422, body=False)},
+    tags=["blocks"],
+    summary="Who wrote each span of a block's text",
+)
+def blame_block(request: HttpRequest, block_id: UUID) -> Any:
+    """The current text split into spans, each with the version (who, when,
+    why) that inserted it."""
+    _, block = _block(request, block_id)
+    return block_blame(block=block)
+
+
+@router.post(
+    "/tools/memory_changes",
+    response={200: ChangesOut, **error_responses(403, body=True)},
+    tags=["tools"],
+    summary="memory_changes: what changed since you looked",
+    description=CHANGES_TOOL,
+    operation_id="memory_changes",
+)
+def memory_changes_tool(request: HttpRequest, payload: ChangesIn) -> dict[str, Any]:
+    return tools.block_changes_tool(actor=request_actor(request), args=payload)

@@ -114,3 +114,59 @@ def value_diff(schema: dict[str, Any], old: Any, new: Any) -> list[DiffPart]:
             )
         ]
     return [part for part in parts if part.changed]
+
+
+def text_spans(old: str, new: str) -> list[dict[str, Any]]:
+    """What turned ``old`` into ``new``, as inserted and deleted spans:
+    ``{"op": "insert" | "delete", "at": offset in new, "text": ...}``.
+
+    The common head and tail are cut off first, so a small edit of a long
+    text compares only the stretch around it."""
+    head = 0
+    limit = min(len(old), len(new))
+    while head < limit and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < limit - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    a, b = old[head : len(old) - tail], new[head : len(new) - tail]
+    spans: list[dict[str, Any]] = []
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag in ("delete", "replace"):
+            spans.append({"op": "delete", "at": head + j1, "text": a[i1:i2]})
+        if tag in ("insert", "replace"):
+            spans.append({"op": "insert", "at": head + j1, "text": b[j1:j2]})
+    return spans
+
+
+def compact_diff(schema: dict[str, Any], old: Any, new: Any) -> dict[str, Any]:
+    """A change in few words for an agent: text as inserted and deleted
+    spans; map fields and composite sections by name (text inside them as
+    spans, other values before and after); list and log items added and
+    removed."""
+    kind = schema["kind"]
+    if kind == "text":
+        return {"kind": "text", "spans": text_spans(old, new)}
+    if kind in ("list", "log"):
+        return {
+            "kind": "items",
+            "added": [item for item in new if item not in old],
+            "removed": [item for item in old if item not in new],
+        }
+    if kind == "map":
+        named = [(f["name"], {"kind": f["type"]}) for f in schema["fields"]]
+    else:
+        named = [(s["name"], s["schema"]) for s in schema["sections"]]
+    fields = []
+    for name, sub in named:
+        before, after = old.get(name), new.get(name)
+        if before == after:
+            continue
+        if isinstance(before, str) and isinstance(after, str):
+            fields.append({"field": name, "spans": text_spans(before, after)})
+        elif sub["kind"] in ("list", "log", "map"):
+            fields.append({"field": name, **compact_diff(sub, before, after)})
+        else:
+            fields.append({"field": name, "before": before, "after": after})
+    return {"kind": "fields", "fields": fields}

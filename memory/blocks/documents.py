@@ -36,8 +36,10 @@ from typing import Any, Literal
 from loro import (
     ID,
     ContainerID,
+    CounterSpan,
     ExportMode,
     Frontiers,
+    IdSpan,
     LoroCounter,
     LoroDoc,
     LoroList,
@@ -1067,3 +1069,60 @@ def change_messages(doc: LoroDoc) -> list[dict[str, Any]]:
     with loro_guard("cannot read the document's history"):
         doc.travel_change_ancestors(heads, visit)
     return found
+
+
+def text_change_spans(
+    doc: LoroDoc, before: Frontiers, after: Frontiers
+) -> list[dict[str, Any]]:
+    """The text edits of the changes from ``before`` to ``after``, read from
+    their operations (no checkout of either version, so its cost does not
+    grow with the history): ``{"op": "insert" | "delete", "at", "text"}``
+    in the order they were made, ``at`` a position in the text as its
+    author saw it; a deleted text is read from the operations that had
+    inserted it."""
+    spans = doc.find_id_spans_between(before, after).forward
+    changes: list[dict[str, Any]] = []
+    for peer, (start, end) in spans.inner().items():
+        if end > start:
+            changes += json.loads(
+                doc.export_json_in_id_span(IdSpan(peer, CounterSpan(start, end)))
+            )
+    changes.sort(key=lambda change: change["lamport"])
+    out: list[dict[str, Any]] = []
+    for change in changes:
+        for op in change["ops"]:
+            content = op["content"]
+            if content.get("type") == "insert" and "text" in content:
+                out.append(
+                    {"op": "insert", "at": content["pos"], "text": content["text"]}
+                )
+            elif content.get("type") == "delete" and "start_id" in content:
+                out.append(
+                    {
+                        "op": "delete",
+                        "at": content["pos"],
+                        "text": _deleted_text(doc, content["start_id"], content["len"]),
+                    }
+                )
+    return out
+
+
+def _deleted_text(doc: LoroDoc, start_id: str, length: int) -> str:
+    """The characters with ids ``start_id`` on (``length`` of them; a
+    negative length counts backwards), from the operations that inserted
+    them."""
+    counter, peer = (int(part) for part in start_id.split("@"))
+    low = counter if length > 0 else counter + length + 1
+    count = abs(length)
+    chars: dict[int, str] = {}
+    found = json.loads(
+        doc.export_json_in_id_span(IdSpan(peer, CounterSpan(low, low + count)))
+    )
+    for change in found:
+        for op in change["ops"]:
+            content = op["content"]
+            if content.get("type") == "insert" and "text" in content:
+                for offset, char in enumerate(content["text"]):
+                    if low <= op["counter"] + offset < low + count:
+                        chars[op["counter"] + offset] = char
+    return "".join(chars[key] for key in sorted(chars))

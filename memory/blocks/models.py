@@ -205,3 +205,38 @@ class BlockApproval(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent_id} on {self.block_id}: {self.status}"
+
+
+class BlockSeen(models.Model):
+    """The version of a block an agent last received (a tool read, its
+    built context, the changes it asked for): what "changes since you last
+    looked" starts from.  One row per agent and block, rewritten in place."""
+
+    agent = models.ForeignKey(
+        Agent, on_delete=models.CASCADE, related_name="blocks_seen", db_index=False
+    )
+    block = models.ForeignKey(
+        MemoryBlock, on_delete=models.CASCADE, related_name="seen_by"
+    )
+    upto = models.BigIntegerField(
+        help_text="Id of the newest version (BlockUpdate) the agent had seen."
+    )
+    frontiers = models.BinaryField(
+        help_text="Document version the agent received (Loro frontiers); the "
+        "newest version may have grown past it since (a burst of live edits)."
+    )
+    version = models.BigIntegerField(
+        help_text="The block's ``version`` counter then: unchanged means nothing "
+        "new, answered without reading the history."
+    )
+    seen_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["agent", "block"], name="block_seen_once_per_agent"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} saw {self.block_id}@{self.upto}"

@@ -250,6 +250,10 @@ class VersionOut(Schema):
     actor_name: str
     summary: str
     size: int
+    number: int | None = Field(None, description="With contains: the version's number.")
+    contains: Literal["appeared", "disappeared"] | None = Field(
+        None, description="With contains: whether the text appeared or disappeared."
+    )
 
 
 class VersionViewOut(Schema):
@@ -378,3 +382,73 @@ class CoreMemoryReplaceIn(InputSchema):
         examples=["Works from home on Mondays and Fridays."],
     )
     section: str | None = SECTION
+
+
+class BlameVersionOut(Schema):
+    number: int
+    id: int
+    created_at: datetime
+    actor_kind: str
+    actor_id: str
+    actor_name: str
+    summary: str
+
+
+class BlameSpanOut(Schema):
+    start: int = Field(description="Offset of the span in its part, in characters.")
+    text: str
+    version: int | None = Field(
+        description="Number of the version that inserted the span (see versions)."
+    )
+
+
+class BlamePartOut(Schema):
+    name: str | None = Field(description="Composite section; null: the whole text.")
+    spans: list[BlameSpanOut]
+
+
+class BlameOut(Schema):
+    parts: list[BlamePartOut]
+    versions: list[BlameVersionOut] = Field(
+        description="The versions the spans came from, oldest first."
+    )
+
+
+CHANGES_TOOL = """What changed in your memory blocks since you last looked, by
+others (agents or humans): for every block you can read, each change with who
+made it, when, its summary and a compact diff (text: inserted and deleted
+spans; structured blocks: by field; lists: items added and removed).  Your
+look then moves to now, so each change is told once; with `peek` it stays."""
+
+
+class ChangesIn(InputSchema):
+    peek: bool = Field(
+        False, description="Look without moving your look.", examples=[False]
+    )
+    labels: list[str] | None = Field(
+        None,
+        description="Only these blocks (default: every block you can read).",
+        examples=[["human", "project_notes"]],
+    )
+
+
+class SeenChangeOut(Schema):
+    id: int = Field(description="The version (history row) of the change.")
+    created_at: datetime
+    actor_kind: str
+    actor_id: str
+    actor_name: str
+    summary: str
+    diff: dict[str, Any]
+
+
+class BlockChangesOut(Schema):
+    block_id: UUID
+    label: str
+    changes: list[SeenChangeOut] = Field(description="Oldest first.")
+    earlier: int = Field(description="Older changes left out.")
+
+
+class ChangesOut(Schema):
+    blocks: list[BlockChangesOut]
+    advanced: bool = Field(description="Whether your look moved to now.")

@@ -448,3 +448,39 @@ def block_counts_by_owner(*, actor: Actor, constellation_id: int) -> dict[Any, i
         .annotate(n=Count("pk", distinct=True))
     )
     return dict(rows)
+
+
+@dataclass(frozen=True)
+class TextPresence:
+    """A version where ``contains`` came into the block's rendered text
+    (``appeared`` True) or left it (False)."""
+
+    number: int
+    row: Any
+    appeared: bool
+
+
+def block_history_containing(*, block: MemoryBlock, contains: str) -> list[Any]:
+    """The versions, oldest first, in which the text ``contains`` appeared
+    in the block's rendering (as the LLM sees it) and in which it
+    disappeared again: the history is walked once, a detached copy of the
+    document checked out at each version in turn (Loro applies only the
+    difference from the version before)."""
+    if not contains:
+        raise InvalidInput("'contains' needs some text to look for")
+    doc = block_document_load(block=block)
+    rows = block_history(block=block, limit=block_history_count(block=block))
+    rows.reverse()
+    frontiers = dict(
+        BlockUpdate.objects.filter(block=block).values_list("pk", "frontiers")
+    )
+    found: list[TextPresence] = []
+    present = False
+    with documents.loro_guard("cannot check out a past version"):
+        for number, row in enumerate(rows, 1):
+            doc.checkout(documents.frontiers_decode(bytes(frontiers[row.id])))
+            now = contains in documents.render(doc, block.schema)
+            if now != present:
+                found.append(TextPresence(number, row, now))
+                present = now
+    return found

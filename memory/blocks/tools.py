@@ -13,14 +13,17 @@ from typing import Any
 from coordination.actors import Actor
 from coordination.agents.models import Agent
 from coordination.errors import InvalidInput
+from memory.blocks.changes import block_changes_for_agent
 from memory.blocks.models import BlockType, MemoryBlock
 from memory.blocks.permissions import block_tool_agent
 from memory.blocks.schemas import (
+    ChangesIn,
     ContextToolIn,
     CoreMemoryIn,
     CoreMemoryReplaceIn,
     CoreMemoryUpdateIn,
 )
+from memory.blocks.seen import blocks_seen_advance, blocks_seen_record_later
 from memory.blocks.selectors import (
     block_facts_for_actor,
     block_get_by_label_for_agent,
@@ -86,7 +89,8 @@ def block_detail(*, actor: Actor, block: MemoryBlock) -> dict[str, Any]:
 
 def block_detail_by_label(*, actor: Actor, label: str) -> dict[str, Any]:
     """The block an agent means by ``label``, as ``BlockOut``."""
-    _, block = _labelled(actor, label)
+    agent, block = _labelled(actor, label)
+    blocks_seen_record_later(agent=agent, blocks=[block])
     return block_detail(actor=actor, block=block)
 
 
@@ -152,3 +156,27 @@ def core_memory_replace_tool(
         every=True,
     )
     return block_change_payload(change)
+
+
+def block_changes_tool(*, actor: Actor, args: ChangesIn) -> dict[str, Any]:
+    """What changed since the agent last looked (``ChangesOut``); its looks
+    move to now unless ``args.peek``."""
+    agent = block_tool_agent(actor)
+    found = block_changes_for_agent(agent=agent, labels=args.labels)
+    if not args.peek:
+        blocks_seen_advance(
+            agent_id=agent.pk, marks=[b.mark for b in found if b.mark is not None]
+        )
+    return {
+        "blocks": [
+            {
+                "block_id": b.block.pk,
+                "label": b.block.label,
+                "changes": b.changes,
+                "earlier": b.earlier,
+            }
+            for b in found
+            if b.changes or b.earlier
+        ],
+        "advanced": not args.peek,
+    }

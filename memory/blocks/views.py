@@ -22,6 +22,7 @@ from coordination.agents.selectors import (
 from coordination.errors import ApplicationError, InvalidInput
 from coordination.web import form_action, form_retry, page_actor
 from memory.blocks import documents, forms
+from memory.blocks.blame import blame_texts, block_blame
 from memory.blocks.models import BlockType, Permission, SharedAccess
 from memory.blocks.permissions import approval_can_decide, block_access_for_actor
 from memory.blocks.selectors import (
@@ -102,6 +103,8 @@ def block_detail_page(request: HttpRequest, block_id: UUID) -> HttpResponse:
             "block_types": BlockType.choices,
             "shared_access": SharedAccess.choices,
             "is_text": block.schema.get("kind") == "text",
+            "has_blame": bool(blame_texts(block.schema)),
+            "blame": _blame_context(block, doc) if request.GET.get("blame") else None,
         },
     )
 
@@ -152,6 +155,58 @@ def block_version_fragment(
             "memory_block": block,
             "viewing": _version_context(block, str(number)),
         },
+    )
+
+
+# Author colours of the blame view (app.css ``.blame-c<n>``): one per
+# author, in the order they first appear, reused past this many authors.
+BLAME_COLOURS = 8
+
+
+def _blame_context(block: Any, doc: Any = None) -> dict[str, Any]:
+    """The blame of ``block`` for memory/_blame.html: each span with its
+    version and its author's colour, and the authors as a legend."""
+    blame = block_blame(block=block, doc=doc)
+    versions = {v.number: v for v in blame.versions}
+    colours: dict[tuple[str, str], int] = {}
+    legend = []
+    for version in blame.versions:
+        author = (version.actor_kind, version.actor_id)
+        if author not in colours:
+            colours[author] = len(colours) % BLAME_COLOURS
+            legend.append({"version": version, "colour": colours[author]})
+    parts = [
+        {
+            "name": part.name,
+            "spans": [
+                {
+                    "text": span.text,
+                    "version": versions.get(span.version),
+                    "colour": colours[
+                        (
+                            versions[span.version].actor_kind,
+                            versions[span.version].actor_id,
+                        )
+                    ]
+                    if span.version
+                    else None,
+                }
+                for span in part.spans
+            ],
+        }
+        for part in blame.parts
+    ]
+    return {"parts": parts, "legend": legend}
+
+
+@login_required
+def block_blame_fragment(request: HttpRequest, block_id: UUID) -> HttpResponse:
+    """Who wrote each stretch of the block's text, as a page fragment."""
+    block = block_get_for_actor(actor=page_actor(request), block_id=block_id)
+    return render(
+        request,
+        "memory/_blame.html",
+        {"memory_block": block, "blame": _blame_context(block)},
     )
 
 

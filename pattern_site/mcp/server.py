@@ -42,11 +42,14 @@ from coordination.errors import ApplicationError
 from memory import context
 from memory.blocks import tools as block_tools
 from memory.blocks.schemas import (
+    CHANGES_TOOL,
     CONTEXT_TOOL,
     CORE_MEMORY_APPEND,
     CORE_MEMORY_REPLACE,
     BlockOut,
     ChangeOut,
+    ChangesIn,
+    ChangesOut,
     ContextToolIn,
     CoreMemoryIn,
     CoreMemoryReplaceIn,
@@ -137,6 +140,13 @@ TOOLS: dict[str, AgentTool] = {
             CoreMemoryReplaceIn,
             ChangeOut,
             block_tools.core_memory_replace_tool,
+        ),
+        AgentTool(
+            "memory_changes",
+            CHANGES_TOOL,
+            ChangesIn,
+            ChangesOut,
+            block_tools.block_changes_tool,
         ),
         AgentTool(
             "recall", RECALL_TOOL, RecallIn, RecallOut, longterm_tools.recall_tool

@@ -233,6 +233,10 @@ MEMORY_DOCUMENT_CACHE_SIZE = env.int("PATTERN_MEMORY_DOCUMENT_CACHE", default=25
 MEMORY_HISTORY_BURST_SECONDS = env.float(
     "PATTERN_MEMORY_HISTORY_BURST_SECONDS", default=5.0
 )
+# Tokens the context's <changes_since_last_look> section may take at most.
+MEMORY_CHANGES_CONTEXT_TOKENS = env.int(
+    "PATTERN_MEMORY_CHANGES_CONTEXT_TOKENS", default=400
+)
 MEMORY_DEFAULT_CHAR_LIMIT = env.int("PATTERN_MEMORY_CHAR_LIMIT", default=5000)
 # Bytes a block's stored document (snapshot and log, history included) may
 # reach: the fence behind the char limit, which counts only the content.

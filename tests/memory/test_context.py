@@ -63,6 +63,7 @@ def test_prompt_order_and_block_format(make_block, agent, other_agent, constella
         "core_memory",
         "working_memory",
         "handoffs",
+        "changes_since_last_look",
         "files",
         "catch_up",
         "activity",

@@ -20,6 +20,7 @@ TOOLS = {
     "archival_memory_insert",
     "archival_memory_search",
     "coord",
+    "memory_changes",
     "notable",
     "route_to_group",
     "files_open",

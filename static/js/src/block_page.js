@@ -263,3 +263,34 @@ document.addEventListener("submit", (event) => {
 });
 
 for (const section of document.querySelectorAll("[data-block-history]")) new BlockHistory(section);
+
+// Blame: the Content card's toggle swaps the editor for the text coloured
+// by author (memory/_blame.html), fetched fresh each time it is opened.
+class BlameToggle {
+  constructor(toggle) {
+    this.toggle = toggle;
+    this.card = toggle.closest("section");
+    this.target = this.card.querySelector("[data-blame-target]");
+    this.hides = this.card.querySelector("[data-blame-hides]");
+    toggle.addEventListener("click", (event) => {
+      event.preventDefault();
+      this.flip();
+    });
+  }
+
+  async flip() {
+    const opening = this.target.hidden;
+    this.toggle.setAttribute("aria-pressed", String(opening));
+    this.hides.hidden = opening;
+    this.target.hidden = !opening;
+    if (!opening) return;
+    this.target.textContent = "Loading…";
+    try {
+      this.target.innerHTML = await fragment(this.toggle.dataset.blameUrl);
+    } catch (error) {
+      this.target.textContent = `Could not load who wrote what: ${error.message}`;
+    }
+  }
+}
+
+for (const toggle of document.querySelectorAll("[data-blame-toggle]")) new BlameToggle(toggle);

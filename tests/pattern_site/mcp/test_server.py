@@ -122,6 +122,7 @@ def test_client_lists_the_http_apis_tools_with_their_descriptions_and_schemas(
         "archival_memory_insert",
         "archival_memory_search",
         "build_context",
+        "memory_changes",
     }
     assert listed["context"].description == CONTEXT_TOOL
     assert listed["core_memory_append"].description == CORE_MEMORY_APPEND

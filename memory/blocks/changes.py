@@ -1,0 +1,216 @@
+"""Reads of what changed, since an agent last looked, in the blocks it can
+read.
+
+An agent's look at a block is a ``BlockSeen`` row: the newest version
+(``BlockUpdate`` id) it had seen, the document version it received (Loro
+frontiers) and the block's ``version`` counter then.  A block whose counter
+has not moved has nothing new and costs nothing more than that comparison;
+for the others, the versions after the look (and the look's own version
+when a burst of live edits grew it since) are the changes, each with who
+made it, when, why and a compact diff from the version before it
+(``memory.blocks.diffs.compact_diff``).  The agent's own changes are left
+out: it knows them.  A block the agent never looked at reports its newest
+changes.  Advancing the looks: ``memory.blocks.seen``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from loro import Frontiers, LoroDoc
+
+from coordination.actors import Actor
+from coordination.agents.models import Agent
+from memory.blocks import diffs, documents
+from memory.blocks.models import BlockSeen, BlockUpdate, MemoryBlock
+from memory.blocks.selectors import block_document_load, block_list_for_actor
+
+# Changes per block reported at most (the newest); older ones are counted.
+CHANGES_PER_BLOCK = 20
+
+
+@dataclass(frozen=True)
+class SeenChange:
+    """One change by someone else: its version id, who, when, why, and what
+    it did (a ``compact_diff``)."""
+
+    id: int
+    created_at: datetime
+    actor_kind: str
+    actor_id: str
+    actor_name: str
+    summary: str
+    diff: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SeenMark:
+    """Where an agent's look at a block stands: the values of ``BlockSeen``."""
+
+    block_id: Any
+    upto: int
+    frontiers: bytes
+    version: int
+
+
+@dataclass
+class BlockChangesSince:
+    """A block's changes since the agent's look (oldest first), how many
+    older ones were left out, and the look that would cover them all."""
+
+    block: MemoryBlock
+    changes: list[SeenChange] = field(default_factory=list)
+    earlier: int = 0
+    mark: SeenMark | None = None
+
+
+_EMPTY = Frontiers().encode()
+_ROW = ("pk", "frontiers", "created_at", "actor_kind", "actor_id", "actor_name")
+
+
+def block_changes_for_agent(
+    *,
+    agent: Agent,
+    limit: int = CHANGES_PER_BLOCK,
+    labels: list[str] | None = None,
+    others_only: bool = False,
+    looked_only: bool = False,
+    with_diffs: bool = True,
+) -> list[BlockChangesSince]:
+    """The blocks ``agent`` can read (``labels``: only those; with
+    ``others_only``, only shared and constellation blocks; with
+    ``looked_only``, only blocks the agent looked at before) that changed
+    since it last looked, with what changed (without ``with_diffs``, diffs
+    are left empty and cost nothing); blocks whose only changes are the
+    agent's own come back with no changes (and a mark to advance)."""
+    blocks = block_list_for_actor(actor=Actor.for_agent(agent))
+    if labels is not None:
+        blocks = blocks.filter(label__in=labels)
+    if others_only:
+        blocks = blocks.exclude(owner=agent)
+    looks = {
+        row[0]: SeenMark(row[0], row[1], bytes(row[2]), row[3])
+        for row in BlockSeen.objects.filter(agent=agent).values_list(
+            "block_id", "upto", "frontiers", "version"
+        )
+    }
+    # Which blocks moved, from their version counters alone: model
+    # instances only for those.
+    moved = [
+        pk
+        for pk, version in blocks.values_list("pk", "version")
+        if (pk in looks and version != looks[pk].version)
+        or (pk not in looks and not looked_only)
+    ]
+    out = []
+    for block in blocks.filter(pk__in=moved).order_by("label"):
+        look = looks.get(block.pk)
+        if look is None and block.version == 0:
+            # Nothing written yet: the look starts at the beginning.
+            out.append(BlockChangesSince(block, mark=SeenMark(block.pk, 0, _EMPTY, 0)))
+            continue
+        out.append(
+            _changes(
+                block=block, agent=agent, look=look, limit=limit, with_diffs=with_diffs
+            )
+        )
+    return out
+
+
+def _changes(
+    *,
+    block: MemoryBlock,
+    agent: Agent,
+    look: SeenMark | None,
+    limit: int,
+    with_diffs: bool,
+) -> BlockChangesSince:
+    qs = BlockUpdate.objects.filter(block=block)
+    if look is not None:
+        qs = qs.filter(pk__gte=look.upto)
+    # The newest ``limit`` versions and one before them, whose version is
+    # where the first reported change starts.
+    rows = list(qs.order_by("-pk").values_list(*_ROW, "summary")[: limit + 2])
+    rows.reverse()
+    result = BlockChangesSince(block=block)
+    if not rows:
+        return result
+    newest = rows[-1]
+    result.mark = SeenMark(block.pk, newest[0], bytes(newest[1]), block.version)
+    start: bytes | None
+    if look is not None and rows[0][0] == look.upto:
+        # The look's own version starts the changes; it is one of them
+        # only when it grew since (a burst of live edits).
+        start = look.frontiers
+        if bytes(rows[0][1]) == look.frontiers:
+            rows = rows[1:]
+    elif (look is None or look.upto == 0) and len(rows) <= limit:
+        start = None  # the block's whole history
+    else:
+        rows = rows[-(limit + 1) :]
+        start, rows = bytes(rows[0][1]), rows[1:]
+        after = look.upto if look is not None else 0
+        result.earlier = qs.filter(pk__gt=after).count() - len(rows)
+    me = str(agent.pk)
+    theirs = [
+        (before, row)
+        for before, row in zip(
+            [start, *(bytes(r[1]) for r in rows[:-1])], rows, strict=True
+        )
+        if not (row[3] == "agent" and row[4] == me)
+    ]
+    if not theirs:
+        return result
+    if not with_diffs:
+        result.changes.extend(_change(row, {}) for _, row in theirs)
+        return result
+    doc = block_document_load(block=block)
+    if block.schema["kind"] == "text":
+        # From the changes' operations: checking out past versions costs
+        # time that grows with the history.
+        with documents.loro_guard("cannot read the block's changes"):
+            for before, row in theirs:
+                spans = documents.text_change_spans(
+                    doc,
+                    documents.frontiers_decode(before) if before else Frontiers(),
+                    documents.frontiers_decode(bytes(row[1])),
+                )
+                result.changes.append(_change(row, {"kind": "text", "spans": spans}))
+        return result
+    values: dict[bytes | None, Any] = {}
+
+    def value_at(frontiers: bytes | None) -> Any:
+        if frontiers not in values:
+            values[frontiers] = documents.document_value(
+                _at(doc, frontiers), block.schema
+            )
+        return values[frontiers]
+
+    for before, row in theirs:
+        diff = diffs.compact_diff(
+            block.schema, value_at(before), value_at(bytes(row[1]))
+        )
+        result.changes.append(_change(row, diff))
+    return result
+
+
+def _change(row: tuple[Any, ...], diff: dict[str, Any]) -> SeenChange:
+    return SeenChange(
+        id=row[0],
+        created_at=row[2],
+        actor_kind=row[3],
+        actor_id=row[4],
+        actor_name=row[5],
+        summary=row[6],
+        diff=diff,
+    )
+
+
+def _at(doc: LoroDoc, frontiers: bytes | None) -> LoroDoc:
+    """The document as it was at ``frontiers`` (None: before any change)."""
+    with documents.loro_guard("cannot check out a past version"):
+        if frontiers is None:
+            return doc.fork_at(Frontiers())
+        return doc.fork_at(documents.frontiers_decode(frontiers))
