@@ -70,11 +70,13 @@ from memory.blocks.schemas import (
     CONTEXT_TOOL,
     CORE_MEMORY_APPEND,
     CORE_MEMORY_REPLACE,
+    CORE_MEMORY_UPDATE,
     BlockOut,
     ChangeOut,
     ContextToolIn,
     CoreMemoryIn,
     CoreMemoryReplaceIn,
+    CoreMemoryUpdateIn,
 )
 from memory.blocks.selectors import block_list_for_actor
 from memory.longterm import tools as longterm_tools
@@ -166,6 +168,13 @@ TOOLS: dict[str, AgentTool] = {
             CoreMemoryReplaceIn,
             ChangeOut,
             block_tools.core_memory_replace_tool,
+        ),
+        AgentTool(
+            "core_memory_update",
+            CORE_MEMORY_UPDATE,
+            CoreMemoryUpdateIn,
+            ChangeOut,
+            block_tools.core_memory_update_tool,
         ),
         AgentTool(
             "recall", RECALL_TOOL, RecallIn, RecallOut, longterm_tools.recall_tool

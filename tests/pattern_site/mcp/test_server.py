@@ -124,29 +124,17 @@ def test_client_lists_the_http_apis_tools_with_their_descriptions_and_schemas(
 
     tools, templates = with_client(daphne_server, agent_token.raw, body)
     listed = {tool.name: tool for tool in tools.tools}
-    assert set(listed) == {
-        "context",
-        "recall",
-        "search",
-        "core_memory_append",
-        "core_memory_replace",
-        "archival_memory_insert",
-        "archival_memory_search",
-        "build_context",
-        "coord",
-        "route_to_group",
-        "notable",
-        "open_files",
-        "grep_files",
-        "semantic_search_files",
-        "files_open",
-        "files_read",
-        "files_next",
-        "files_prev",
-        "files_close",
-        "files_grep",
-        "files_search",
+    # Every tool of the HTTP tool API, and the context builder.
+    http_tools = http_get(daphne_server, agent_token.raw, "/tools/schemas")
+    assert set(listed) == {t["name"] for t in http_tools["anthropic"]} | {
+        "build_context"
     }
+    assert {"coord", "route_to_group", "notable", "files_open", "open_files"} < set(
+        listed
+    )
+    for http_tool in http_tools["anthropic"]:
+        name = http_tool["name"]
+        assert listed[name].description == http_tool["description"], name
     assert listed["context"].description == CONTEXT_TOOL
     assert listed["core_memory_append"].description == CORE_MEMORY_APPEND
     assert listed["search"].description == SEARCH_TOOL
@@ -219,6 +207,10 @@ def test_each_tool_answers_what_the_http_api_answers(
                 "core_memory_replace",
                 {"label": "notes", "old_content": "grey", "new_content": "ginger"},
             ),
+            "update": await call(
+                "core_memory_update",
+                {"label": "notes", "content": "Miso is ginger, and old."},
+            ),
             "inserted": await call(
                 "archival_memory_insert", {"content": "Miso eats fish.", "tags": ["x"]}
             ),
@@ -245,9 +237,10 @@ def test_each_tool_answers_what_the_http_api_answers(
     assert got["context"]["size"] == block["size"]
 
     notes = http_get(daphne_server, token, f"/blocks/{memory['notes'].pk}")
-    assert notes["content"] == "Miso is ginger."
-    assert got["replace"]["size"] == notes["size"]
+    assert notes["content"] == "Miso is ginger, and old."
+    assert got["update"]["size"] == notes["size"]
     assert got["append"]["status"] == got["replace"]["status"] == "applied"
+    assert got["update"]["status"] == "applied"
 
     for entry in (got["inserted"], got["recalled"]["entry"]):
         assert entry == http_get(daphne_server, token, f"/archival/{entry['id']}")
