@@ -10,14 +10,12 @@ from ninja import Query, Router, Status
 from activity.schemas import ActivityEventOut, CatchUpOut, NotableIn, NotableOut
 from activity.stream.permissions import (
     activity_constellation_for_read,
-    agents_involved_for_flag,
     catch_up_agent_for_read,
-    notable_constellation_for_flag,
 )
 from activity.stream.selectors import activity_list, activity_search
-from activity.stream.services import notable_flag
 from activity.summaries.digest import catch_up_build
 from activity.summaries.summarizers import summarizer_status
+from activity.tools import NOTABLE_TOOL, notable_tool
 from coordination.auth import request_actor
 
 router = Router(tags=["activity"])
@@ -64,23 +62,11 @@ def search_activity(
     "/tools/notable",
     response={201: NotableOut},
     summary="Flag a notable event (feeds Key Decisions at medium and above)",
+    description=NOTABLE_TOOL,
+    operation_id="notable",
 )
 def flag_notable(request: HttpRequest, payload: NotableIn) -> Status[dict]:
-    actor = request_actor(request)
-    constellation = notable_constellation_for_flag(
-        actor=actor, constellation_id=payload.constellation_id
-    )
-    agents = agents_involved_for_flag(
-        actor=actor, constellation=constellation, agent_ids=payload.agents_involved
-    )
-    notable_flag(
-        actor=actor,
-        constellation=constellation,
-        description=payload.description,
-        importance=payload.importance,
-        agents_involved=agents,
-    )
-    return Status(201, {"recorded": True})
+    return Status(201, notable_tool(actor=request_actor(request), args=payload))
 
 
 @router.get(

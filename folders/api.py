@@ -14,10 +14,8 @@ from ninja import File, Router, UploadedFile
 from ninja.responses import Status
 
 from coordination.auth import request_actor
-from coordination.errors import InvalidInput
-from folders import permissions
 from folders.files import selectors, services
-from folders.files.models import Folder, FolderFile
+from folders.files.models import Folder
 from folders.permissions import Right
 from folders.schemas import (
     AttachmentIn,
@@ -46,9 +44,7 @@ from folders.schemas import (
     UploadOut,
     WindowOut,
 )
-from folders.tools import windows
-from folders.tools.grep import folder_grep
-from folders.tools.search import folder_search, passage_hit_payload
+from folders.tools import agent
 
 router = Router(tags=["folders"])
 
@@ -242,124 +238,60 @@ def rescan_folder(request: HttpRequest, folder_id: int) -> Any:
 
 # --- file tools ----------------------------------------------------------------
 
-OPEN_HELP = (
-    "Open a file of an attached folder: a window of its lines (100 unless you"
-    " say) enters your context and stays there, numbered, until you close it."
-    " At most 5 files are open at once; opening another closes the one you"
-    " used least recently (`closed` lists it).  Page with next/prev."
-)
-READ_HELP = (
-    "Read lines `start`..`end` of a file once, without keeping them in your"
-    " context.  Use open to keep a window."
-)
-PAGE_HELP = "Move an open file's window by its height ({}); stops at the file's edge."
-CLOSE_HELP = "Close one open file (folder and path), or all of them (neither)."
-GREP_HELP = (
-    "Find the lines of an attached folder's files matching a regular"
-    " expression (or literal text).  Narrow with `path` (one file) or"
-    " `include` (a glob); `context` adds lines around each match.  A pattern"
-    " that would backtrack for long is refused: keep patterns simple."
-)
-SEARCH_HELP = (
-    "Search attached folders by meaning and keywords.  Each result cites"
-    " `folder/path:start-end` with a snippet; open the file at `start_line`"
-    " to read around it."
-)
-
-
-def _tool_file(request: HttpRequest, ref: FileRefIn) -> tuple[Any, FolderFile]:
-    actor = request_actor(request)
-    folder = selectors.folder_get_by_name_for_actor(actor=actor, name=ref.folder)
-    return actor, selectors.file_get(folder=folder, path=ref.path)
-
-
-def _window_out(window: windows.Window) -> dict[str, Any]:
-    return {
-        "folder": window.file.folder.name,
-        "path": window.file.path,
-        "start_line": window.start_line,
-        "end_line": window.end_line,
-        "total_lines": window.total_lines,
-        "content": window.content,
-        "closed": window.closed,
-    }
-
 
 @router.post(
     "/tools/files/open",
     response=WindowOut,
     summary="open",
-    description=OPEN_HELP,
+    description=agent.OPEN_HELP,
     operation_id="files_open",
 )
 def open_file(request: HttpRequest, payload: FileOpenIn) -> Any:
-    actor, file = _tool_file(request, payload)
-    agent = permissions.tool_agent(actor=actor)
-    return _window_out(
-        windows.file_open(
-            agent=agent, file=file, line=payload.line, lines=payload.lines
-        )
-    )
+    return agent.files_open_tool(actor=request_actor(request), args=payload)
 
 
 @router.post(
     "/tools/files/read",
     response=WindowOut,
     summary="read",
-    description=READ_HELP,
+    description=agent.READ_HELP,
     operation_id="files_read",
 )
 def read_file(request: HttpRequest, payload: FileReadIn) -> Any:
-    actor, file = _tool_file(request, payload)
-    return _window_out(
-        windows.file_read(actor=actor, file=file, start=payload.start, end=payload.end)
-    )
+    return agent.files_read_tool(actor=request_actor(request), args=payload)
 
 
 @router.post(
     "/tools/files/next",
     response=WindowOut,
     summary="next",
-    description=PAGE_HELP.format("forward"),
+    description=agent.NEXT_HELP,
     operation_id="files_next",
 )
 def next_page(request: HttpRequest, payload: FileRefIn) -> Any:
-    actor, file = _tool_file(request, payload)
-    agent = permissions.tool_agent(actor=actor)
-    return _window_out(windows.file_page(agent=agent, file=file, forward=True))
+    return agent.files_next_tool(actor=request_actor(request), args=payload)
 
 
 @router.post(
     "/tools/files/prev",
     response=WindowOut,
     summary="prev",
-    description=PAGE_HELP.format("back"),
+    description=agent.PREV_HELP,
     operation_id="files_prev",
 )
 def prev_page(request: HttpRequest, payload: FileRefIn) -> Any:
-    actor, file = _tool_file(request, payload)
-    agent = permissions.tool_agent(actor=actor)
-    return _window_out(windows.file_page(agent=agent, file=file, forward=False))
+    return agent.files_prev_tool(actor=request_actor(request), args=payload)
 
 
 @router.post(
     "/tools/files/close",
     response=CloseOut,
     summary="close",
-    description=CLOSE_HELP,
+    description=agent.CLOSE_HELP,
     operation_id="files_close",
 )
 def close_file(request: HttpRequest, payload: FileCloseIn) -> Any:
-    actor = request_actor(request)
-    agent = permissions.tool_agent(actor=actor)
-    if (payload.folder is None) != (payload.path is None):
-        raise InvalidInput("give both folder and path, or neither to close all")
-    file = None
-    if payload.folder is not None:
-        _actor, file = _tool_file(
-            request, FileRefIn(folder=payload.folder, path=payload.path or "")
-        )
-    return {"closed": windows.file_close(agent=agent, file=file)}
+    return agent.files_close_tool(actor=request_actor(request), args=payload)
 
 
 @router.get(
@@ -370,51 +302,29 @@ def close_file(request: HttpRequest, payload: FileCloseIn) -> Any:
     operation_id="files_list_open",
 )
 def list_open_files(request: HttpRequest) -> Any:
-    agent = permissions.tool_agent(actor=request_actor(request))
-    return [_window_out(w) for w in windows.file_windows_for_agent(agent=agent)]
+    return agent.files_list_open(actor=request_actor(request))
 
 
 @router.post(
     "/tools/files/grep",
     response=GrepOut,
     summary="grep",
-    description=GREP_HELP,
+    description=agent.GREP_HELP,
     operation_id="files_grep",
 )
 def grep_files_v1(request: HttpRequest, payload: GrepIn) -> Any:
-    actor = request_actor(request)
-    folder = selectors.folder_get_by_name_for_actor(actor=actor, name=payload.folder)
-    return folder_grep(folder=folder, **payload.dict(exclude={"folder"}))
+    return agent.files_grep_tool(actor=request_actor(request), args=payload)
 
 
 @router.post(
     "/tools/files/search",
     response=FileSearchOut,
     summary="search files",
-    description=SEARCH_HELP,
+    description=agent.SEARCH_HELP,
     operation_id="files_search",
 )
 def search_files(request: HttpRequest, payload: FileSearchIn) -> Any:
-    actor = request_actor(request)
-    if payload.folder is not None:
-        folders = [
-            selectors.folder_get_by_name_for_actor(actor=actor, name=payload.folder)
-        ]
-    else:
-        folders = list(selectors.folder_list_for_actor(actor=actor))
-    outcome = folder_search(
-        folders=folders,
-        query=payload.query,
-        mode=payload.mode,
-        limit=payload.limit,
-        path=payload.path,
-    )
-    return {
-        "results": [passage_hit_payload(h) for h in outcome.hits],
-        "mode_requested": outcome.mode_requested,
-        "mode_used": outcome.mode_used,
-        "degraded": outcome.degraded,
-    }
+    return agent.files_search_tool(actor=request_actor(request), args=payload)
 
 
 # --- Letta-compatible names ------------------------------------------------------
@@ -424,86 +334,30 @@ def search_files(request: HttpRequest, payload: FileSearchIn) -> Any:
     "/tools/open_files",
     response=LettaOpenFilesOut,
     summary="open_files (Letta)",
-    description=(
-        "Open several files at once: each `file_name` is '<folder>/<path>',"
-        " `offset` lines skipped (0-based) and `length` lines shown."
-        " `close_all_others` closes every other open file first. " + OPEN_HELP
-    ),
+    description=agent.OPEN_FILES_HELP,
     operation_id="open_files",
 )
 def open_files(request: HttpRequest, payload: LettaOpenFilesIn) -> Any:
-    actor = request_actor(request)
-    agent = permissions.tool_agent(actor=actor)
-    if payload.close_all_others:
-        windows.file_close(agent=agent)
-    opened = []
-    for req in payload.file_requests:
-        folder_name, _, path = req.file_name.partition("/")
-        _actor, file = _tool_file(request, FileRefIn(folder=folder_name, path=path))
-        opened.append(
-            windows.file_open(
-                agent=agent,
-                file=file,
-                line=(req.offset or 0) + 1,
-                lines=req.length,
-            )
-        )
-    closed = sorted({p for w in opened for p in w.closed})
-    message = f"opened {len(opened)} file(s)"
-    if closed:
-        message += f"; closed {', '.join(closed)} (least recently used)"
-    return {"message": message, "windows": [_window_out(w) for w in opened]}
+    return agent.open_files_tool(actor=request_actor(request), args=payload)
 
 
 @router.post(
     "/tools/grep_files",
     response=GrepOut,
     summary="grep_files (Letta)",
-    description=(
-        "grep over every attached folder; `include` is a glob over"
-        " '<folder>/<path>', `offset` skips matches already seen. " + GREP_HELP
-    ),
+    description=agent.GREP_FILES_HELP,
     operation_id="grep_files",
 )
 def grep_files(request: HttpRequest, payload: LettaGrepIn) -> Any:
-    actor = request_actor(request)
-    page = 50
-    want = payload.offset + page
-    merged: dict[str, Any] = {
-        "matches": [],
-        "files_searched": 0,
-        "files_matched": 0,
-        "truncated": False,
-        "elapsed_ms": 0.0,
-    }
-    for folder in selectors.folder_list_for_actor(actor=actor):
-        result = folder_grep(
-            folder=folder,
-            pattern=payload.pattern,
-            include=payload.include,
-            qualified=True,
-            context=payload.context_lines,
-            limit=min(want - len(merged["matches"]) + 1, 1000),
-        )
-        for match in result.matches:
-            match.path = f"{folder.name}/{match.path}"
-        merged["matches"] += result.matches
-        merged["files_searched"] += result.files_searched
-        merged["files_matched"] += result.files_matched
-        merged["elapsed_ms"] += result.elapsed_ms
-        if len(merged["matches"]) > want:
-            break
-    merged["truncated"] = len(merged["matches"]) > want
-    merged["matches"] = merged["matches"][payload.offset : want]
-    return merged
+    return agent.grep_files_tool(actor=request_actor(request), args=payload)
 
 
 @router.post(
     "/tools/semantic_search_files",
     response=FileSearchOut,
     summary="semantic_search_files (Letta)",
-    description=SEARCH_HELP,
+    description=agent.SEARCH_HELP,
     operation_id="semantic_search_files",
 )
 def semantic_search_files(request: HttpRequest, payload: LettaSearchFilesIn) -> Any:
-    return search_files(request, FileSearchIn(query=payload.query, limit=payload.limit))
+    return agent.semantic_search_files_tool(actor=request_actor(request), args=payload)

@@ -17,7 +17,6 @@ from coordination.agents.selectors import (
     constellation_get_for_actor,
 )
 from coordination.auth import request_actor
-from coordination.errors import InvalidInput
 from coordination.groups import permissions, selectors, services, streams
 from coordination.groups.schemas import (
     AnswerIn,
@@ -39,6 +38,7 @@ from coordination.groups.schemas import (
     ToolCallIn,
     ToolResultIn,
 )
+from coordination.groups.tools import ROUTE_TO_GROUP_TOOL, route_to_group_tool
 
 router = Router(tags=["groups"])
 
@@ -160,25 +160,13 @@ def route_message(request: HttpRequest, group_id: int, payload: RouteIn) -> Any:
     "/tools/route_to_group",
     response={202: RunOut},
     summary="route_to_group",
-    description=(
-        "Route a message through an agent group. The group's coordination"
-        " pattern (supervisor, round robin, voting, pipeline, dynamic or"
-        " sleeptime) decides which member agents act on it and in what order."
-        " Use it to hand a request to the group set up for that kind of work,"
-        " e.g. 'Crisis Response' or 'Planning'. Returns the run; follow"
-        " events_url (Server-Sent Events) for the members' answers as they"
-        " arrive, ending with a Complete or Error event."
-    ),
+    description=ROUTE_TO_GROUP_TOOL,
 )
 def route_to_group(request: HttpRequest, payload: RouteToGroupIn) -> Any:
-    if not payload.group_id.strip().isdigit():
-        raise InvalidInput(
-            f"group_id {payload.group_id!r} is not a group id; list groups with"
-            " GET /api/groups"
-        )
-    return route_message(
-        request, int(payload.group_id), RouteIn(message=payload.message)
-    )
+    run = route_to_group_tool(actor=request_actor(request), args=payload)
+    if _wants_stream(request):
+        return _event_stream_response(run.pk, 0)
+    return Status(202, run)
 
 
 @router.get("/groups/{group_id}/runs", response=list[RunOut])

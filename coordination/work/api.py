@@ -10,7 +10,6 @@ from ninja import Router, Status
 from coordination.agents.selectors import agent_get_for_actor
 from coordination.auth import request_actor
 from coordination.work import selectors, services
-from coordination.work.dialect import GRAMMAR_TEXT, coord_execute, coord_parse
 from coordination.work.schemas import (
     CoordIn,
     CoordOut,
@@ -24,31 +23,9 @@ from coordination.work.schemas import (
     TaskOut,
     TaskStatusIn,
 )
+from coordination.work.tools import COORD_TOOL, coord_tool
 
 router = Router(tags=["tasks"])
-
-COORD_TOOL = f"""Coordinate with the other agents of your constellation: shared
-tasks, handoff notes and shared notes. Send one command per call as `command`.
-
-{GRAMMAR_TEXT}
-
-- status: who is active, task counts, your tasks, your unread handoffs, open
-  tasks and the latest shared notes. Start here.
-- tasks: list your tasks (mine), open tasks (open, the default) or all.
-- assign: create a task with a quoted title and give it to an agent, or give
-  an existing task to an agent.
-- claim: take an open task and start it. If another agent claimed it first
-  you get a conflict naming them: pick another task.
-- complete: mark a task done. Tasks it depends on (and its subtasks) must be
-  done first; the error lists what is still waiting.
-- block: say a task cannot go on, with the reason in quotes.
-- handoff: leave context for another agent (or @anyone); it appears in their
-  context until they read it.
-- note: add an observation to the constellation's shared notes.
-- read: mark a handoff note you have taken in as read.
-Task ids look like task-12, handoff ids like handoff-3. Put text with spaces
-in double quotes. A malformed command answers with the grammar of that
-command."""
 
 
 @router.post(
@@ -58,15 +35,12 @@ command."""
     description=COORD_TOOL,
     operation_id="coord",
 )
-def coord_tool(
+def run_coord(
     request: HttpRequest, payload: CoordIn, constellation_id: int | None = None
 ) -> Any:
-    actor = request_actor(request)
-    command = coord_parse(payload.command)
-    constellation = selectors.work_constellation_for_actor(
-        actor=actor, constellation_id=constellation_id
+    return coord_tool(
+        actor=request_actor(request), args=payload, constellation_id=constellation_id
     )
-    return coord_execute(actor=actor, constellation=constellation, command=command)
 
 
 # --- tasks ---------------------------------------------------------------------

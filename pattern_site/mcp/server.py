@@ -5,7 +5,9 @@ Each tool is the HTTP tool API's, through the same code: its input schema is
 the endpoint's ninja schema (``model_json_schema``), its description the
 endpoint's constant, its body the function the endpoint calls
 (``memory.blocks.tools``, ``memory.longterm.tools``,
-``memory.context.context_build_for_actor``), and its structured result the
+``memory.context.context_build_for_actor``, ``coordination.work.tools``,
+``coordination.groups.tools``, ``activity.tools``,
+``folders.tools.agent``), and its structured result the
 endpoint's answer serialised through the same output schema and JSON
 encoder.  This module only adapts: it validates the arguments, runs the
 function in a worker thread (Django's ORM is synchronous) as the request's
@@ -37,8 +39,31 @@ from ninja import Schema
 from ninja.responses import NinjaJSONEncoder
 from pydantic import ValidationError
 
+from activity import tools as activity_tools
+from activity.schemas import NotableIn, NotableOut
 from coordination.actors import Actor
 from coordination.errors import ApplicationError
+from coordination.groups import tools as group_tools
+from coordination.groups.schemas import RouteToGroupIn, RunOut
+from coordination.work import tools as work_tools
+from coordination.work.schemas import CoordIn, CoordOut
+from folders.schemas import (
+    CloseOut,
+    FileCloseIn,
+    FileOpenIn,
+    FileReadIn,
+    FileRefIn,
+    FileSearchIn,
+    FileSearchOut,
+    GrepIn,
+    GrepOut,
+    LettaGrepIn,
+    LettaOpenFilesIn,
+    LettaOpenFilesOut,
+    LettaSearchFilesIn,
+    WindowOut,
+)
+from folders.tools import agent as file_tools
 from memory import context
 from memory.blocks import tools as block_tools
 from memory.blocks.schemas import (
@@ -46,6 +71,7 @@ from memory.blocks.schemas import (
     CONTEXT_TOOL,
     CORE_MEMORY_APPEND,
     CORE_MEMORY_REPLACE,
+    CORE_MEMORY_UPDATE,
     BlockOut,
     ChangeOut,
     ChangesIn,
@@ -53,6 +79,7 @@ from memory.blocks.schemas import (
     ContextToolIn,
     CoreMemoryIn,
     CoreMemoryReplaceIn,
+    CoreMemoryUpdateIn,
 )
 from memory.blocks.selectors import block_list_for_actor
 from memory.longterm import tools as longterm_tools
@@ -78,7 +105,11 @@ INSTRUCTIONS = (
     "Your memory on this Pattern site: core and working blocks (context, "
     "core_memory_*), archival memory (recall, archival_memory_*), search "
     "across memory and conversations, and the system prompt built from it "
-    "(build_context). Blocks are readable as memory://blocks/{label}."
+    "(build_context). Blocks are readable as memory://blocks/{label}. "
+    "Work with the other agents of your constellation through coord (tasks, "
+    "handoffs, shared notes), route_to_group and notable; read the folders "
+    "attached to you with files_* (or Letta's open_files, grep_files, "
+    "semantic_search_files)."
 )
 
 
@@ -149,6 +180,13 @@ TOOLS: dict[str, AgentTool] = {
             block_tools.block_changes_tool,
         ),
         AgentTool(
+            "core_memory_update",
+            CORE_MEMORY_UPDATE,
+            CoreMemoryUpdateIn,
+            ChangeOut,
+            block_tools.core_memory_update_tool,
+        ),
+        AgentTool(
             "recall", RECALL_TOOL, RecallIn, RecallOut, longterm_tools.recall_tool
         ),
         AgentTool(
@@ -181,6 +219,98 @@ TOOLS: dict[str, AgentTool] = {
             ContextBuildIn,
             ContextOut,
             _build_context,
+            read_only=True,
+        ),
+        AgentTool(
+            "coord", work_tools.COORD_TOOL, CoordIn, CoordOut, work_tools.coord_tool
+        ),
+        AgentTool(
+            "route_to_group",
+            group_tools.ROUTE_TO_GROUP_TOOL,
+            RouteToGroupIn,
+            RunOut,
+            group_tools.route_to_group_tool,
+        ),
+        AgentTool(
+            "notable",
+            activity_tools.NOTABLE_TOOL,
+            NotableIn,
+            NotableOut,
+            activity_tools.notable_tool,
+        ),
+        AgentTool(
+            "open_files",
+            file_tools.OPEN_FILES_HELP,
+            LettaOpenFilesIn,
+            LettaOpenFilesOut,
+            file_tools.open_files_tool,
+        ),
+        AgentTool(
+            "grep_files",
+            file_tools.GREP_FILES_HELP,
+            LettaGrepIn,
+            GrepOut,
+            file_tools.grep_files_tool,
+            read_only=True,
+        ),
+        AgentTool(
+            "semantic_search_files",
+            file_tools.SEARCH_HELP,
+            LettaSearchFilesIn,
+            FileSearchOut,
+            file_tools.semantic_search_files_tool,
+            read_only=True,
+        ),
+        AgentTool(
+            "files_open",
+            file_tools.OPEN_HELP,
+            FileOpenIn,
+            WindowOut,
+            file_tools.files_open_tool,
+        ),
+        AgentTool(
+            "files_read",
+            file_tools.READ_HELP,
+            FileReadIn,
+            WindowOut,
+            file_tools.files_read_tool,
+            read_only=True,
+        ),
+        AgentTool(
+            "files_next",
+            file_tools.NEXT_HELP,
+            FileRefIn,
+            WindowOut,
+            file_tools.files_next_tool,
+        ),
+        AgentTool(
+            "files_prev",
+            file_tools.PREV_HELP,
+            FileRefIn,
+            WindowOut,
+            file_tools.files_prev_tool,
+        ),
+        AgentTool(
+            "files_close",
+            file_tools.CLOSE_HELP,
+            FileCloseIn,
+            CloseOut,
+            file_tools.files_close_tool,
+        ),
+        AgentTool(
+            "files_grep",
+            file_tools.GREP_HELP,
+            GrepIn,
+            GrepOut,
+            file_tools.files_grep_tool,
+            read_only=True,
+        ),
+        AgentTool(
+            "files_search",
+            file_tools.SEARCH_HELP,
+            FileSearchIn,
+            FileSearchOut,
+            file_tools.files_search_tool,
             read_only=True,
         ),
     )

@@ -15,14 +15,25 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from activity.tools import NOTABLE_TOOL
 from coordination.actors import Actor
 from coordination.agents.services import agent_token_issue
+from coordination.groups.schemas import RouteToGroupIn
+from coordination.groups.services import group_create, group_member_add
+from coordination.groups.tools import ROUTE_TO_GROUP_TOOL
+from coordination.work.schemas import CoordIn
+from coordination.work.tools import COORD_TOOL
+from folders.files import services as folder_services
+from folders.files.index import FILE_PASSAGE_INDEX
+from folders.schemas import FileOpenIn, LettaGrepIn
+from folders.tools.agent import GREP_FILES_HELP, OPEN_HELP, SEARCH_HELP
 from memory.blocks.models import BlockType
 from memory.blocks.schemas import CONTEXT_TOOL, CORE_MEMORY_APPEND, ContextToolIn
 from memory.blocks.services import block_create
 from memory.longterm.schemas import SEARCH_TOOL, LettaSearchIn
 from memory.longterm.services import archival_entry_create
 from memory.schemas import BUILD_CONTEXT
+from memory.search.index import index_clear
 from tests.factories import AgentFactory, ConstellationFactory, UserFactory
 
 JSON = {"content-type": "application/json", "accept": "application/json"}
@@ -113,17 +124,17 @@ def test_client_lists_the_http_apis_tools_with_their_descriptions_and_schemas(
 
     tools, templates = with_client(daphne_server, agent_token.raw, body)
     listed = {tool.name: tool for tool in tools.tools}
-    assert set(listed) == {
-        "context",
-        "recall",
-        "search",
-        "core_memory_append",
-        "core_memory_replace",
-        "archival_memory_insert",
-        "archival_memory_search",
-        "build_context",
-        "memory_changes",
+    # Every tool of the HTTP tool API, and the context builder.
+    http_tools = http_get(daphne_server, agent_token.raw, "/tools/schemas")
+    assert set(listed) == {t["name"] for t in http_tools["anthropic"]} | {
+        "build_context"
     }
+    assert {"coord", "route_to_group", "notable", "files_open", "open_files"} < set(
+        listed
+    )
+    for http_tool in http_tools["anthropic"]:
+        name = http_tool["name"]
+        assert listed[name].description == http_tool["description"], name
     assert listed["context"].description == CONTEXT_TOOL
     assert listed["core_memory_append"].description == CORE_MEMORY_APPEND
     assert listed["search"].description == SEARCH_TOOL
@@ -133,9 +144,31 @@ def test_client_lists_the_http_apis_tools_with_their_descriptions_and_schemas(
         listed["archival_memory_search"].input_schema
         == LettaSearchIn.model_json_schema()
     )
+    assert listed["coord"].description == COORD_TOOL
+    assert listed["coord"].input_schema == CoordIn.model_json_schema()
+    assert listed["route_to_group"].description == ROUTE_TO_GROUP_TOOL
+    assert listed["route_to_group"].input_schema == RouteToGroupIn.model_json_schema()
+    assert listed["notable"].description == NOTABLE_TOOL
+    assert listed["files_open"].description == OPEN_HELP
+    assert listed["files_open"].input_schema == FileOpenIn.model_json_schema()
+    assert listed["grep_files"].description == GREP_FILES_HELP
+    assert listed["grep_files"].input_schema == LettaGrepIn.model_json_schema()
+    assert listed["semantic_search_files"].description == SEARCH_HELP
+    assert listed["files_grep"].annotations.read_only_hint
+    assert not listed["files_open"].annotations.read_only_hint
     # The OpenAPI document describes the same endpoints with the same words.
     openapi = httpx.get(f"{daphne_server}/api/openapi.json", timeout=30).json()
-    assert openapi["paths"]["/api/tools/search"]["post"]["description"] == SEARCH_TOOL
+    for path, name in [
+        ("/api/tools/search", "search"),
+        ("/api/tools/coord", "coord"),
+        ("/api/tools/route_to_group", "route_to_group"),
+        ("/api/tools/notable", "notable"),
+        ("/api/tools/files/open", "files_open"),
+        ("/api/tools/files/grep", "files_grep"),
+        ("/api/tools/grep_files", "grep_files"),
+    ]:
+        operation = openapi["paths"][path]["post"]
+        assert operation["description"] == listed[name].description, path
     assert [t.uri_template for t in templates.resource_templates] == [
         "memory://blocks/{label}"
     ]
@@ -174,6 +207,10 @@ def test_each_tool_answers_what_the_http_api_answers(
                 "core_memory_replace",
                 {"label": "notes", "old_content": "grey", "new_content": "ginger"},
             ),
+            "update": await call(
+                "core_memory_update",
+                {"label": "notes", "content": "Miso is ginger, and old."},
+            ),
             "inserted": await call(
                 "archival_memory_insert", {"content": "Miso eats fish.", "tags": ["x"]}
             ),
@@ -200,9 +237,10 @@ def test_each_tool_answers_what_the_http_api_answers(
     assert got["context"]["size"] == block["size"]
 
     notes = http_get(daphne_server, token, f"/blocks/{memory['notes'].pk}")
-    assert notes["content"] == "Miso is ginger."
-    assert got["replace"]["size"] == notes["size"]
+    assert notes["content"] == "Miso is ginger, and old."
+    assert got["update"]["size"] == notes["size"]
     assert got["append"]["status"] == got["replace"]["status"] == "applied"
+    assert got["update"]["status"] == "applied"
 
     for entry in (got["inserted"], got["recalled"]["entry"]):
         assert entry == http_get(daphne_server, token, f"/archival/{entry['id']}")
@@ -430,3 +468,270 @@ def test_requests_for_a_host_not_allowed_are_refused(daphne_server, agent_token)
         },
     )
     assert response.status_code == 421
+
+
+def call_all(
+    base: str, token: str, calls: list[tuple[str, dict[str, Any]]]
+) -> list[types.CallToolResult]:
+    async def body(client: Client) -> list[types.CallToolResult]:
+        return [await client.call_tool(name, args) for name, args in calls]
+
+    return with_client(base, token, body)
+
+
+def answered(result: types.CallToolResult) -> Any:
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+def test_coordination_tools_answer_what_the_http_api_answers(
+    daphne_server, agent_token, agent, constellation
+):
+    token = agent_token.raw
+    flux = AgentFactory(constellation=constellation, name="Flux")
+    group = group_create(
+        constellation=constellation, name="Planning", pattern="round_robin", config={}
+    )
+    group_member_add(group=group, agent=agent, role="regular")
+    group_member_add(group=group, agent=flux, role="regular")
+    closed_group = group_create(
+        constellation=constellation, name="Crisis", pattern="round_robin", config={}
+    )
+    group_member_add(group=closed_group, agent=flux, role="regular")
+    not_member = {"group_id": str(closed_group.pk), "message": "let me in"}
+    assign = {"command": 'assign "Draft the plan" to @Flux'}
+    notable = {
+        "description": "Chose SQLite over Postgres",
+        "importance": "high",
+        "agents_involved": [flux.pk],
+    }
+    route = {"group_id": str(group.pk), "message": "Plan the week"}
+
+    stranger = {**notable, "agents_involved": [flux.pk + 1000]}
+    (
+        assigned,
+        listed,
+        noted,
+        routed,
+        bad_group,
+        bad_command,
+        bad_notable,
+        outsider,
+    ) = call_all(
+        daphne_server,
+        token,
+        [
+            ("coord", assign),
+            ("coord", {"command": "tasks all"}),
+            ("notable", notable),
+            ("route_to_group", route),
+            ("route_to_group", {"group_id": "Planning", "message": "x"}),
+            ("coord", {"command": "claim twelve"}),
+            ("notable", stranger),
+            ("route_to_group", not_member),
+        ],
+    )
+
+    assert answered(assigned)["command"] == "assign"
+    task = answered(assigned)["data"]
+    assert (task["title"], task["assignee"]) == ("Draft the plan", "Flux")
+    assert task == {
+        k: v
+        for k, v in http_get(daphne_server, token, f"/tasks/{task['id']}").items()
+        if k in task
+    }
+    http_listed = http_post(
+        daphne_server, token, "/tools/coord", {"command": "tasks all"}
+    )
+    assert http_listed.status_code == 200, http_listed.text
+    assert answered(listed) == http_listed.json()
+    assert task["ref"] in answered(listed)["text"]
+
+    http_noted = http_post(daphne_server, token, "/tools/notable", notable)
+    assert http_noted.status_code == 201, http_noted.text
+    assert answered(noted) == http_noted.json() == {"recorded": True}
+
+    run = answered(routed)
+    assert run["group_id"] == group.pk
+    assert run["message"] == "Plan the week"
+    assert run["events_url"] == f"/api/runs/{run['id']}/events"
+    stored = http_get(daphne_server, token, f"/runs/{run['id']}")
+    assert {k: stored[k] for k in ("id", "group_id", "pattern", "message")} == {
+        k: run[k] for k in ("id", "group_id", "pattern", "message")
+    }
+
+    for result, path, args, status in [
+        (
+            bad_group,
+            "/tools/route_to_group",
+            {"group_id": "Planning", "message": "x"},
+            422,
+        ),
+        (bad_command, "/tools/coord", {"command": "claim twelve"}, 422),
+        (bad_notable, "/tools/notable", stranger, 404),
+        (outsider, "/tools/route_to_group", not_member, 403),
+    ]:
+        http = http_post(daphne_server, token, path, args)
+        assert http.status_code == status, http.text
+        assert result.is_error
+        assert result.content[0].text == http.json()["detail"]
+
+
+PLAN = "".join(
+    f"line {n}: {'the budget' if n == 42 else 'filler'}\n" for n in range(1, 251)
+)
+
+
+@pytest.fixture
+def folders(partner: Any, constellation: Any, agent: Any) -> dict[str, Any]:
+    """``docs`` attached to the agent (read), ``private`` attached to no one."""
+    index_clear(FILE_PASSAGE_INDEX)
+    human = Actor.for_user(partner)
+    made = {}
+    for name in ("docs", "private"):
+        made[name] = folder_services.folder_create(
+            actor=human, constellation_id=constellation.pk, name=name, description=""
+        )
+        folder_services.files_upload(
+            actor=human,
+            folder=made[name],
+            uploads=[("plan.md", PLAN.encode()), ("todo.md", b"buy the budget tea\n")],
+        )
+    folder_services.folder_attach(
+        actor=human, folder=made["docs"], agent_id=agent.pk, access="read"
+    )
+    return made
+
+
+def test_file_tools_answer_what_the_http_api_answers(
+    daphne_server, agent_token, folders
+):
+    token = agent_token.raw
+    plan = {"folder": "docs", "path": "plan.md"}
+    opened = {**plan, "line": 11, "lines": 10}
+    read = {**plan, "start": 40, "end": 44}
+    grep = {"folder": "docs", "pattern": "budget", "context": 1}
+    search = {"query": "budget", "mode": "fts"}
+    letta_open = {"file_requests": [{"file_name": "docs/todo.md"}]}
+    letta_grep = {"pattern": "budget"}
+    letta_search = {"query": "budget tea"}
+
+    results = call_all(
+        daphne_server,
+        token,
+        [
+            ("files_open", opened),
+            ("files_next", plan),
+            ("files_read", read),
+            ("files_grep", grep),
+            ("files_search", search),
+            ("open_files", letta_open),
+            ("grep_files", letta_grep),
+            ("semantic_search_files", letta_search),
+        ],
+    )
+    (
+        mcp_open,
+        mcp_next,
+        mcp_read,
+        mcp_grep,
+        mcp_search,
+        mcp_letta_open,
+        mcp_letta_grep,
+        mcp_letta_search,
+    ) = (answered(r) for r in results)
+
+    assert (mcp_open["start_line"], mcp_open["end_line"]) == (11, 20)
+    assert (mcp_next["start_line"], mcp_next["end_line"]) == (21, 30)
+    windows = http_get(daphne_server, token, "/tools/files/open")
+    assert [w["path"] for w in windows] == ["todo.md", "plan.md"]
+    assert windows[1] == mcp_next
+    assert windows[0] == mcp_letta_open["windows"][0]
+
+    def http(path: str, args: dict[str, Any]) -> Any:
+        response = http_post(daphne_server, token, path, args)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def no_elapsed(answer: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in answer.items() if k != "elapsed_ms"}
+
+    assert mcp_open == http("/tools/files/open", opened)
+    assert mcp_read == http("/tools/files/read", read)
+    assert "line 42: the budget" in mcp_read["content"]
+    assert no_elapsed(mcp_grep) == no_elapsed(http("/tools/files/grep", grep))
+    assert [m["line"] for m in mcp_grep["matches"]] == [42, 1]
+    assert mcp_search == http("/tools/files/search", search)
+    assert {hit["path"] for hit in mcp_search["results"]} == {"plan.md", "todo.md"}
+    assert mcp_letta_open == http("/tools/open_files", letta_open)
+    assert no_elapsed(mcp_letta_grep) == no_elapsed(
+        http("/tools/grep_files", letta_grep)
+    )
+    assert {m["path"] for m in mcp_letta_grep["matches"]} == {
+        "docs/plan.md",
+        "docs/todo.md",
+    }
+    assert mcp_letta_search == http("/tools/semantic_search_files", letta_search)
+
+    # Paging and closing change the same windows, whichever way they come.
+    http("/tools/files/next", plan)
+    prev, closed_one, closed_all = (
+        answered(r)
+        for r in call_all(
+            daphne_server,
+            token,
+            [
+                ("files_prev", plan),
+                ("files_close", plan),
+                ("files_close", {}),
+            ],
+        )
+    )
+    assert (prev["start_line"], prev["end_line"]) == (11, 20)
+    assert closed_one == {"closed": 1}
+    assert closed_all == {"closed": 1}
+    assert http_get(daphne_server, token, "/tools/files/open") == []
+    assert http("/tools/files/close", {}) == {"closed": 0}
+
+
+def test_a_folder_not_attached_answers_as_over_http(
+    daphne_server, agent_token, folders
+):
+    token = agent_token.raw
+    private = {"folder": "private", "path": "plan.md"}
+    probes = [
+        ("files_open", "/tools/files/open", private),
+        ("files_read", "/tools/files/read", {**private, "start": 1, "end": 2}),
+        ("files_next", "/tools/files/next", private),
+        ("files_close", "/tools/files/close", private),
+        ("files_grep", "/tools/files/grep", {"folder": "private", "pattern": "x"}),
+        (
+            "files_search",
+            "/tools/files/search",
+            {"query": "budget", "folder": "private", "mode": "fts"},
+        ),
+        (
+            "open_files",
+            "/tools/open_files",
+            {"file_requests": [{"file_name": "private/plan.md"}]},
+        ),
+    ]
+    results = call_all(daphne_server, token, [(n, a) for n, _, a in probes])
+    for (name, path, args), result in zip(probes, results, strict=True):
+        http = http_post(daphne_server, token, path, args)
+        assert http.status_code == 404, (name, http.text)
+        assert result.is_error, name
+        assert result.content[0].text == http.json()["detail"], name
+        assert "no folder named 'private' is attached to you" in result.content[0].text
+    # Search and grep over every attached folder never reach it.
+    grep, search = call_all(
+        daphne_server,
+        token,
+        [
+            ("grep_files", {"pattern": "budget"}),
+            ("semantic_search_files", {"query": "budget tea"}),
+        ],
+    )
+    assert all(m["path"].startswith("docs/") for m in answered(grep)["matches"])
+    assert {hit["folder"] for hit in answered(search)["results"]} == {"docs"}
+    assert http_get(daphne_server, token, "/tools/files/open") == []
