@@ -31,7 +31,12 @@ from memory.longterm.models import (
     MessageRole,
     RetrievalConfig,
 )
-from memory.search.index import index_delete, index_put_texts
+from memory.search.index import (
+    CONTEXT_ROWS,
+    context_text,
+    index_delete,
+    index_put_texts,
+)
 from memory.search.pipeline import embedding_schedule
 from memory.search.registry import EmbeddingState
 
@@ -118,9 +123,17 @@ def archival_entry_create(
 
 
 def _index_archival(entry: ArchivalEntry) -> None:
+    # The context: the same agent's entries just before this one.  It is
+    # fixed when the entry is indexed; editing an entry leaves the context
+    # of the entries after it as it was.
+    before = ArchivalEntry.objects.filter(agent_id=entry.agent_id, pk__lt=entry.pk)
+    previous = list(
+        before.order_by("-pk").values_list("content", flat=True)[:CONTEXT_ROWS]
+    )
     index_put_texts(
         ARCHIVAL_INDEX,
         rows=[(entry.pk, entry.constellation_id, entry.agent_id, entry.content)],
+        contexts={entry.pk: context_text(previous[::-1])},
     )
     embedding_schedule(kind="archival", row_ids=[entry.pk])
 
@@ -275,9 +288,21 @@ def messages_append(
                 conversation=locked, position__gt=locked.message_count
             )
         )
+    # Each message's context: the messages just before it in the
+    # conversation (earlier appends, then this one's).
+    texts = list(
+        Message.objects.filter(conversation=locked, position__lte=locked.message_count)
+        .order_by("-position")
+        .values_list("content", flat=True)[:CONTEXT_ROWS]
+    )[::-1]
+    contexts: dict[int, str] = {}
+    for message in created:
+        contexts[message.pk] = context_text(texts)
+        texts.append(message.content)
     index_put_texts(
         MESSAGE_INDEX,
         rows=[(m.pk, m.constellation_id, m.agent_id, m.content) for m in created],
+        contexts=contexts,
     )
     embedding_schedule(kind="message", row_ids=[m.pk for m in created])
     locked.message_count += len(created)

@@ -114,17 +114,25 @@ def fts_candidates(
     scope_id: int,
     owner_ids: Sequence[int] | None,
     k: int,
+    context_weight: float = 0.0,
 ) -> list[tuple[int, float, str]]:
-    """(row_id, bm25, snippet) of the best ``k`` keyword matches."""
+    """(row_id, bm25, snippet) of the best ``k`` keyword matches.
+
+    BM25 weighs a match in the row's own text 1 and in its ``context``
+    column (the rows before it) ``context_weight``.
+    """
     if not query:
         return []
+    if not context_weight:
+        query = f"content : ({query})"  # matches in the context alone score 0
+    bm25 = f"bm25({index.fts_table}, 1.0, 0.0, 0.0, {float(context_weight)!r})"
     sql = (
-        f"SELECT rowid, bm25({index.fts_table}),"
+        f"SELECT rowid, {bm25},"
         f" snippet({index.fts_table}, 0, %s, %s, '…', {SNIPPET_TOKENS})"
         f" FROM {index.fts_table} WHERE {index.fts_table} MATCH %s"
         " AND scope_id = %s"
     )
-    sql += owner_sql(owner_ids, "owner_id") + " ORDER BY rank LIMIT %s"
+    sql += owner_sql(owner_ids, "owner_id") + f" ORDER BY {bm25} LIMIT %s"
     params = [MARK_OPEN, MARK_CLOSE, query, scope_id, *(owner_ids or ()), k]
     with connection.cursor() as cur:
         cur.execute(sql, params)

@@ -3,7 +3,7 @@ for vectors (float, and binary-quantised for the coarse pass).
 """
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,8 +38,10 @@ class TextIndex:
     def create_sql(self) -> list[str]:
         filters = "scope_id integer partition key, owner_id integer"
         return [
+            # ``context``: the text of the rows just before this one (the
+            # turns a short reply answers), matched at a lower weight.
             f"CREATE VIRTUAL TABLE IF NOT EXISTS {self.fts_table} USING fts5("
-            "content, scope_id UNINDEXED, owner_id UNINDEXED, "
+            "content, scope_id UNINDEXED, owner_id UNINDEXED, context, "
             "tokenize='porter unicode61')",
             # Unit vectors under vec0's default L2 metric: the same order as
             # cosine (|a - b|^2 = 2 - 2 cos for unit a, b) at ~10% less
@@ -68,23 +70,44 @@ def backend_available() -> bool:
 
 
 def index_put_texts(
-    index: TextIndex, *, rows: Sequence[tuple[int, int, int, str]]
+    index: TextIndex,
+    *,
+    rows: Sequence[tuple[int, int, int, str]],
+    contexts: Mapping[int, str] | None = None,
 ) -> None:
-    """Store (row_id, scope_id, owner_id, text) rows, replacing old ones."""
+    """Store (row_id, scope_id, owner_id, text) rows, replacing old ones.
+
+    ``contexts``: each row's context text by row id (the rows before it,
+    ``CONTEXT_ROWS`` of them; absent: none).
+    """
     if not backend_available() or not rows:
         return
+    contexts = contexts or {}
     with connection.cursor() as cur:
         cur.executemany(
             f"DELETE FROM {index.fts_table} WHERE rowid = %s", [[r[0]] for r in rows]
         )
         cur.executemany(
-            f"INSERT INTO {index.fts_table}(rowid, content, scope_id, owner_id)"
-            " VALUES (%s, %s, %s, %s)",
+            f"INSERT INTO {index.fts_table}(rowid, content, scope_id, owner_id,"
+            " context) VALUES (%s, %s, %s, %s, %s)",
             [
-                [row_id, text, scope_id, owner_id]
+                [row_id, text, scope_id, owner_id, contexts.get(row_id, "")]
                 for row_id, scope_id, owner_id, text in rows
             ],
         )
+
+
+# How many rows before a row make its context, and how much of each.
+CONTEXT_ROWS = 2
+
+
+CONTEXT_CHARS = 1000
+
+
+def context_text(before: Sequence[str]) -> str:
+    """The context column of a row from the texts of the rows before it
+    (oldest first): the last ``CONTEXT_ROWS``, each cut to ``CONTEXT_CHARS``."""
+    return "\n".join(text[:CONTEXT_CHARS] for text in before[-CONTEXT_ROWS:])
 
 
 def index_put_vectors(
