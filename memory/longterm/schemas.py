@@ -79,6 +79,12 @@ class ScoresOut(Schema):
     bm25: float | None
     vector_rank: int | None
     vector_distance: float | None
+    keyword_part: float | None = Field(
+        None, description="The keyword list's share of ``fused``."
+    )
+    vector_part: float | None = Field(
+        None, description="The vector list's share of ``fused``."
+    )
     fused: float
     relevance: float | None
     score: float
@@ -207,9 +213,17 @@ class MessagePageOut(Schema):
 class RetrievalConfigIn(Schema):
     rerank_enabled: bool | None = None
     decay_rate: float | None = Field(None, ge=0.5, le=1.0)
+    fusion: Literal["weighted", "rrf"] | None = None
+    keyword_weight: float | None = Field(None, ge=0.0, le=1.0)
+    context_weight: float | None = Field(None, ge=0.0, le=1.0)
+    candidate_depth: int | None = Field(None, ge=10, le=400)
 
 
 class RetrievalConfigOut(Schema):
     constellation_id: int
     rerank_enabled: bool
     decay_rate: float
+    fusion: str
+    keyword_weight: float
+    context_weight: float
+    candidate_depth: int

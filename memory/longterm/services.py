@@ -324,15 +324,26 @@ def retrieval_config_update(
     constellation: Constellation,
     rerank_enabled: bool | None = None,
     decay_rate: float | None = None,
+    fusion: str | None = None,
+    keyword_weight: float | None = None,
+    context_weight: float | None = None,
+    candidate_depth: int | None = None,
 ) -> RetrievalConfig:
+    """Change the given settings (None: keep); invalid values store nothing."""
     config, _ = RetrievalConfig.objects.get_or_create(constellation=constellation)
+    given = {
+        "rerank_enabled": rerank_enabled,
+        "decay_rate": decay_rate,
+        "fusion": fusion,
+        "keyword_weight": keyword_weight,
+        "context_weight": context_weight,
+        "candidate_depth": candidate_depth,
+    }
     fields = []
-    if rerank_enabled is not None:
-        config.rerank_enabled = rerank_enabled
-        fields.append("rerank_enabled")
-    if decay_rate is not None:
-        config.decay_rate = decay_rate
-        fields.append("decay_rate")
+    for name, value in given.items():
+        if value is not None:
+            setattr(config, name, value)
+            fields.append(name)
     full_clean(config)
     if fields:
         config.save(update_fields=fields)

@@ -20,7 +20,7 @@ from memory.longterm.services import (
     messages_append,
     retrieval_config_update,
 )
-from memory.models import ArchivalEntry, EmbeddingState
+from memory.models import ArchivalEntry, EmbeddingState, RetrievalConfig
 from memory.search.embedder import embedding_status
 from memory.search.index import index_vectors
 from memory.search.pipeline import (
@@ -355,3 +355,48 @@ def test_hybrid_takes_the_quantised_path_in_a_large_constellation_only(
     assert large.hits[0][1].row.content == exact.hits[0][1].row.content
     settings.SEARCH_QUANTISED_ABOVE = 3
     assert not run("hybrid").quantised
+
+
+def test_a_short_reply_is_found_by_the_topic_of_the_entries_before_it(agent: Any):
+    archival_entry_create(agent=agent, content="Planning the trip to Lisbon in June")
+    reply = archival_entry_create(agent=agent, content="booked it for the 12th!")
+    archival_entry_create(agent=agent, content="unrelated note about gardening")
+    found = search(agent, "trip to Lisbon", mode="fts")
+    assert found[:2] == ["Planning the trip to Lisbon in June", reply.content]
+    retrieval_config_update(constellation=agent.constellation, context_weight=0.0)
+    assert search(agent, "trip to Lisbon", mode="fts") == [
+        "Planning the trip to Lisbon in June"
+    ]
+
+
+def test_a_message_context_spans_appends_and_stays_in_its_conversation(agent: Any):
+    first = conversation_start(agent=agent)
+    messages_append(
+        conversation=first, messages=[{"role": "user", "content": "any plans?"}]
+    )
+    messages_append(
+        conversation=first,
+        messages=[
+            {"role": "user", "content": "dinner at the harbour tavern"},
+            {"role": "assistant", "content": "sounds lovely"},
+        ],
+    )
+    other = conversation_start(agent=agent)
+    messages_append(
+        conversation=other, messages=[{"role": "user", "content": "all done"}]
+    )
+    found = search(agent, "harbour tavern", mode="fts", domain="conversations")
+    assert found == ["dinner at the harbour tavern", "sounds lovely"]
+
+
+def test_invalid_retrieval_settings_store_nothing(agent: Any):
+    retrieval_config_update(constellation=agent.constellation, keyword_weight=0.2)
+    for bad in ({"fusion": "max"}, {"keyword_weight": 1.5}, {"candidate_depth": 5}):
+        with pytest.raises(InvalidInput):
+            retrieval_config_update(constellation=agent.constellation, **bad)
+    stored = RetrievalConfig.objects.get(constellation=agent.constellation)
+    assert (stored.fusion, stored.keyword_weight, stored.candidate_depth) == (
+        "weighted",
+        0.2,
+        40,
+    )
