@@ -181,12 +181,12 @@ class RetrievalConfig(models.Model):
         help_text="How hybrid search merges its keyword and vector lists.",
     )
     keyword_weight = models.FloatField(
-        default=0.5,
+        default=0.6,
         validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="Share of the keyword list in hybrid fusion (the rest: vectors).",
     )
     context_weight = models.FloatField(
-        default=0.3,
+        default=0.2,
         validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="BM25 weight of a match in the entries just before an entry.",
     )

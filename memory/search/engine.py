@@ -111,8 +111,8 @@ class Fusion:
     """
 
     method: str = "weighted"
-    keyword_weight: float = 0.5
-    context_weight: float = 0.3
+    keyword_weight: float = 0.6
+    context_weight: float = 0.2
     depth: int = 40
 
     def fuse(self, hits: Iterable[Hit], *, both: bool) -> None:

@@ -411,8 +411,8 @@ def test_partner_tunes_decay_but_agents_cannot(
         "rerank_enabled": True,
         "decay_rate": 0.99,
         "fusion": "weighted",
-        "keyword_weight": 0.5,
-        "context_weight": 0.3,
+        "keyword_weight": 0.6,
+        "context_weight": 0.2,
         "candidate_depth": 40,
     }
     denied = agent_client.put(url, body, content_type="application/json")
