@@ -8,9 +8,11 @@ callers pass a queryset of the rows the caller may receive (``allowed``),
 already narrowed by their filters, and candidates outside it are dropped
 (``memory.search.permitted``).
 
-Modes: ``fts`` (BM25), ``vector`` (KNN), ``hybrid`` (Reciprocal Rank
-Fusion, k=60, over the top candidates of both) and ``auto`` (hybrid when a
-query vector is available, else fts).  Any text is a valid query
+Modes: ``fts`` (BM25 over a row's text and, at a lower weight, the text of
+the rows before it), ``vector`` (KNN), ``hybrid`` (the top candidates of
+both, fused by ``Fusion``: weighted scaled scores by default, or Reciprocal
+Rank Fusion, k=60) and ``auto`` (hybrid when a query vector is available,
+else fts).  Any text is a valid query
 (``memory.search.query``).  Exact KNN is computed from vec0's chunks when
 their layout is known (``memory.search.chunks``), else by vec0 itself.
 
