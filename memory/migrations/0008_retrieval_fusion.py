@@ -5,30 +5,55 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memory', '0007_fts_context'),
+        ("memory", "0007_fts_context"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='retrievalconfig',
-            name='candidate_depth',
-            field=models.PositiveSmallIntegerField(default=40, help_text='Candidates each list brings to the fusion, at least.', validators=[django.core.validators.MinValueValidator(10), django.core.validators.MaxValueValidator(400)]),
+            model_name="retrievalconfig",
+            name="candidate_depth",
+            field=models.PositiveSmallIntegerField(
+                default=40,
+                help_text="Candidates each list brings to the fusion, at least.",
+                validators=[
+                    django.core.validators.MinValueValidator(10),
+                    django.core.validators.MaxValueValidator(400),
+                ],
+            ),
         ),
         migrations.AddField(
-            model_name='retrievalconfig',
-            name='context_weight',
-            field=models.FloatField(default=0.2, help_text='BM25 weight of a match in the entries just before an entry.', validators=[django.core.validators.MinValueValidator(0.0), django.core.validators.MaxValueValidator(1.0)]),
+            model_name="retrievalconfig",
+            name="context_weight",
+            field=models.FloatField(
+                default=0.2,
+                help_text="BM25 weight of a match in the entries just before an entry.",
+                validators=[
+                    django.core.validators.MinValueValidator(0.0),
+                    django.core.validators.MaxValueValidator(1.0),
+                ],
+            ),
         ),
         migrations.AddField(
-            model_name='retrievalconfig',
-            name='fusion',
-            field=models.CharField(choices=[('weighted', 'weighted scores'), ('rrf', 'reciprocal rank')], default='weighted', help_text='How hybrid search merges its keyword and vector lists.', max_length=16),
+            model_name="retrievalconfig",
+            name="fusion",
+            field=models.CharField(
+                choices=[("weighted", "weighted scores"), ("rrf", "reciprocal rank")],
+                default="weighted",
+                help_text="How hybrid search merges its keyword and vector lists.",
+                max_length=16,
+            ),
         ),
         migrations.AddField(
-            model_name='retrievalconfig',
-            name='keyword_weight',
-            field=models.FloatField(default=0.6, help_text='Share of the keyword list in hybrid fusion (the rest: vectors).', validators=[django.core.validators.MinValueValidator(0.0), django.core.validators.MaxValueValidator(1.0)]),
+            model_name="retrievalconfig",
+            name="keyword_weight",
+            field=models.FloatField(
+                default=0.6,
+                help_text="Share of the keyword list in hybrid fusion (the rest: vectors).",
+                validators=[
+                    django.core.validators.MinValueValidator(0.0),
+                    django.core.validators.MaxValueValidator(1.0),
+                ],
+            ),
         ),
     ]

@@ -14,6 +14,7 @@ from memory.longterm.services import (
     archival_entry_create,
     conversation_start,
     messages_append,
+    retrieval_config_update,
 )
 from memory.longterm.tasks import archival_entries_record_access_task
 from memory.models import ArchivalEntry
@@ -177,6 +178,19 @@ def test_any_user_text_is_a_valid_query(agent: Any, query: str, mode: str):
     archival_entry_create(agent=agent, content="foo bar content word start")
     response = post(
         client_for(agent), "/api/tools/search", {"query": query, "mode": mode}
+    )
+    assert response.status_code == 200, response.content
+    assert isinstance(response.json()["results"], list)
+
+
+@pytest.mark.parametrize("query", HOSTILE_QUERIES)
+def test_any_user_text_is_a_valid_query_without_the_context_column(
+    agent: Any, query: str
+):
+    retrieval_config_update(constellation=agent.constellation, context_weight=0.0)
+    archival_entry_create(agent=agent, content="foo bar content word start")
+    response = post(
+        client_for(agent), "/api/tools/search", {"query": query, "mode": "fts"}
     )
     assert response.status_code == 200, response.content
     assert isinstance(response.json()["results"], list)

@@ -400,3 +400,16 @@ def test_invalid_retrieval_settings_store_nothing(agent: Any):
         0.2,
         40,
     )
+
+
+def test_without_a_model_hybrid_answers_from_keywords_and_context(
+    agent: Any, no_embedding_model: None
+):
+    archival_entry_create(agent=agent, content="Which tent for the Alps trek?")
+    reply = archival_entry_create(agent=agent, content="the green one, surely")
+    result = memory_search(
+        actor=Actor.for_agent(agent), query="Alps trek tent", mode="hybrid"
+    )
+    assert result.mode_used == "fts" and result.degraded
+    assert [hit.row.pk for _kind, hit in result.hits][1:] == [reply.pk]
+    assert result.hits[1][1].vector_part is None
