@@ -190,6 +190,11 @@ class RetrievalConfig(models.Model):
         validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="BM25 weight of a match in the entries just before an entry.",
     )
+    date_weight = models.FloatField(
+        default=0.2,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="BM25 weight of a match in an entry's date in words.",
+    )
     candidate_depth = models.PositiveSmallIntegerField(
         default=40,
         validators=[MinValueValidator(10), MaxValueValidator(400)],

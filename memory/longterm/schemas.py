@@ -216,6 +216,7 @@ class RetrievalConfigIn(Schema):
     fusion: Literal["weighted", "rrf"] | None = None
     keyword_weight: float | None = Field(None, ge=0.0, le=1.0)
     context_weight: float | None = Field(None, ge=0.0, le=1.0)
+    date_weight: float | None = Field(None, ge=0.0, le=1.0)
     candidate_depth: int | None = Field(None, ge=10, le=400)
 
 
@@ -226,4 +227,5 @@ class RetrievalConfigOut(Schema):
     fusion: str
     keyword_weight: float
     context_weight: float
+    date_weight: float
     candidate_depth: int

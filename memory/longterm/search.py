@@ -218,6 +218,7 @@ def _stages_for(constellation: Constellation) -> tuple[Fusion, Rerank | None]:
         method=config.fusion,
         keyword_weight=config.keyword_weight,
         context_weight=config.context_weight,
+        date_weight=config.date_weight,
         depth=config.candidate_depth,
     )
     if not config.rerank_enabled:

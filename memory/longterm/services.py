@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterable, Sequence
+from datetime import date, datetime
 from typing import Any
 
 from django.db import (
@@ -134,8 +135,21 @@ def _index_archival(entry: ArchivalEntry) -> None:
         ARCHIVAL_INDEX,
         rows=[(entry.pk, entry.constellation_id, entry.agent_id, entry.content)],
         contexts={entry.pk: context_text(previous[::-1])},
+        dates={entry.pk: _archival_date(entry)},
     )
     embedding_schedule(kind="archival", row_ids=[entry.pk])
+
+
+def _archival_date(entry: ArchivalEntry) -> date:
+    """The day an entry is about: its metadata ``date`` when that is an ISO
+    date (or date and time), else the day it was stored."""
+    given = entry.metadata.get("date") if isinstance(entry.metadata, dict) else None
+    if isinstance(given, str):
+        try:
+            return datetime.fromisoformat(given.strip()).date()
+        except ValueError:
+            pass
+    return entry.created_at.date()
 
 
 _UNSET: Any = object()
@@ -303,6 +317,7 @@ def messages_append(
         MESSAGE_INDEX,
         rows=[(m.pk, m.constellation_id, m.agent_id, m.content) for m in created],
         contexts=contexts,
+        dates={m.pk: m.created_at.date() for m in created},
     )
     embedding_schedule(kind="message", row_ids=[m.pk for m in created])
     locked.message_count += len(created)
@@ -327,6 +342,7 @@ def retrieval_config_update(
     fusion: str | None = None,
     keyword_weight: float | None = None,
     context_weight: float | None = None,
+    date_weight: float | None = None,
     candidate_depth: int | None = None,
 ) -> RetrievalConfig:
     """Change the given settings (None: keep); invalid values store nothing."""
@@ -337,6 +353,7 @@ def retrieval_config_update(
         "fusion": fusion,
         "keyword_weight": keyword_weight,
         "context_weight": context_weight,
+        "date_weight": date_weight,
         "candidate_depth": candidate_depth,
     }
     fields = []

@@ -115,6 +115,7 @@ class Fusion:
     method: str = "weighted"
     keyword_weight: float = 0.6
     context_weight: float = 0.2
+    date_weight: float = 0.2
     depth: int = 40
 
     def fuse(self, hits: Iterable[Hit], *, both: bool) -> None:
@@ -166,17 +167,23 @@ def fts_candidates(
     owner_ids: Sequence[int] | None,
     k: int,
     context_weight: float = 0.0,
+    date_weight: float = 0.0,
 ) -> list[tuple[int, float, str]]:
     """(row_id, bm25, snippet) of the best ``k`` keyword matches.
 
-    BM25 weighs a match in the row's own text 1 and in its ``context``
-    column (the rows before it) ``context_weight``.
+    BM25 weighs a match in the row's own text 1, in its ``context`` column
+    (the rows before it) ``context_weight`` and in its ``dated`` column
+    (its date in words) ``date_weight``; a column of weight 0 is not
+    searched (a match there alone would score 0).
     """
     if not query:
         return []
-    if not context_weight:
-        query = f"content : ({query})"  # matches in the context alone score 0
-    bm25 = f"bm25({index.fts_table}, 1.0, 0.0, 0.0, {float(context_weight)!r})"
+    columns = ["content"]
+    columns += ["context"] if context_weight else []
+    columns += ["dated"] if date_weight else []
+    query = f"{{{' '.join(columns)}}} : ({query})"
+    weights = f"1.0, 0.0, 0.0, {float(context_weight)!r}, {float(date_weight)!r}"
+    bm25 = f"bm25({index.fts_table}, {weights})"
     sql = (
         f"SELECT rowid, {bm25},"
         f" snippet({index.fts_table}, 0, %s, %s, '…', {SNIPPET_TOKENS})"
@@ -374,6 +381,7 @@ def search(
                 owner_ids=owner_ids,
                 k=pool,
                 context_weight=fusion.context_weight,
+                date_weight=fusion.date_weight,
             )
             timings["fts"] = _ms(t0)
         if used in ("vector", "hybrid") and vector is not None:

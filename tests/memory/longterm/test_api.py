@@ -427,6 +427,7 @@ def test_partner_tunes_decay_but_agents_cannot(
         "fusion": "weighted",
         "keyword_weight": 0.6,
         "context_weight": 0.2,
+        "date_weight": 0.2,
         "candidate_depth": 40,
     }
     denied = agent_client.put(url, body, content_type="application/json")

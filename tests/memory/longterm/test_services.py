@@ -413,3 +413,25 @@ def test_without_a_model_hybrid_answers_from_keywords_and_context(
     assert result.mode_used == "fts" and result.degraded
     assert [hit.row.pk for _kind, hit in result.hits][1:] == [reply.pk]
     assert result.hits[1][1].vector_part is None
+
+
+def test_a_question_naming_a_day_prefers_the_entry_of_that_day(agent: Any):
+    rug = archival_entry_create(
+        agent=agent, content="bought a rug", metadata={"date": "2023-03-02"}
+    )
+    lamp = archival_entry_create(
+        agent=agent, content="bought a lamp", metadata={"date": "2024-01-07 10:31:00"}
+    )
+    undated = archival_entry_create(agent=agent, content="bought a kettle")
+    found = search(agent, "What was bought on 7 Jan 2024?", mode="fts")
+    assert found[0] == lamp.content and set(found) == {
+        rug.content,
+        lamp.content,
+        undated.content,
+    }
+    today = undated.created_at
+    assert search(agent, f"{today.day} {today:%B} {today.year}", mode="fts") == [
+        undated.content
+    ]
+    retrieval_config_update(constellation=agent.constellation, date_weight=0.0)
+    assert search(agent, "7 Jan 2024", mode="fts") == []

@@ -1,6 +1,7 @@
 """The search engine on a labelled corpus, hostile queries and degradation."""
 
 import json
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,12 @@ from memory.models import ArchivalEntry
 from memory.search import chunks, permitted
 from memory.search.chunks import chunks_readable
 from memory.search.engine import Fusion, Hit, vector_candidates
-from memory.search.index import index_clear, index_delete, index_put_vectors
+from memory.search.index import (
+    date_words,
+    index_clear,
+    index_delete,
+    index_put_vectors,
+)
 from memory.search.pipeline import embedding_backfill
 
 CORPUS = json.loads((Path(__file__).parent / "corpus.json").read_text())
@@ -257,3 +263,9 @@ def test_fused_score_is_the_sum_of_the_two_parts_and_one_list_keeps_its_order():
     Fusion(keyword_weight=0.3).fuse(alone, both=False)
     assert [h.row for h in sorted(alone, key=lambda h: -h.fused_score)] == [2, 1, 3]
     assert max(h.fused_score for h in alone) == pytest.approx(1.0)
+
+
+def test_date_words_name_a_day_as_questions_do():
+    assert date_words(date(2024, 1, 7)) == "7 January Jan Sunday 2024"
+    assert date_words(datetime(2023, 12, 29, 22, 42)) == "29 December Dec Friday 2023"
+    assert date_words(None) == ""
