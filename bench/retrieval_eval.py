@@ -16,8 +16,15 @@ through a live Daphne and a Celery worker started on the throwaway database,
 with an agent token per conversation, timing whole HTTP requests.  A
 throwaway data directory is used (never var/).
 
+With ``--variant NAME:key=value,...`` (repeatable) the default mode is
+also asked under other retrieval settings of the constellation (the fields
+of ``RetrievalConfig``: fusion, keyword_weight, context_weight,
+candidate_depth, rerank_enabled), each shown as a row ``auto:NAME``; the
+plain modes run with the model's defaults.
+
     .venv/bin/python bench/retrieval_eval.py [--domain archival|conversations]
         [--modes fts vector hybrid auto] [--http] [--convs N] [--eval PATH]
+        [--variant rrf:fusion=rrf --variant kw7:keyword_weight=0.7]
 """
 
 import argparse
@@ -286,6 +293,13 @@ def main() -> None:
     )
     parser.add_argument("--http", action="store_true")
     parser.add_argument("--convs", type=int, default=None, help="first N only")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        type=parse_variant,
+        help="NAME:key=value,... retrieval settings to try the auto mode under",
+    )
     args = parser.parse_args()
     domain = args.domain or "archival"
     if not args.eval.is_file():
@@ -320,13 +334,41 @@ def main() -> None:
             embed_in_process(domain)
         print(f"stored and embedded in {time.perf_counter() - t0:.0f} s")
         results = run_questions(stored, args.modes, domain, server)
+        rows = list(args.modes)
+        for name, settings in args.variant:
+            configure(stored, settings)
+            label = f"auto:{name}"
+            results.update(run_questions(stored, ["auto"], domain, server, label))
+            rows.append(label)
     finally:
         if server is not None:
             server.stop()
-    report(results, args.modes)
+    report(results, rows)
 
 
-def run_questions(stored, modes, domain, server) -> dict:
+def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
+    name, _sep, pairs = text.partition(":")
+    settings: dict[str, Any] = {}
+    for pair in filter(None, pairs.split(",")):
+        key, _eq, value = pair.partition("=")
+        settings[key] = json.loads(value) if value[:1] in "0123456789-tf" else value
+    if not name or not settings:
+        raise argparse.ArgumentTypeError("give NAME:key=value[,key=value...]")
+    return name, settings
+
+
+def configure(stored: list[dict], settings: dict[str, Any]) -> None:
+    """The eval constellation's retrieval settings: the defaults, then these
+    (every search reads them, in this process or the server's)."""
+    from memory.longterm.models import RetrievalConfig
+    from memory.longterm.services import retrieval_config_update
+
+    constellation = stored[0]["agent"].constellation
+    RetrievalConfig.objects.filter(constellation=constellation).delete()
+    retrieval_config_update(constellation=constellation, **settings)
+
+
+def run_questions(stored, modes, domain, server, label: str = "") -> dict:
     """scores[(half, category, mode)] over every question, each mode in turn
     per question (a slow spell of the machine falls on all modes alike)."""
     import httpx
@@ -346,9 +388,10 @@ def run_questions(stored, modes, domain, server) -> dict:
                 else:
                     ranked = ask_in_process(entry, question["q"], mode, domain)
                 ms = (time.perf_counter() - t) * 1000
+                row = label or mode
                 for key in (half, "all"):
-                    scores[(key, "all", mode)].add(ranked, evidence, ms)
-                scores[("all", question["category"], mode)].add(ranked, evidence, ms)
+                    scores[(key, "all", row)].add(ranked, evidence, ms)
+                scores[("all", question["category"], row)].add(ranked, evidence, ms)
     if client is not None:
         client.close()
     return scores

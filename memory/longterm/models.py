@@ -151,8 +151,16 @@ class Message(models.Model):
         return f"{self.role}@{self.position}"
 
 
+class RetrievalFusion(models.TextChoices):
+    WEIGHTED = "weighted", "weighted scores"
+    RRF = "rrf", "reciprocal rank"
+
+
 class RetrievalConfig(models.Model):
-    """Per-constellation search tuning: the optional relevance re-rank."""
+    """Per-constellation search tuning: how hybrid search fuses its keyword
+    and vector lists, the weight of a row's context, and the optional
+    relevance re-rank.  The defaults are the settings that score best on
+    the retrieval eval (bench/retrieval_eval.py)."""
 
     constellation = models.OneToOneField(
         Constellation, on_delete=models.CASCADE, related_name="retrieval_config"
@@ -165,6 +173,32 @@ class RetrievalConfig(models.Model):
         default=0.995,
         validators=[MinValueValidator(0.5), MaxValueValidator(1.0)],
         help_text="Hourly decay factor of the re-rank (0.995/h keeps ~43% after 7 d).",
+    )
+    fusion = models.CharField(
+        max_length=16,
+        choices=RetrievalFusion.choices,
+        default=RetrievalFusion.WEIGHTED,
+        help_text="How hybrid search merges its keyword and vector lists.",
+    )
+    keyword_weight = models.FloatField(
+        default=0.6,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Share of the keyword list in hybrid fusion (the rest: vectors).",
+    )
+    context_weight = models.FloatField(
+        default=0.2,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="BM25 weight of a match in the entries just before an entry.",
+    )
+    date_weight = models.FloatField(
+        default=0.2,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="BM25 weight of a match in an entry's date in words.",
+    )
+    candidate_depth = models.PositiveSmallIntegerField(
+        default=40,
+        validators=[MinValueValidator(10), MaxValueValidator(400)],
+        help_text="Candidates each list brings to the fusion, at least.",
     )
 
     def __str__(self) -> str:

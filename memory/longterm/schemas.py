@@ -126,6 +126,12 @@ class ScoresOut(Schema):
     bm25: float | None
     vector_rank: int | None
     vector_distance: float | None
+    keyword_part: float | None = Field(
+        None, description="The keyword list's share of ``fused``."
+    )
+    vector_part: float | None = Field(
+        None, description="The vector list's share of ``fused``."
+    )
     fused: float
     relevance: float | None
     score: float
@@ -263,9 +269,19 @@ class MessagePageOut(Schema):
 class RetrievalConfigIn(InputSchema):
     rerank_enabled: bool | None = Field(None, examples=[True])
     decay_rate: float | None = Field(None, ge=0.5, le=1.0, examples=[0.95])
+    fusion: Literal["weighted", "rrf"] | None = Field(None, examples=["weighted"])
+    keyword_weight: float | None = Field(None, ge=0.0, le=1.0, examples=[0.6])
+    context_weight: float | None = Field(None, ge=0.0, le=1.0, examples=[0.2])
+    date_weight: float | None = Field(None, ge=0.0, le=1.0, examples=[0.2])
+    candidate_depth: int | None = Field(None, ge=10, le=400, examples=[40])
 
 
 class RetrievalConfigOut(Schema):
     constellation_id: int
     rerank_enabled: bool
     decay_rate: float
+    fusion: str
+    keyword_weight: float
+    context_weight: float
+    date_weight: float
+    candidate_depth: int

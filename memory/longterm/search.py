@@ -27,7 +27,14 @@ from memory.longterm.selectors import (
     archival_entry_list_for_actor,
 )
 from memory.search.embedder import embed_query, embedding_status
-from memory.search.engine import SEARCH_MODES, Hit, Rerank, SearchOutcome, search
+from memory.search.engine import (
+    SEARCH_MODES,
+    Fusion,
+    Hit,
+    Rerank,
+    SearchOutcome,
+    search,
+)
 from pattern_site.db.compiled import CompiledQuery
 
 
@@ -151,7 +158,7 @@ def memory_search(
             cache["v"] = embed_query(text) if status.available else None
         return cache["v"]
 
-    rerank = _rerank_for(constellation)
+    fusion, rerank = _stages_for(constellation)
     outcomes: list[tuple[str, SearchOutcome]] = []
     for kind, index, allowed, owners in targets:
         outcome = search(
@@ -164,6 +171,7 @@ def memory_search(
             limit=limit,
             query_vector=query_vector,
             rerank=rerank,
+            fusion=fusion,
             degraded_reason=status.reason,
         )
         outcomes.append((kind, outcome))
@@ -193,18 +201,29 @@ def memory_search(
 
 # Read on every search: compiled once (the ORM's compile costs ten times
 # the read).
-_RERANK_CONFIG = CompiledQuery(
+_RETRIEVAL_CONFIG = CompiledQuery(
     lambda constellation_id: RetrievalConfig.objects.filter(
-        constellation_id=constellation_id, rerank_enabled=True
+        constellation_id=constellation_id
     ).order_by()[:1],
     constellation_id=-5_132_771,
 )
 
 
-def _rerank_for(constellation: Constellation) -> Rerank | None:
-    """The constellation's re-rank, if enabled."""
-    config = _RERANK_CONFIG.first(constellation_id=constellation.pk)
-    return Rerank(decay_rate=config.decay_rate, now=timezone.now()) if config else None
+def _stages_for(constellation: Constellation) -> tuple[Fusion, Rerank | None]:
+    """The constellation's fusion settings and re-rank (if enabled); the
+    model's defaults when it has no saved config."""
+    config = _RETRIEVAL_CONFIG.first(constellation_id=constellation.pk)
+    config = config or RetrievalConfig(constellation=constellation)
+    fusion = Fusion(
+        method=config.fusion,
+        keyword_weight=config.keyword_weight,
+        context_weight=config.context_weight,
+        date_weight=config.date_weight,
+        depth=config.candidate_depth,
+    )
+    if not config.rerank_enabled:
+        return fusion, None
+    return fusion, Rerank(decay_rate=config.decay_rate, now=timezone.now())
 
 
 def _owner(filters: SearchFilters) -> list[int] | None:
@@ -228,6 +247,8 @@ def search_hit_payload(kind: str, hit: Hit) -> dict[str, Any]:
             "bm25": hit.bm25,
             "vector_rank": hit.vector_rank,
             "vector_distance": hit.vector_distance,
+            "keyword_part": hit.keyword_part,
+            "vector_part": hit.vector_part,
             "fused": hit.fused_score,
             "relevance": hit.relevance,
             "score": hit.score,

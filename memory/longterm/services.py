@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterable, Sequence
+from datetime import date, datetime
 from typing import Any
 
 from django.db import (
@@ -36,7 +37,12 @@ from memory.longterm.models import (
 )
 from memory.longterm.tasks import agent_summary_refresh_task
 from memory.search.embedder import embed_texts
-from memory.search.index import index_delete, index_put_texts
+from memory.search.index import (
+    CONTEXT_ROWS,
+    context_text,
+    index_delete,
+    index_put_texts,
+)
 from memory.search.pipeline import embedding_schedule
 from memory.search.registry import EmbeddingState
 
@@ -139,11 +145,32 @@ def archival_entry_create(
 
 
 def _index_archival(entry: ArchivalEntry) -> None:
+    # The context: the same agent's entries just before this one.  It is
+    # fixed when the entry is indexed; editing an entry leaves the context
+    # of the entries after it as it was.
+    before = ArchivalEntry.objects.filter(agent_id=entry.agent_id, pk__lt=entry.pk)
+    previous = list(
+        before.order_by("-pk").values_list("content", flat=True)[:CONTEXT_ROWS]
+    )
     index_put_texts(
         ARCHIVAL_INDEX,
         rows=[(entry.pk, entry.constellation_id, entry.agent_id, entry.content)],
+        contexts={entry.pk: context_text(previous[::-1])},
+        dates={entry.pk: _archival_date(entry)},
     )
     embedding_schedule(kind="archival", row_ids=[entry.pk])
+
+
+def _archival_date(entry: ArchivalEntry) -> date:
+    """The day an entry is about: its metadata ``date`` when that is an ISO
+    date (or date and time), else the day it was stored."""
+    given = entry.metadata.get("date") if isinstance(entry.metadata, dict) else None
+    if isinstance(given, str):
+        try:
+            return datetime.fromisoformat(given.strip()).date()
+        except ValueError:
+            pass
+    return entry.created_at.date()
 
 
 _UNSET: Any = object()
@@ -322,9 +349,22 @@ def messages_append(
                 conversation=locked, position__gt=locked.message_count
             )
         )
+    # Each message's context: the messages just before it in the
+    # conversation (earlier appends, then this one's).
+    texts = list(
+        Message.objects.filter(conversation=locked, position__lte=locked.message_count)
+        .order_by("-position")
+        .values_list("content", flat=True)[:CONTEXT_ROWS]
+    )[::-1]
+    contexts: dict[int, str] = {}
+    for message in created:
+        contexts[message.pk] = context_text(texts)
+        texts.append(message.content)
     index_put_texts(
         MESSAGE_INDEX,
         rows=[(m.pk, m.constellation_id, m.agent_id, m.content) for m in created],
+        contexts=contexts,
+        dates={m.pk: m.created_at.date() for m in created},
     )
     embedding_schedule(kind="message", row_ids=[m.pk for m in created])
     locked.message_count += len(created)
@@ -373,15 +413,28 @@ def retrieval_config_update(
     constellation: Constellation,
     rerank_enabled: bool | None = None,
     decay_rate: float | None = None,
+    fusion: str | None = None,
+    keyword_weight: float | None = None,
+    context_weight: float | None = None,
+    date_weight: float | None = None,
+    candidate_depth: int | None = None,
 ) -> RetrievalConfig:
+    """Change the given settings (None: keep); invalid values store nothing."""
     config, _ = RetrievalConfig.objects.get_or_create(constellation=constellation)
+    given = {
+        "rerank_enabled": rerank_enabled,
+        "decay_rate": decay_rate,
+        "fusion": fusion,
+        "keyword_weight": keyword_weight,
+        "context_weight": context_weight,
+        "date_weight": date_weight,
+        "candidate_depth": candidate_depth,
+    }
     fields = []
-    if rerank_enabled is not None:
-        config.rerank_enabled = rerank_enabled
-        fields.append("rerank_enabled")
-    if decay_rate is not None:
-        config.decay_rate = decay_rate
-        fields.append("decay_rate")
+    for name, value in given.items():
+        if value is not None:
+            setattr(config, name, value)
+            fields.append(name)
     full_clean(config)
     if fields:
         config.save(update_fields=fields)

@@ -8,9 +8,11 @@ callers pass a queryset of the rows the caller may receive (``allowed``),
 already narrowed by their filters, and candidates outside it are dropped
 (``memory.search.permitted``).
 
-Modes: ``fts`` (BM25), ``vector`` (KNN), ``hybrid`` (Reciprocal Rank
-Fusion, k=60, over the top candidates of both) and ``auto`` (hybrid when a
-query vector is available, else fts).  Any text is a valid query
+Modes: ``fts`` (BM25 over a row's text and, at a lower weight, the text of
+the rows before it), ``vector`` (KNN), ``hybrid`` (the top candidates of
+both, fused by ``Fusion``: weighted scaled scores by default, or Reciprocal
+Rank Fusion, k=60) and ``auto`` (hybrid when a query vector is available,
+else fts).  Any text is a valid query
 (``memory.search.query``).  Exact KNN is computed from vec0's chunks when
 their layout is known (``memory.search.chunks``), else by vec0 itself.
 
@@ -21,7 +23,7 @@ says so).
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -76,6 +78,8 @@ class Hit:
     bm25: float | None = None
     vector_rank: int | None = None
     vector_distance: float | None = None
+    keyword_part: float | None = None  # the keyword list's share of the fused
+    vector_part: float | None = None  # the vector list's share
     fused_score: float = 0.0
     relevance: float | None = None
     score: float = 0.0
@@ -90,6 +94,54 @@ class SearchOutcome:
     degraded: str = ""
     timings_ms: dict[str, float] = field(default_factory=dict)
     quantised: bool = False  # the vector side took the quantised path
+
+
+FUSION_METHODS: tuple[str, ...] = ("weighted", "rrf")
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """How the keyword and vector lists of a hybrid search become one.
+
+    ``weighted``: each list's scores scaled to [0, 1] (BM25 over the best
+    BM25 of the list; cosine similarity min-max over the list), then
+    ``keyword_weight`` * keyword + (1 - ``keyword_weight``) * vector, so a
+    strong match in one list outweighs a weak one in both.  ``rrf``:
+    Reciprocal Rank Fusion (k=60), each list's term times its weight.
+    ``depth``: how many candidates each list brings at least.  ``context_weight``: the
+    BM25 weight of a match in the rows before a row (its ``context``).
+    """
+
+    method: str = "weighted"
+    keyword_weight: float = 0.6
+    context_weight: float = 0.2
+    date_weight: float = 0.2
+    depth: int = 40
+
+    def fuse(self, hits: Iterable[Hit], *, both: bool) -> None:
+        """Set each hit's ``keyword_part``, ``vector_part``, ``fused_score``."""
+        hits = list(hits)
+        kw = self.keyword_weight if both else 1.0
+        vw = 1.0 - self.keyword_weight if both else 1.0
+        if self.method == "rrf":
+            for hit in hits:
+                if hit.fts_rank is not None:
+                    hit.keyword_part = kw / (RRF_K + hit.fts_rank)
+                if hit.vector_rank is not None:
+                    hit.vector_part = vw / (RRF_K + hit.vector_rank)
+        else:
+            best = max((-h.bm25 for h in hits if h.bm25 is not None), default=0.0)
+            sims = [1.0 - h.vector_distance for h in hits if h.vector_rank]
+            low, high = min(sims, default=0.0), max(sims, default=0.0)
+            for hit in hits:
+                if hit.bm25 is not None and best > 0:
+                    hit.keyword_part = kw * max(0.0, -hit.bm25) / best
+                if hit.vector_distance is not None and hit.vector_rank:
+                    sim = 1.0 - hit.vector_distance
+                    spread = (sim - low) / (high - low) if high > low else 1.0
+                    hit.vector_part = vw * spread
+        for hit in hits:
+            hit.fused_score = (hit.keyword_part or 0.0) + (hit.vector_part or 0.0)
 
 
 @dataclass(frozen=True)
@@ -114,17 +166,31 @@ def fts_candidates(
     scope_id: int,
     owner_ids: Sequence[int] | None,
     k: int,
+    context_weight: float = 0.0,
+    date_weight: float = 0.0,
 ) -> list[tuple[int, float, str]]:
-    """(row_id, bm25, snippet) of the best ``k`` keyword matches."""
+    """(row_id, bm25, snippet) of the best ``k`` keyword matches.
+
+    BM25 weighs a match in the row's own text 1, in its ``context`` column
+    (the rows before it) ``context_weight`` and in its ``dated`` column
+    (its date in words) ``date_weight``; a column of weight 0 is not
+    searched (a match there alone would score 0).
+    """
     if not query:
         return []
+    columns = ["content"]
+    columns += ["context"] if context_weight else []
+    columns += ["dated"] if date_weight else []
+    query = f"{{{' '.join(columns)}}} : ({query})"
+    weights = f"1.0, 0.0, 0.0, {float(context_weight)!r}, {float(date_weight)!r}"
+    bm25 = f"bm25({index.fts_table}, {weights})"
     sql = (
-        f"SELECT rowid, bm25({index.fts_table}),"
+        f"SELECT rowid, {bm25},"
         f" snippet({index.fts_table}, 0, %s, %s, '…', {SNIPPET_TOKENS})"
         f" FROM {index.fts_table} WHERE {index.fts_table} MATCH %s"
         " AND scope_id = %s"
     )
-    sql += owner_sql(owner_ids, "owner_id") + " ORDER BY rank LIMIT %s"
+    sql += owner_sql(owner_ids, "owner_id") + f" ORDER BY {bm25} LIMIT %s"
     params = [MARK_OPEN, MARK_CLOSE, query, scope_id, *(owner_ids or ()), k]
     with connection.cursor() as cur:
         cur.execute(sql, params)
@@ -249,6 +315,7 @@ def search(
     limit: int = 10,
     query_vector: Callable[[str], np.ndarray | None] | None = None,
     rerank: Rerank | None = None,
+    fusion: Fusion | None = None,
     quantised: bool | None = None,
     degraded_reason: str = "",
 ) -> SearchOutcome:
@@ -263,6 +330,7 @@ def search(
     scopes larger than ``SEARCH_QUANTISED_ABOVE`` rows.
     """
     started = time.perf_counter()
+    fusion = fusion or Fusion()
     if mode not in SEARCH_MODES:
         raise ValueError(f"unknown search mode {mode!r}")
     if not backend_available():
@@ -293,11 +361,11 @@ def search(
         )
 
     fts_q = fts_query(text)
-    pool = max(limit * 4, 40)
+    pool = max(limit * 4, fusion.depth)
     # The vector list fused is twice the limit deep on either path.  vec0's
     # KNN cost grows with k (steeply for the binary table): the quantised
     # coarse pass asks for the limit, times the oversample.
-    vec_k = max(limit * 2, 20)
+    vec_k = max(limit * 2, fusion.depth)
     knn_k = limit if quantised else vec_k
     permitted_rows = PermittedRows(allowed)
     fts_hits: list[tuple[int, float, str]] = []
@@ -307,7 +375,13 @@ def search(
         if used in ("fts", "hybrid"):
             t0 = time.perf_counter()
             fts_hits = fts_candidates(
-                index, query=fts_q, scope_id=scope_id, owner_ids=owner_ids, k=pool
+                index,
+                query=fts_q,
+                scope_id=scope_id,
+                owner_ids=owner_ids,
+                k=pool,
+                context_weight=fusion.context_weight,
+                date_weight=fusion.date_weight,
             )
             timings["fts"] = _ms(t0)
         if used in ("vector", "hybrid") and vector is not None:
@@ -335,21 +409,18 @@ def search(
     hits: dict[int, Hit] = {}
     vectors: dict[int, np.ndarray] = {}
     snippets: dict[int, str] = {}
-    for rank, (row_id, bm25, snippet) in enumerate(
-        (h for h in fts_hits if h[0] in texts), start=1
-    ):
+    kept_fts = [h for h in fts_hits if h[0] in texts]
+    kept_vec = [h for h in vec_hits if h[0] in texts]
+    for rank, (row_id, bm25, snippet) in enumerate(kept_fts, start=1):
         hit = hits[row_id] = Hit(row=row_id, snippet_html="")
         hit.fts_rank, hit.bm25 = rank, float(bm25)
-        hit.fused_score += 1.0 / (RRF_K + rank)
         snippets[row_id] = snippet
-    for rank, (row_id, distance, emb) in enumerate(
-        (h for h in vec_hits if h[0] in texts), start=1
-    ):
+    for rank, (row_id, distance, emb) in enumerate(kept_vec, start=1):
         hit = hits.setdefault(row_id, Hit(row=row_id, snippet_html=""))
         hit.vector_rank, hit.vector_distance = rank, distance
-        hit.fused_score += 1.0 / (RRF_K + rank)
         if emb is not None:
             vectors[row_id] = emb
+    fusion.fuse(hits.values(), both=bool(kept_fts) and bool(kept_vec))
     ordered = sorted(hits.values(), key=lambda h: -h.fused_score)
     rows: dict[int, Any] = {}
     for hit in ordered:

@@ -3,8 +3,9 @@ for vectors (float, and binary-quantised for the coarse pass).
 """
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date
 
 import numpy as np
 from django.db import connection
@@ -40,8 +41,12 @@ class TextIndex:
     def create_sql(self) -> list[str]:
         filters = "scope_id integer partition key, owner_id integer"
         return [
+            # ``context``: the text of the rows just before this one (the
+            # turns a short reply answers); ``dated``: the row's date in
+            # words (``date_words``), for questions naming a day.  Both are
+            # matched at lower weights than the row's own text.
             f"CREATE VIRTUAL TABLE IF NOT EXISTS {self.fts_table} USING fts5("
-            "content, scope_id UNINDEXED, owner_id UNINDEXED, "
+            "content, scope_id UNINDEXED, owner_id UNINDEXED, context, dated, "
             "tokenize='porter unicode61')",
             # Unit vectors under vec0's default L2 metric: the same order as
             # cosine (|a - b|^2 = 2 - 2 cos for unit a, b) at ~10% less
@@ -70,23 +75,89 @@ def backend_available() -> bool:
 
 
 def index_put_texts(
-    index: TextIndex, *, rows: Sequence[tuple[int, int, int, str]]
+    index: TextIndex,
+    *,
+    rows: Sequence[tuple[int, int, int, str]],
+    contexts: Mapping[int, str] | None = None,
+    dates: Mapping[int, date] | None = None,
 ) -> None:
-    """Store (row_id, scope_id, owner_id, text) rows, replacing old ones."""
+    """Store (row_id, scope_id, owner_id, text) rows, replacing old ones.
+
+    ``contexts``: each row's context text by row id (``context_text`` of the
+    rows before it); ``dates``: each row's date.  Absent: none.
+    """
     if not backend_available() or not rows:
         return
+    contexts, dates = contexts or {}, dates or {}
     with connection.cursor() as cur:
         cur.executemany(
             f"DELETE FROM {index.fts_table} WHERE rowid = %s", [[r[0]] for r in rows]
         )
         cur.executemany(
-            f"INSERT INTO {index.fts_table}(rowid, content, scope_id, owner_id)"
-            " VALUES (%s, %s, %s, %s)",
+            f"INSERT INTO {index.fts_table}(rowid, content, scope_id, owner_id,"
+            " context, dated) VALUES (%s, %s, %s, %s, %s, %s)",
             [
-                [row_id, text, scope_id, owner_id]
+                [
+                    row_id,
+                    text,
+                    scope_id,
+                    owner_id,
+                    contexts.get(row_id, ""),
+                    date_words(dates.get(row_id)),
+                ]
                 for row_id, scope_id, owner_id, text in rows
             ],
         )
+
+
+# How many rows before a row make its context, and how much of each.
+CONTEXT_ROWS = 2
+
+
+CONTEXT_CHARS = 1000
+
+
+def context_text(before: Sequence[str]) -> str:
+    """The context column of a row from the texts of the rows before it
+    (oldest first): the last ``CONTEXT_ROWS``, each cut to ``CONTEXT_CHARS``."""
+    return "\n".join(text[:CONTEXT_CHARS] for text in before[-CONTEXT_ROWS:])
+
+
+def date_words(day: date | None) -> str:
+    """A date as the words a question names it by ("29 December Dec Friday
+    2023"), in English whatever the locale; "" for None."""
+    if day is None:
+        return ""
+    month = _MONTHS[day.month - 1]
+    weekday = _WEEKDAYS[day.weekday()]
+    return f"{day.day} {month} {month[:3]} {weekday} {day.year}"
+
+
+_MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
+
+
+_WEEKDAYS = [
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+]
 
 
 def index_put_vectors(

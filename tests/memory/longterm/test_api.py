@@ -14,6 +14,7 @@ from memory.longterm.services import (
     archival_entry_create,
     conversation_start,
     messages_append,
+    retrieval_config_update,
 )
 from memory.longterm.tasks import archival_entries_record_access_task
 from memory.models import ArchivalEntry
@@ -177,6 +178,19 @@ def test_any_user_text_is_a_valid_query(agent: Any, query: str, mode: str):
     archival_entry_create(agent=agent, content="foo bar content word start")
     response = post(
         client_for(agent), "/api/tools/search", {"query": query, "mode": mode}
+    )
+    assert response.status_code == 200, response.content
+    assert isinstance(response.json()["results"], list)
+
+
+@pytest.mark.parametrize("query", HOSTILE_QUERIES)
+def test_any_user_text_is_a_valid_query_without_the_context_column(
+    agent: Any, query: str
+):
+    retrieval_config_update(constellation=agent.constellation, context_weight=0.0)
+    archival_entry_create(agent=agent, content="foo bar content word start")
+    response = post(
+        client_for(agent), "/api/tools/search", {"query": query, "mode": "fts"}
     )
     assert response.status_code == 200, response.content
     assert isinstance(response.json()["results"], list)
@@ -411,9 +425,44 @@ def test_partner_tunes_decay_but_agents_cannot(
         "constellation_id": constellation.pk,
         "rerank_enabled": True,
         "decay_rate": 0.99,
+        "fusion": "weighted",
+        "keyword_weight": 0.6,
+        "context_weight": 0.2,
+        "date_weight": 0.2,
+        "candidate_depth": 40,
     }
     denied = agent_client.put(url, body, content_type="application/json")
     assert denied.status_code == 403
+
+
+def test_partner_sets_fusion_stages_and_bad_values_are_a_422(
+    constellation: Any, partner_api: Client
+):
+    url = f"/api/constellations/{constellation.pk}/retrieval-config"
+    headers = {"X-CSRFToken": partner_api.cookies["csrftoken"].value}
+    body = {"fusion": "rrf", "keyword_weight": 0.7, "context_weight": 0.0}
+    tuned = partner_api.put(
+        url, json.dumps(body), content_type="application/json", headers=headers
+    )
+    assert tuned.status_code == 200, tuned.content
+    assert {k: tuned.json()[k] for k in body} == body
+    for bad in ({"fusion": "max"}, {"keyword_weight": -0.1}, {"candidate_depth": 9}):
+        response = partner_api.put(
+            url, json.dumps(bad), content_type="application/json", headers=headers
+        )
+        assert response.status_code == 422, bad
+    assert partner_api.get(url).json()["fusion"] == "rrf"
+
+
+def test_each_hit_shows_its_keyword_and_vector_shares(agent: Any):
+    archival_entry_create(agent=agent, content="the heron nests by the lake")
+    body = post(
+        client_for(agent), "/api/tools/search", {"query": "heron", "mode": "fts"}
+    ).json()
+    scores = body["results"][0]["scores"]
+    assert scores["keyword_part"] == pytest.approx(1.0)
+    assert scores["vector_part"] is None
+    assert scores["fused"] == pytest.approx(scores["keyword_part"])
 
 
 def test_partner_can_file_an_entry_for_an_agent_but_not_a_strangers(

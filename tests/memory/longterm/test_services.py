@@ -20,7 +20,7 @@ from memory.longterm.services import (
     messages_append,
     retrieval_config_update,
 )
-from memory.models import ArchivalEntry, EmbeddingState
+from memory.models import ArchivalEntry, EmbeddingState, RetrievalConfig
 from memory.search import pipeline
 from memory.search.embedder import embedding_status
 from memory.search.index import index_vectors
@@ -359,3 +359,83 @@ def test_hybrid_takes_the_quantised_path_in_a_large_constellation_only(
     assert large.hits[0][1].row.content == exact.hits[0][1].row.content
     settings.SEARCH_QUANTISED_ABOVE = 3
     assert not run("hybrid").quantised
+
+
+def test_a_short_reply_is_found_by_the_topic_of_the_entries_before_it(agent: Any):
+    archival_entry_create(agent=agent, content="Planning the trip to Lisbon in June")
+    reply = archival_entry_create(agent=agent, content="booked it for the 12th!")
+    archival_entry_create(agent=agent, content="unrelated note about gardening")
+    found = search(agent, "trip to Lisbon", mode="fts")
+    assert found[:2] == ["Planning the trip to Lisbon in June", reply.content]
+    retrieval_config_update(constellation=agent.constellation, context_weight=0.0)
+    assert search(agent, "trip to Lisbon", mode="fts") == [
+        "Planning the trip to Lisbon in June"
+    ]
+
+
+def test_a_message_context_spans_appends_and_stays_in_its_conversation(agent: Any):
+    first = conversation_start(agent=agent)
+    messages_append(
+        conversation=first, messages=[{"role": "user", "content": "any plans?"}]
+    )
+    messages_append(
+        conversation=first,
+        messages=[
+            {"role": "user", "content": "dinner at the harbour tavern"},
+            {"role": "assistant", "content": "sounds lovely"},
+        ],
+    )
+    other = conversation_start(agent=agent)
+    messages_append(
+        conversation=other, messages=[{"role": "user", "content": "all done"}]
+    )
+    found = search(agent, "harbour tavern", mode="fts", domain="conversations")
+    assert found == ["dinner at the harbour tavern", "sounds lovely"]
+
+
+def test_invalid_retrieval_settings_store_nothing(agent: Any):
+    retrieval_config_update(constellation=agent.constellation, keyword_weight=0.2)
+    for bad in ({"fusion": "max"}, {"keyword_weight": 1.5}, {"candidate_depth": 5}):
+        with pytest.raises(InvalidInput):
+            retrieval_config_update(constellation=agent.constellation, **bad)
+    stored = RetrievalConfig.objects.get(constellation=agent.constellation)
+    assert (stored.fusion, stored.keyword_weight, stored.candidate_depth) == (
+        "weighted",
+        0.2,
+        40,
+    )
+
+
+def test_without_a_model_hybrid_answers_from_keywords_and_context(
+    agent: Any, no_embedding_model: None
+):
+    archival_entry_create(agent=agent, content="Which tent for the Alps trek?")
+    reply = archival_entry_create(agent=agent, content="the green one, surely")
+    result = memory_search(
+        actor=Actor.for_agent(agent), query="Alps trek tent", mode="hybrid"
+    )
+    assert result.mode_used == "fts" and result.degraded
+    assert [hit.row.pk for _kind, hit in result.hits][1:] == [reply.pk]
+    assert result.hits[1][1].vector_part is None
+
+
+def test_a_question_naming_a_day_prefers_the_entry_of_that_day(agent: Any):
+    rug = archival_entry_create(
+        agent=agent, content="bought a rug", metadata={"date": "2023-03-02"}
+    )
+    lamp = archival_entry_create(
+        agent=agent, content="bought a lamp", metadata={"date": "2024-01-07 10:31:00"}
+    )
+    undated = archival_entry_create(agent=agent, content="bought a kettle")
+    found = search(agent, "What was bought on 7 Jan 2024?", mode="fts")
+    assert found[0] == lamp.content and set(found) == {
+        rug.content,
+        lamp.content,
+        undated.content,
+    }
+    today = undated.created_at
+    assert search(agent, f"{today.day} {today:%B} {today.year}", mode="fts") == [
+        undated.content
+    ]
+    retrieval_config_update(constellation=agent.constellation, date_weight=0.0)
+    assert search(agent, "7 Jan 2024", mode="fts") == []

@@ -1,6 +1,7 @@
 """The search engine on a labelled corpus, hostile queries and degradation."""
 
 import json
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,13 @@ from memory.longterm.services import archival_entry_create
 from memory.models import ArchivalEntry
 from memory.search import chunks, permitted
 from memory.search.chunks import chunks_readable
-from memory.search.engine import vector_candidates
-from memory.search.index import index_clear, index_delete, index_put_vectors
+from memory.search.engine import Fusion, Hit, vector_candidates
+from memory.search.index import (
+    date_words,
+    index_clear,
+    index_delete,
+    index_put_vectors,
+)
 from memory.search.pipeline import embedding_backfill
 
 CORPUS = json.loads((Path(__file__).parent / "corpus.json").read_text())
@@ -209,3 +215,57 @@ def test_a_row_deleted_between_the_candidates_and_the_rows_is_left_out(
     monkeypatch.setattr(permitted.PermittedRows, "fetch", fetch_then_delete)
     result = memory_search(actor=Actor.for_agent(agent), query="harbour", mode="fts")
     assert [hit.row.pk for _kind, hit in result.hits] == [kept.pk]
+
+
+def _hits(*rows: tuple[int, float | None, float | None]) -> list[Hit]:
+    """Hits of (id, bm25, cosine distance); ranks follow the given order."""
+    hits = [Hit(row=row_id, snippet_html="") for row_id, _b, _d in rows]
+    by_bm25 = sorted((r for r in rows if r[1] is not None), key=lambda r: r[1])
+    by_distance = sorted((r for r in rows if r[2] is not None), key=lambda r: r[2])
+    for hit, (_row_id, bm25, distance) in zip(hits, rows, strict=True):
+        if bm25 is not None:
+            hit.bm25 = bm25
+            hit.fts_rank = [r[0] for r in by_bm25].index(hit.row) + 1
+        if distance is not None:
+            hit.vector_distance = distance
+            hit.vector_rank = [r[0] for r in by_distance].index(hit.row) + 1
+    return hits
+
+
+def _fused_order(fusion: Fusion, hits: list[Hit]) -> list[int]:
+    fusion.fuse(hits, both=True)
+    return [h.row for h in sorted(hits, key=lambda h: -h.fused_score)]
+
+
+def test_weighted_fusion_lets_a_strong_keyword_match_beat_weak_matches_in_both():
+    # 1: the only strong keyword match; 2: weak in both lists; 3, 4: vectors.
+    rows = [(1, -12.0, None), (2, -1.0, 0.55), (3, None, 0.30), (4, None, 0.50)]
+    weighted = _fused_order(Fusion(method="weighted", keyword_weight=0.6), _hits(*rows))
+    rrf = _fused_order(Fusion(method="rrf", keyword_weight=0.6), _hits(*rows))
+    assert weighted[0] == 1
+    assert rrf[0] == 2  # rank fusion rewards being in both lists, however weakly
+
+
+def test_keyword_weight_moves_the_fusion_between_the_two_lists():
+    rows = [(1, -10.0, 0.60), (2, -2.0, 0.20)]
+    keywords = _fused_order(Fusion(keyword_weight=0.9), _hits(*rows))
+    vectors = _fused_order(Fusion(keyword_weight=0.1), _hits(*rows))
+    assert keywords == [1, 2] and vectors == [2, 1]
+
+
+def test_fused_score_is_the_sum_of_the_two_parts_and_one_list_keeps_its_order():
+    hits = _hits((1, -3.0, 0.4), (2, -6.0, None), (3, None, 0.1))
+    Fusion(keyword_weight=0.3).fuse(hits, both=True)
+    for hit in hits:
+        parts = (hit.keyword_part or 0.0) + (hit.vector_part or 0.0)
+        assert hit.fused_score == pytest.approx(parts)
+    alone = _hits((1, -3.0, None), (2, -6.0, None), (3, -1.0, None))
+    Fusion(keyword_weight=0.3).fuse(alone, both=False)
+    assert [h.row for h in sorted(alone, key=lambda h: -h.fused_score)] == [2, 1, 3]
+    assert max(h.fused_score for h in alone) == pytest.approx(1.0)
+
+
+def test_date_words_name_a_day_as_questions_do():
+    assert date_words(date(2024, 1, 7)) == "7 January Jan Sunday 2024"
+    assert date_words(datetime(2023, 12, 29, 22, 42)) == "29 December Dec Friday 2023"
+    assert date_words(None) == ""
