@@ -250,7 +250,8 @@ def test_each_tool_answers_what_the_http_api_answers(
         daphne_server, token, "/tools/search", {"query": "Miso", "mode": "fts"}
     ).json()
     assert without_timings(got["search"]) == without_timings(search)
-    assert len(search["results"]) == 2
+    # The two entries naming Miso first; a later entry matches by its context.
+    assert all("Miso" in hit["content"] for hit in search["results"][:2])
     recall = http_post(daphne_server, token, "/tools/recall", {"query": "Miso"})
     assert got["recall_search"] == recall.json()
     letta = http_post(
