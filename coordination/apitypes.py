@@ -37,8 +37,11 @@ Offset = Annotated[int, Field(ge=0, le=DB_INT_MAX)]
 
 
 def _iso_text(value: Any) -> Any:
-    # Lax parsing would read a number as seconds since 1970.
-    if not isinstance(value, str | datetime):
+    # Lax parsing would read a number, or a string of digits (every query
+    # parameter is a string), as seconds since 1970.
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or not re.match(r"\d{4}-\d{2}-\d{2}", value):
         raise ValueError("must be an ISO 8601 date-time string")
     return value
 

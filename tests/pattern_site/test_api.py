@@ -239,6 +239,7 @@ DOCUMENTED = {
     "agents",
     "context",
     "tasks",
+    "activity",
 }
 
 
