@@ -13,6 +13,7 @@ from django.http import HttpRequest
 from ninja import File, Router, UploadedFile
 from ninja.responses import Status
 
+from coordination.apitypes import Id, error_responses
 from coordination.auth import request_actor
 from coordination.errors import InvalidInput
 from folders import permissions
@@ -68,8 +69,12 @@ def _folder_out(folder: Folder) -> dict[str, Any]:
     }
 
 
-@router.get("/folders", response=list[FolderOut], summary="List folders")
-def list_folders(request: HttpRequest, constellation_id: int | None = None) -> Any:
+@router.get(
+    "/folders",
+    response={200: list[FolderOut], **error_responses(403, 404, body=False)},
+    summary="List folders",
+)
+def list_folders(request: HttpRequest, constellation_id: Id | None = None) -> Any:
     actor = request_actor(request)
     return [
         _folder_out(f)
@@ -79,22 +84,32 @@ def list_folders(request: HttpRequest, constellation_id: int | None = None) -> A
     ]
 
 
-@router.post("/folders", response={201: FolderOut}, summary="Create a folder")
+@router.post(
+    "/folders",
+    response={201: FolderOut, **error_responses(403, 404, 409, body=True)},
+    summary="Create a folder",
+)
 def create_folder(request: HttpRequest, payload: FolderIn) -> Any:
     folder = services.folder_create(actor=request_actor(request), **payload.dict())
     return Status(201, _folder_out(folder))
 
 
-@router.get("/folders/{folder_id}", response=FolderOut, summary="A folder")
-def get_folder(request: HttpRequest, folder_id: int) -> Any:
+@router.get(
+    "/folders/{folder_id}",
+    response={200: FolderOut, **error_responses(403, 404, body=False)},
+    summary="A folder",
+)
+def get_folder(request: HttpRequest, folder_id: Id) -> Any:
     actor = request_actor(request)
     return _folder_out(selectors.folder_get_for_actor(actor=actor, folder_id=folder_id))
 
 
-@router.patch("/folders/{folder_id}", response=FolderOut, summary="Describe")
-def describe_folder(
-    request: HttpRequest, folder_id: int, payload: FolderPatchIn
-) -> Any:
+@router.patch(
+    "/folders/{folder_id}",
+    response={200: FolderOut, **error_responses(403, 404, 409, body=True)},
+    summary="Describe",
+)
+def describe_folder(request: HttpRequest, folder_id: Id, payload: FolderPatchIn) -> Any:
     actor = request_actor(request)
     folder = selectors.folder_get_for_actor(
         actor=actor, folder_id=folder_id, right=Right.MANAGE
@@ -103,8 +118,12 @@ def describe_folder(
     return _folder_out(folder)
 
 
-@router.delete("/folders/{folder_id}", response={204: None}, summary="Delete")
-def delete_folder(request: HttpRequest, folder_id: int) -> Any:
+@router.delete(
+    "/folders/{folder_id}",
+    response={204: None, **error_responses(403, 404, 409, body=False)},
+    summary="Delete",
+)
+def delete_folder(request: HttpRequest, folder_id: Id) -> Any:
     actor = request_actor(request)
     folder = selectors.folder_get_for_actor(
         actor=actor, folder_id=folder_id, right=Right.MANAGE
@@ -113,8 +132,11 @@ def delete_folder(request: HttpRequest, folder_id: int) -> Any:
     return Status(204, None)
 
 
-@router.get("/folders/{folder_id}/attachments", response=list[AttachmentOut])
-def list_attachments(request: HttpRequest, folder_id: int) -> Any:
+@router.get(
+    "/folders/{folder_id}/attachments",
+    response={200: list[AttachmentOut], **error_responses(403, 404, body=False)},
+)
+def list_attachments(request: HttpRequest, folder_id: Id) -> Any:
     actor = request_actor(request)
     folder = selectors.folder_get_for_actor(
         actor=actor, folder_id=folder_id, right=Right.MANAGE
@@ -133,11 +155,11 @@ def _attachment_out(a: Any) -> dict[str, Any]:
 
 @router.put(
     "/folders/{folder_id}/attachments/{agent_id}",
-    response=AttachmentOut,
+    response={200: AttachmentOut, **error_responses(403, 404, 409, body=True)},
     summary="Attach to an agent",
 )
 def attach_folder(
-    request: HttpRequest, folder_id: int, agent_id: int, payload: AttachmentIn
+    request: HttpRequest, folder_id: Id, agent_id: Id, payload: AttachmentIn
 ) -> Any:
     actor = request_actor(request)
     folder = selectors.folder_get_for_actor(
@@ -149,8 +171,11 @@ def attach_folder(
     return _attachment_out(attachment)
 
 
-@router.delete("/folders/{folder_id}/attachments/{agent_id}", response={204: None})
-def detach_folder(request: HttpRequest, folder_id: int, agent_id: int) -> Any:
+@router.delete(
+    "/folders/{folder_id}/attachments/{agent_id}",
+    response={204: None, **error_responses(403, 404, 409, body=False)},
+)
+def detach_folder(request: HttpRequest, folder_id: Id, agent_id: Id) -> Any:
     actor = request_actor(request)
     folder = selectors.folder_get_for_actor(
         actor=actor, folder_id=folder_id, right=Right.MANAGE
@@ -159,8 +184,12 @@ def detach_folder(request: HttpRequest, folder_id: int, agent_id: int) -> Any:
     return Status(204, None)
 
 
-@router.get("/folders/{folder_id}/files", response=list[FileOut], summary="Files")
-def list_files(request: HttpRequest, folder_id: int) -> Any:
+@router.get(
+    "/folders/{folder_id}/files",
+    response={200: list[FileOut], **error_responses(403, 404, body=False)},
+    summary="Files",
+)
+def list_files(request: HttpRequest, folder_id: Id) -> Any:
     actor = request_actor(request)
     folder = selectors.folder_get_for_actor(actor=actor, folder_id=folder_id)
     return list(selectors.file_list(folder=folder))
@@ -168,7 +197,7 @@ def list_files(request: HttpRequest, folder_id: int) -> Any:
 
 @router.post(
     "/folders/{folder_id}/files",
-    response={201: UploadOut},
+    response={201: UploadOut, **error_responses(403, 404, 409, body=True)},
     summary="Upload files",
     description=(
         "Multipart upload of one or more files (field `files`); a `.zip` is"
@@ -176,7 +205,7 @@ def list_files(request: HttpRequest, folder_id: int) -> Any:
     ),
 )
 def upload_files(
-    request: HttpRequest, folder_id: int, files: File[list[UploadedFile]]
+    request: HttpRequest, folder_id: Id, files: File[list[UploadedFile]]
 ) -> Any:
     actor = request_actor(request)
     folder = selectors.folder_get_for_actor(
@@ -197,10 +226,10 @@ def _change_out(change: services.FileChange) -> FileChangeOut:
 
 @router.post(
     "/folders/{folder_id}/files/write",
-    response=FileChangeOut,
+    response={200: FileChangeOut, **error_responses(403, 404, 409, body=True)},
     summary="Write a text file",
 )
-def write_file(request: HttpRequest, folder_id: int, payload: FileWriteIn) -> Any:
+def write_file(request: HttpRequest, folder_id: Id, payload: FileWriteIn) -> Any:
     actor = request_actor(request)
     folder = selectors.folder_get_for_actor(
         actor=actor, folder_id=folder_id, right=Right.WRITE
@@ -212,15 +241,21 @@ def write_file(request: HttpRequest, folder_id: int, payload: FileWriteIn) -> An
     )
 
 
-@router.get("/folders/{folder_id}/files/{file_id}", response=FileDetailOut)
-def get_file(request: HttpRequest, folder_id: int, file_id: int) -> Any:
+@router.get(
+    "/folders/{folder_id}/files/{file_id}",
+    response={200: FileDetailOut, **error_responses(403, 404, body=False)},
+)
+def get_file(request: HttpRequest, folder_id: Id, file_id: Id) -> Any:
     actor = request_actor(request)
     folder = selectors.folder_get_for_actor(actor=actor, folder_id=folder_id)
     return selectors.file_get(folder=folder, file_id=file_id)
 
 
-@router.delete("/folders/{folder_id}/files/{file_id}", response={204: None})
-def delete_file(request: HttpRequest, folder_id: int, file_id: int) -> Any:
+@router.delete(
+    "/folders/{folder_id}/files/{file_id}",
+    response={204: None, **error_responses(403, 404, 409, body=False)},
+)
+def delete_file(request: HttpRequest, folder_id: Id, file_id: Id) -> Any:
     actor = request_actor(request)
     folder = selectors.folder_get_for_actor(
         actor=actor, folder_id=folder_id, right=Right.WRITE
@@ -231,8 +266,12 @@ def delete_file(request: HttpRequest, folder_id: int, file_id: int) -> Any:
     return Status(204, None)
 
 
-@router.post("/folders/{folder_id}/rescan", response=RescanOut, summary="Rescan")
-def rescan_folder(request: HttpRequest, folder_id: int) -> Any:
+@router.post(
+    "/folders/{folder_id}/rescan",
+    response={200: RescanOut, **error_responses(403, 404, 409, body=False)},
+    summary="Rescan",
+)
+def rescan_folder(request: HttpRequest, folder_id: Id) -> Any:
     actor = request_actor(request)
     folder = selectors.folder_get_for_actor(
         actor=actor, folder_id=folder_id, right=Right.WRITE
@@ -287,7 +326,7 @@ def _window_out(window: windows.Window) -> dict[str, Any]:
 
 @router.post(
     "/tools/files/open",
-    response=WindowOut,
+    response={200: WindowOut, **error_responses(403, 404, 409, body=True)},
     summary="open",
     description=OPEN_HELP,
     operation_id="files_open",
@@ -304,7 +343,7 @@ def open_file(request: HttpRequest, payload: FileOpenIn) -> Any:
 
 @router.post(
     "/tools/files/read",
-    response=WindowOut,
+    response={200: WindowOut, **error_responses(403, 404, 409, body=True)},
     summary="read",
     description=READ_HELP,
     operation_id="files_read",
@@ -318,7 +357,7 @@ def read_file(request: HttpRequest, payload: FileReadIn) -> Any:
 
 @router.post(
     "/tools/files/next",
-    response=WindowOut,
+    response={200: WindowOut, **error_responses(403, 404, 409, body=True)},
     summary="next",
     description=PAGE_HELP.format("forward"),
     operation_id="files_next",
@@ -331,7 +370,7 @@ def next_page(request: HttpRequest, payload: FileRefIn) -> Any:
 
 @router.post(
     "/tools/files/prev",
-    response=WindowOut,
+    response={200: WindowOut, **error_responses(403, 404, 409, body=True)},
     summary="prev",
     description=PAGE_HELP.format("back"),
     operation_id="files_prev",
@@ -344,7 +383,7 @@ def prev_page(request: HttpRequest, payload: FileRefIn) -> Any:
 
 @router.post(
     "/tools/files/close",
-    response=CloseOut,
+    response={200: CloseOut, **error_responses(403, 404, 409, body=True)},
     summary="close",
     description=CLOSE_HELP,
     operation_id="files_close",
@@ -364,7 +403,7 @@ def close_file(request: HttpRequest, payload: FileCloseIn) -> Any:
 
 @router.get(
     "/tools/files/open",
-    response=list[WindowOut],
+    response={200: list[WindowOut], **error_responses(403, 404, body=False)},
     summary="open files",
     description="The files open in your context, most recently used first.",
     operation_id="files_list_open",
@@ -376,7 +415,7 @@ def list_open_files(request: HttpRequest) -> Any:
 
 @router.post(
     "/tools/files/grep",
-    response=GrepOut,
+    response={200: GrepOut, **error_responses(403, 404, 409, body=True)},
     summary="grep",
     description=GREP_HELP,
     operation_id="files_grep",
@@ -389,7 +428,7 @@ def grep_files_v1(request: HttpRequest, payload: GrepIn) -> Any:
 
 @router.post(
     "/tools/files/search",
-    response=FileSearchOut,
+    response={200: FileSearchOut, **error_responses(403, 404, 409, body=True)},
     summary="search files",
     description=SEARCH_HELP,
     operation_id="files_search",
@@ -422,7 +461,7 @@ def search_files(request: HttpRequest, payload: FileSearchIn) -> Any:
 
 @router.post(
     "/tools/open_files",
-    response=LettaOpenFilesOut,
+    response={200: LettaOpenFilesOut, **error_responses(403, 404, 409, body=True)},
     summary="open_files (Letta)",
     description=(
         "Open several files at once: each `file_name` is '<folder>/<path>',"
@@ -457,7 +496,7 @@ def open_files(request: HttpRequest, payload: LettaOpenFilesIn) -> Any:
 
 @router.post(
     "/tools/grep_files",
-    response=GrepOut,
+    response={200: GrepOut, **error_responses(403, 404, 409, body=True)},
     summary="grep_files (Letta)",
     description=(
         "grep over every attached folder; `include` is a glob over"
@@ -500,7 +539,7 @@ def grep_files(request: HttpRequest, payload: LettaGrepIn) -> Any:
 
 @router.post(
     "/tools/semantic_search_files",
-    response=FileSearchOut,
+    response={200: FileSearchOut, **error_responses(403, 404, 409, body=True)},
     summary="semantic_search_files (Letta)",
     description=SEARCH_HELP,
     operation_id="semantic_search_files",
