@@ -1,7 +1,7 @@
 """Activity endpoints of the tool API: the stream, its keyword search,
 notable events and the catch-up digest."""
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.http import HttpRequest
 from django.utils import timezone
@@ -16,19 +16,24 @@ from activity.stream.selectors import activity_list, activity_search
 from activity.summaries.digest import catch_up_build
 from activity.summaries.summarizers import summarizer_status
 from activity.tools import NOTABLE_TOOL, notable_tool
+from coordination.apitypes import Id, Moment, error_responses
 from coordination.auth import request_actor
 
 router = Router(tags=["activity"])
 
 
-@router.get("/activity", response=list[ActivityEventOut], summary="Recent activity")
+@router.get(
+    "/activity",
+    response={200: list[ActivityEventOut], **error_responses(403, 404, body=False)},
+    summary="Recent activity",
+)
 def list_activity(
     request: HttpRequest,
-    constellation_id: int | None = None,
-    agent_id: int | None = None,
+    constellation_id: Id | None = None,
+    agent_id: Id | None = None,
     event_type: str | None = None,
     min_importance: str | None = None,
-    since: datetime | None = None,
+    since: Moment | None = None,
     limit: int = 50,
 ) -> object:
     constellation = activity_constellation_for_read(
@@ -46,11 +51,11 @@ def list_activity(
 
 @router.get(
     "/activity/search",
-    response=list[ActivityEventOut],
+    response={200: list[ActivityEventOut], **error_responses(403, 404, body=False)},
     summary="Activity events holding every word of q",
 )
 def search_activity(
-    request: HttpRequest, q: str, constellation_id: int | None = None, limit: int = 20
+    request: HttpRequest, q: str, constellation_id: Id | None = None, limit: int = 20
 ) -> object:
     constellation = activity_constellation_for_read(
         actor=request_actor(request), constellation_id=constellation_id
@@ -60,7 +65,7 @@ def search_activity(
 
 @router.post(
     "/tools/notable",
-    response={201: NotableOut},
+    response={201: NotableOut, **error_responses(403, 404, body=True)},
     summary="Flag a notable event (feeds Key Decisions at medium and above)",
     description=NOTABLE_TOOL,
     operation_id="notable",
@@ -71,12 +76,12 @@ def flag_notable(request: HttpRequest, payload: NotableIn) -> Status[dict]:
 
 @router.get(
     "/context/catch-up",
-    response=CatchUpOut,
+    response={200: CatchUpOut, **error_responses(403, 404, body=False)},
     summary="The catch-up digest of an agent returning after time away",
 )
 def get_catch_up(
     request: HttpRequest,
-    agent_id: int | None = None,
+    agent_id: Id | None = None,
     away_hours: float | None = Query(
         None, gt=0, le=24 * 366, description="Preview as if away this long"
     ),

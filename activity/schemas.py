@@ -1,9 +1,10 @@
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from ninja import Field, Schema
 
 from activity.stream.models import Importance
+from coordination.apitypes import Id, InputSchema
 
 
 class ActivityEventOut(Schema):
@@ -22,11 +23,24 @@ class ActivityEventOut(Schema):
         return obj.actor_user.get_username() if obj.actor_user_id else None
 
 
-class NotableIn(Schema):
-    description: str = Field(..., min_length=1, max_length=400)
-    importance: Importance = Importance.MEDIUM
-    agents_involved: list[int] = Field(default_factory=list, max_length=20)
-    constellation_id: int | None = None
+class NotableIn(InputSchema):
+    description: str = Field(
+        ...,
+        min_length=1,
+        max_length=400,
+        examples=["The partner chose the Lisbon offer over the Berlin one"],
+    )
+    importance: Literal[tuple(Importance.values)] = Field(  # type: ignore[valid-type]
+        Importance.MEDIUM.value,
+        description="Medium and above feed Key Decisions.",
+        examples=["high"],
+    )
+    agents_involved: list[Id] = Field(
+        default_factory=list, max_length=20, examples=[[1, 2]]
+    )
+    constellation_id: Id | None = Field(
+        None, description="Your constellation by default.", examples=[1]
+    )
 
 
 class NotableOut(Schema):

@@ -37,8 +37,11 @@ Offset = Annotated[int, Field(ge=0, le=DB_INT_MAX)]
 
 
 def _iso_text(value: Any) -> Any:
-    # Lax parsing would read a number as seconds since 1970.
-    if not isinstance(value, str | datetime):
+    # Lax parsing would read a number, or a string of digits (every query
+    # parameter is a string), as seconds since 1970.
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or not re.match(r"\d{4}-\d{2}-\d{2}", value):
         raise ValueError("must be an ISO 8601 date-time string")
     return value
 
@@ -157,3 +160,14 @@ def error_responses(*codes: int, body: bool) -> dict[int, Any]:
     request ``body``, the body errors; each an :class:`ErrorOut`."""
     every = {*COMMON_ERRORS, *codes, *(BODY_ERRORS if body else ())}
     return {code: ErrorOut for code in sorted(every)}
+
+
+def number_text(text: str) -> int | None:
+    """The whole number written in ``text``, or None: ASCII digits only
+    (``isdigit`` also takes '²', which ``int`` refuses) and within a
+    database integer."""
+    text = text.strip()
+    if not (text.isascii() and text.isdigit()):
+        return None
+    value = int(text)
+    return value if value <= DB_INT_MAX else None

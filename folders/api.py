@@ -13,6 +13,7 @@ from django.http import HttpRequest
 from ninja import File, Router, UploadedFile
 from ninja.responses import Status
 
+from coordination.apitypes import Id, error_responses
 from coordination.auth import request_actor
 from folders.files import selectors, services
 from folders.files.models import Folder
@@ -64,8 +65,12 @@ def _folder_out(folder: Folder) -> dict[str, Any]:
     }
 
 
-@router.get("/folders", response=list[FolderOut], summary="List folders")
-def list_folders(request: HttpRequest, constellation_id: int | None = None) -> Any:
+@router.get(
+    "/folders",
+    response={200: list[FolderOut], **error_responses(403, 404, body=False)},
+    summary="List folders",
+)
+def list_folders(request: HttpRequest, constellation_id: Id | None = None) -> Any:
     actor = request_actor(request)
     return [
         _folder_out(f)
@@ -75,22 +80,32 @@ def list_folders(request: HttpRequest, constellation_id: int | None = None) -> A
     ]
 
 
-@router.post("/folders", response={201: FolderOut}, summary="Create a folder")
+@router.post(
+    "/folders",
+    response={201: FolderOut, **error_responses(403, 404, 409, body=True)},
+    summary="Create a folder",
+)
 def create_folder(request: HttpRequest, payload: FolderIn) -> Any:
     folder = services.folder_create(actor=request_actor(request), **payload.dict())
     return Status(201, _folder_out(folder))
 
 
-@router.get("/folders/{folder_id}", response=FolderOut, summary="A folder")
-def get_folder(request: HttpRequest, folder_id: int) -> Any:
+@router.get(
+    "/folders/{folder_id}",
+    response={200: FolderOut, **error_responses(403, 404, body=False)},
+    summary="A folder",
+)
+def get_folder(request: HttpRequest, folder_id: Id) -> Any:
     actor = request_actor(request)
     return _folder_out(selectors.folder_get_for_actor(actor=actor, folder_id=folder_id))
 
 
-@router.patch("/folders/{folder_id}", response=FolderOut, summary="Describe")
-def describe_folder(
-    request: HttpRequest, folder_id: int, payload: FolderPatchIn
-) -> Any:
+@router.patch(
+    "/folders/{folder_id}",
+    response={200: FolderOut, **error_responses(403, 404, 409, body=True)},
+    summary="Describe",
+)
+def describe_folder(request: HttpRequest, folder_id: Id, payload: FolderPatchIn) -> Any:
     actor = request_actor(request)
     folder = selectors.folder_get_for_actor(
         actor=actor, folder_id=folder_id, right=Right.MANAGE
@@ -99,8 +114,12 @@ def describe_folder(
     return _folder_out(folder)
 
 
-@router.delete("/folders/{folder_id}", response={204: None}, summary="Delete")
-def delete_folder(request: HttpRequest, folder_id: int) -> Any:
+@router.delete(
+    "/folders/{folder_id}",
+    response={204: None, **error_responses(403, 404, 409, body=False)},
+    summary="Delete",
+)
+def delete_folder(request: HttpRequest, folder_id: Id) -> Any:
     actor = request_actor(request)
     folder = selectors.folder_get_for_actor(
         actor=actor, folder_id=folder_id, right=Right.MANAGE
@@ -109,8 +128,11 @@ def delete_folder(request: HttpRequest, folder_id: int) -> Any:
     return Status(204, None)
 
 
-@router.get("/folders/{folder_id}/attachments", response=list[AttachmentOut])
-def list_attachments(request: HttpRequest, folder_id: int) -> Any:
+@router.get(
+    "/folders/{folder_id}/attachments",
+    response={200: list[AttachmentOut], **error_responses(403, 404, body=False)},
+)
+def list_attachments(request: HttpRequest, folder_id: Id) -> Any:
     actor = request_actor(request)
     folder = selectors.folder_get_for_actor(
         actor=actor, folder_id=folder_id, right=Right.MANAGE
@@ -129,11 +151,11 @@ def _attachment_out(a: Any) -> dict[str, Any]:
 
 @router.put(
     "/folders/{folder_id}/attachments/{agent_id}",
-    response=AttachmentOut,
+    response={200: AttachmentOut, **error_responses(403, 404, 409, body=True)},
     summary="Attach to an agent",
 )
 def attach_folder(
-    request: HttpRequest, folder_id: int, agent_id: int, payload: AttachmentIn
+    request: HttpRequest, folder_id: Id, agent_id: Id, payload: AttachmentIn
 ) -> Any:
     actor = request_actor(request)
     folder = selectors.folder_get_for_actor(
@@ -145,8 +167,11 @@ def attach_folder(
     return _attachment_out(attachment)
 
 
-@router.delete("/folders/{folder_id}/attachments/{agent_id}", response={204: None})
-def detach_folder(request: HttpRequest, folder_id: int, agent_id: int) -> Any:
+@router.delete(
+    "/folders/{folder_id}/attachments/{agent_id}",
+    response={204: None, **error_responses(403, 404, 409, body=False)},
+)
+def detach_folder(request: HttpRequest, folder_id: Id, agent_id: Id) -> Any:
     actor = request_actor(request)
     folder = selectors.folder_get_for_actor(
         actor=actor, folder_id=folder_id, right=Right.MANAGE
@@ -155,8 +180,12 @@ def detach_folder(request: HttpRequest, folder_id: int, agent_id: int) -> Any:
     return Status(204, None)
 
 
-@router.get("/folders/{folder_id}/files", response=list[FileOut], summary="Files")
-def list_files(request: HttpRequest, folder_id: int) -> Any:
+@router.get(
+    "/folders/{folder_id}/files",
+    response={200: list[FileOut], **error_responses(403, 404, body=False)},
+    summary="Files",
+)
+def list_files(request: HttpRequest, folder_id: Id) -> Any:
     actor = request_actor(request)
     folder = selectors.folder_get_for_actor(actor=actor, folder_id=folder_id)
     return list(selectors.file_list(folder=folder))
@@ -164,7 +193,7 @@ def list_files(request: HttpRequest, folder_id: int) -> Any:
 
 @router.post(
     "/folders/{folder_id}/files",
-    response={201: UploadOut},
+    response={201: UploadOut, **error_responses(403, 404, 409, body=True)},
     summary="Upload files",
     description=(
         "Multipart upload of one or more files (field `files`); a `.zip` is"
@@ -172,7 +201,7 @@ def list_files(request: HttpRequest, folder_id: int) -> Any:
     ),
 )
 def upload_files(
-    request: HttpRequest, folder_id: int, files: File[list[UploadedFile]]
+    request: HttpRequest, folder_id: Id, files: File[list[UploadedFile]]
 ) -> Any:
     actor = request_actor(request)
     folder = selectors.folder_get_for_actor(
@@ -193,10 +222,10 @@ def _change_out(change: services.FileChange) -> FileChangeOut:
 
 @router.post(
     "/folders/{folder_id}/files/write",
-    response=FileChangeOut,
+    response={200: FileChangeOut, **error_responses(403, 404, 409, body=True)},
     summary="Write a text file",
 )
-def write_file(request: HttpRequest, folder_id: int, payload: FileWriteIn) -> Any:
+def write_file(request: HttpRequest, folder_id: Id, payload: FileWriteIn) -> Any:
     actor = request_actor(request)
     folder = selectors.folder_get_for_actor(
         actor=actor, folder_id=folder_id, right=Right.WRITE
@@ -208,15 +237,21 @@ def write_file(request: HttpRequest, folder_id: int, payload: FileWriteIn) -> An
     )
 
 
-@router.get("/folders/{folder_id}/files/{file_id}", response=FileDetailOut)
-def get_file(request: HttpRequest, folder_id: int, file_id: int) -> Any:
+@router.get(
+    "/folders/{folder_id}/files/{file_id}",
+    response={200: FileDetailOut, **error_responses(403, 404, body=False)},
+)
+def get_file(request: HttpRequest, folder_id: Id, file_id: Id) -> Any:
     actor = request_actor(request)
     folder = selectors.folder_get_for_actor(actor=actor, folder_id=folder_id)
     return selectors.file_get(folder=folder, file_id=file_id)
 
 
-@router.delete("/folders/{folder_id}/files/{file_id}", response={204: None})
-def delete_file(request: HttpRequest, folder_id: int, file_id: int) -> Any:
+@router.delete(
+    "/folders/{folder_id}/files/{file_id}",
+    response={204: None, **error_responses(403, 404, 409, body=False)},
+)
+def delete_file(request: HttpRequest, folder_id: Id, file_id: Id) -> Any:
     actor = request_actor(request)
     folder = selectors.folder_get_for_actor(
         actor=actor, folder_id=folder_id, right=Right.WRITE
@@ -227,8 +262,12 @@ def delete_file(request: HttpRequest, folder_id: int, file_id: int) -> Any:
     return Status(204, None)
 
 
-@router.post("/folders/{folder_id}/rescan", response=RescanOut, summary="Rescan")
-def rescan_folder(request: HttpRequest, folder_id: int) -> Any:
+@router.post(
+    "/folders/{folder_id}/rescan",
+    response={200: RescanOut, **error_responses(403, 404, 409, body=False)},
+    summary="Rescan",
+)
+def rescan_folder(request: HttpRequest, folder_id: Id) -> Any:
     actor = request_actor(request)
     folder = selectors.folder_get_for_actor(
         actor=actor, folder_id=folder_id, right=Right.WRITE
@@ -241,7 +280,7 @@ def rescan_folder(request: HttpRequest, folder_id: int) -> Any:
 
 @router.post(
     "/tools/files/open",
-    response=WindowOut,
+    response={200: WindowOut, **error_responses(403, 404, 409, body=True)},
     summary="open",
     description=agent.OPEN_HELP,
     operation_id="files_open",
@@ -252,7 +291,7 @@ def open_file(request: HttpRequest, payload: FileOpenIn) -> Any:
 
 @router.post(
     "/tools/files/read",
-    response=WindowOut,
+    response={200: WindowOut, **error_responses(403, 404, 409, body=True)},
     summary="read",
     description=agent.READ_HELP,
     operation_id="files_read",
@@ -263,7 +302,7 @@ def read_file(request: HttpRequest, payload: FileReadIn) -> Any:
 
 @router.post(
     "/tools/files/next",
-    response=WindowOut,
+    response={200: WindowOut, **error_responses(403, 404, 409, body=True)},
     summary="next",
     description=agent.NEXT_HELP,
     operation_id="files_next",
@@ -274,7 +313,7 @@ def next_page(request: HttpRequest, payload: FileRefIn) -> Any:
 
 @router.post(
     "/tools/files/prev",
-    response=WindowOut,
+    response={200: WindowOut, **error_responses(403, 404, 409, body=True)},
     summary="prev",
     description=agent.PREV_HELP,
     operation_id="files_prev",
@@ -285,7 +324,7 @@ def prev_page(request: HttpRequest, payload: FileRefIn) -> Any:
 
 @router.post(
     "/tools/files/close",
-    response=CloseOut,
+    response={200: CloseOut, **error_responses(403, 404, 409, body=True)},
     summary="close",
     description=agent.CLOSE_HELP,
     operation_id="files_close",
@@ -296,7 +335,7 @@ def close_file(request: HttpRequest, payload: FileCloseIn) -> Any:
 
 @router.get(
     "/tools/files/open",
-    response=list[WindowOut],
+    response={200: list[WindowOut], **error_responses(403, 404, body=False)},
     summary="open files",
     description="The files open in your context, most recently used first.",
     operation_id="files_list_open",
@@ -307,7 +346,7 @@ def list_open_files(request: HttpRequest) -> Any:
 
 @router.post(
     "/tools/files/grep",
-    response=GrepOut,
+    response={200: GrepOut, **error_responses(403, 404, 409, body=True)},
     summary="grep",
     description=agent.GREP_HELP,
     operation_id="files_grep",
@@ -318,7 +357,7 @@ def grep_files_v1(request: HttpRequest, payload: GrepIn) -> Any:
 
 @router.post(
     "/tools/files/search",
-    response=FileSearchOut,
+    response={200: FileSearchOut, **error_responses(403, 404, 409, body=True)},
     summary="search files",
     description=agent.SEARCH_HELP,
     operation_id="files_search",
@@ -332,7 +371,7 @@ def search_files(request: HttpRequest, payload: FileSearchIn) -> Any:
 
 @router.post(
     "/tools/open_files",
-    response=LettaOpenFilesOut,
+    response={200: LettaOpenFilesOut, **error_responses(403, 404, 409, body=True)},
     summary="open_files (Letta)",
     description=agent.OPEN_FILES_HELP,
     operation_id="open_files",
@@ -343,7 +382,7 @@ def open_files(request: HttpRequest, payload: LettaOpenFilesIn) -> Any:
 
 @router.post(
     "/tools/grep_files",
-    response=GrepOut,
+    response={200: GrepOut, **error_responses(403, 404, 409, body=True)},
     summary="grep_files (Letta)",
     description=agent.GREP_FILES_HELP,
     operation_id="grep_files",
@@ -354,7 +393,7 @@ def grep_files(request: HttpRequest, payload: LettaGrepIn) -> Any:
 
 @router.post(
     "/tools/semantic_search_files",
-    response=FileSearchOut,
+    response={200: FileSearchOut, **error_responses(403, 404, 409, body=True)},
     summary="semantic_search_files (Letta)",
     description=agent.SEARCH_HELP,
     operation_id="semantic_search_files",

@@ -5,6 +5,7 @@ from typing import Literal
 
 from ninja import Field, Schema
 
+from coordination.apitypes import DB_INT_MAX, Id, InputSchema
 from folders.files.models import FolderFile
 from folders.files.selectors import file_percent
 
@@ -12,16 +13,28 @@ AccessIn = Literal["read", "read_write"]
 SearchModeIn = Literal["fts", "vector", "hybrid", "auto"]
 
 
-class FolderIn(Schema):
-    constellation_id: int
-    name: str = Field(..., min_length=1, max_length=100)
-    description: str = Field("", description="Shown to the agents it is attached to.")
-    kind: Literal["virtual", "local"] = "virtual"
-    root_path: str = Field("", description="Local folders: a directory on the server.")
+# A line number: 1-based, within a database integer.
+LINE = {"ge": 1, "le": DB_INT_MAX}
 
 
-class FolderPatchIn(Schema):
-    description: str
+class FolderIn(InputSchema):
+    constellation_id: Id = Field(..., examples=[1])
+    name: str = Field(..., min_length=1, max_length=100, examples=["trip-notes"])
+    description: str = Field(
+        "",
+        description="Shown to the agents it is attached to.",
+        examples=["Bookings and plans for the Lisbon trip"],
+    )
+    kind: Literal["virtual", "local"] = Field("virtual", examples=["virtual"])
+    root_path: str = Field(
+        "",
+        description="Local folders: a directory on the server.",
+        examples=["/srv/pattern/trip-notes"],
+    )
+
+
+class FolderPatchIn(InputSchema):
+    description: str = Field(..., examples=["Bookings and plans for the Lisbon trip"])
 
 
 class CountsOut(Schema):
@@ -46,8 +59,8 @@ class FolderOut(Schema):
     counts: CountsOut
 
 
-class AttachmentIn(Schema):
-    access: AccessIn = "read"
+class AttachmentIn(InputSchema):
+    access: AccessIn = Field("read", examples=["read_write"])
 
 
 class AttachmentOut(Schema):
@@ -91,11 +104,13 @@ class UploadOut(Schema):
     changes: list[FileChangeOut]
 
 
-class FileWriteIn(Schema):
+class FileWriteIn(InputSchema):
     path: str = Field(
-        ..., description="Relative path inside the folder, e.g. notes/a.md"
+        ...,
+        description="Relative path inside the folder, e.g. notes/a.md",
+        examples=["notes/hotels.md"],
     )
-    content: str
+    content: str = Field(..., examples=["# Hotels\n\nAvenida: booked until Sunday\n"])
 
 
 class RescanOut(Schema):
@@ -109,26 +124,44 @@ class RescanOut(Schema):
 # --- file tools -----------------------------------------------------------------
 
 
-class FileRefIn(Schema):
-    folder: str = Field(..., description="Name of an attached folder.")
-    path: str = Field(..., description="Path of the file inside the folder.")
+class FileRefIn(InputSchema):
+    folder: str = Field(
+        ..., description="Name of an attached folder.", examples=["trip-notes"]
+    )
+    path: str = Field(
+        ...,
+        description="Path of the file inside the folder.",
+        examples=["notes/hotels.md"],
+    )
 
 
 class FileOpenIn(FileRefIn):
-    line: int = Field(1, ge=1, description="First line of the window (1-based).")
+    line: int = Field(
+        1, **LINE, description="First line of the window (1-based).", examples=[40]
+    )
     lines: int | None = Field(
-        None, ge=1, le=1000, description="Height of the window (default 100)."
+        None,
+        ge=1,
+        le=1000,
+        description="Height of the window (default 100).",
+        examples=[50],
     )
 
 
 class FileReadIn(FileRefIn):
-    start: int = Field(..., ge=1, description="First line (1-based).")
-    end: int = Field(..., ge=1, description="Last line (inclusive).")
+    start: int = Field(..., **LINE, description="First line (1-based).", examples=[1])
+    end: int = Field(..., **LINE, description="Last line (inclusive).", examples=[20])
 
 
-class FileCloseIn(Schema):
-    folder: str | None = Field(None, description="With path: close that file only.")
-    path: str | None = Field(None, description="Leave both out to close every file.")
+class FileCloseIn(InputSchema):
+    folder: str | None = Field(
+        None, description="With path: close that file only.", examples=["trip-notes"]
+    )
+    path: str | None = Field(
+        None,
+        description="Leave both out to close every file.",
+        examples=["notes/hotels.md"],
+    )
 
 
 class WindowOut(Schema):
@@ -147,15 +180,31 @@ class CloseOut(Schema):
     closed: int
 
 
-class GrepIn(Schema):
-    folder: str = Field(..., description="Name of an attached folder.")
-    pattern: str = Field(..., description="A regular expression (or literal text).")
-    path: str | None = Field(None, description="Only this file.")
-    include: str | None = Field(None, description="Only paths matching this glob.")
-    context: int = Field(0, ge=0, le=10, description="Lines shown each side.")
-    ignore_case: bool = False
-    literal: bool = Field(False, description="Match the pattern as plain text.")
-    limit: int = Field(100, ge=1, le=1000, description="Most matching lines.")
+class GrepIn(InputSchema):
+    folder: str = Field(
+        ..., description="Name of an attached folder.", examples=["trip-notes"]
+    )
+    pattern: str = Field(
+        ...,
+        description="A regular expression (or literal text).",
+        examples=["check-?in"],
+    )
+    path: str | None = Field(
+        None, description="Only this file.", examples=["notes/hotels.md"]
+    )
+    include: str | None = Field(
+        None, description="Only paths matching this glob.", examples=["*.md"]
+    )
+    context: int = Field(
+        0, ge=0, le=10, description="Lines shown each side.", examples=[2]
+    )
+    ignore_case: bool = Field(False, examples=[True])
+    literal: bool = Field(
+        False, description="Match the pattern as plain text.", examples=[False]
+    )
+    limit: int = Field(
+        100, ge=1, le=1000, description="Most matching lines.", examples=[50]
+    )
 
 
 class GrepMatchOut(Schema):
@@ -174,14 +223,22 @@ class GrepOut(Schema):
     elapsed_ms: float
 
 
-class FileSearchIn(Schema):
-    query: str = Field(..., description="What to look for, in your own words.")
-    folder: str | None = Field(None, description="One attached folder; default all.")
-    path: str | None = Field(
-        None, description="One file, or a directory prefix ending in '/'."
+class FileSearchIn(InputSchema):
+    query: str = Field(
+        ...,
+        description="What to look for, in your own words.",
+        examples=["when do we check in at the hotel"],
     )
-    mode: SearchModeIn = "auto"
-    limit: int = Field(10, ge=1, le=50)
+    folder: str | None = Field(
+        None, description="One attached folder; default all.", examples=["trip-notes"]
+    )
+    path: str | None = Field(
+        None,
+        description="One file, or a directory prefix ending in '/'.",
+        examples=["notes/"],
+    )
+    mode: SearchModeIn = Field("auto", examples=["hybrid"])
+    limit: int = Field(10, ge=1, le=50, examples=[5])
 
 
 class PassageScoresOut(Schema):
@@ -215,15 +272,25 @@ class FileSearchOut(Schema):
 # --- Letta-compatible shapes ----------------------------------------------------
 
 
-class LettaFileRequest(Schema):
-    file_name: str = Field(..., description="'<folder>/<path>'")
-    offset: int | None = Field(None, ge=0, description="Lines to skip (0-based).")
-    length: int | None = Field(None, ge=1, le=1000, description="Lines to show.")
+class LettaFileRequest(InputSchema):
+    file_name: str = Field(
+        ..., description="'<folder>/<path>'", examples=["trip-notes/notes/hotels.md"]
+    )
+    offset: int | None = Field(
+        None,
+        ge=0,
+        le=DB_INT_MAX - 1,
+        description="Lines to skip (0-based).",
+        examples=[39],
+    )
+    length: int | None = Field(
+        None, ge=1, le=1000, description="Lines to show.", examples=[50]
+    )
 
 
-class LettaOpenFilesIn(Schema):
+class LettaOpenFilesIn(InputSchema):
     file_requests: list[LettaFileRequest] = Field(..., min_length=1, max_length=10)
-    close_all_others: bool = False
+    close_all_others: bool = Field(False, examples=[False])
 
 
 class LettaOpenFilesOut(Schema):
@@ -231,13 +298,21 @@ class LettaOpenFilesOut(Schema):
     windows: list[WindowOut]
 
 
-class LettaGrepIn(Schema):
-    pattern: str
-    include: str | None = Field(None, description="Glob over '<folder>/<path>'.")
-    context_lines: int = Field(0, ge=0, le=10)
-    offset: int = Field(0, ge=0, description="Skip this many matches (paging).")
+class LettaGrepIn(InputSchema):
+    pattern: str = Field(..., examples=["check-?in"])
+    include: str | None = Field(
+        None, description="Glob over '<folder>/<path>'.", examples=["trip-notes/*.md"]
+    )
+    context_lines: int = Field(0, ge=0, le=10, examples=[2])
+    offset: int = Field(
+        0,
+        ge=0,
+        le=DB_INT_MAX,
+        description="Skip this many matches (paging).",
+        examples=[50],
+    )
 
 
-class LettaSearchFilesIn(Schema):
-    query: str
-    limit: int = Field(10, ge=1, le=50)
+class LettaSearchFilesIn(InputSchema):
+    query: str = Field(..., examples=["when do we check in at the hotel"])
+    limit: int = Field(10, ge=1, le=50, examples=[5])

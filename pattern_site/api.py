@@ -156,8 +156,9 @@ api = NinjaAPI(
 
 
 def _error(
-    request: HttpRequest, status: int, detail: str, code: str, **extra: Any
+    request: HttpRequest, status: int, detail: str, code: str, /, **extra: Any
 ) -> HttpResponse:
+    # Positional-only: an error's own facts may be named ``status`` too.
     return api.create_response(
         request, {"detail": detail, "code": code, **extra}, status=status
     )

@@ -16,6 +16,7 @@ from coordination.agents.selectors import (
     agent_get_for_actor,
     constellation_get_for_actor,
 )
+from coordination.apitypes import Id, Offset, error_responses, number_text
 from coordination.auth import request_actor
 from coordination.groups import permissions, selectors, services, streams
 from coordination.groups.schemas import (
@@ -57,14 +58,18 @@ def _wants_stream(request: HttpRequest) -> bool:
     return "text/event-stream" in request.headers.get("Accept", "")
 
 
-@router.get("/groups", response=list[GroupOut])
-def list_groups(request: HttpRequest, constellation_id: int | None = None) -> Any:
+@router.get(
+    "/groups", response={200: list[GroupOut], **error_responses(403, 404, body=False)}
+)
+def list_groups(request: HttpRequest, constellation_id: Id | None = None) -> Any:
     return selectors.group_list_for_actor(
         actor=request_actor(request), constellation_id=constellation_id
     )
 
 
-@router.post("/groups", response={201: GroupOut})
+@router.post(
+    "/groups", response={201: GroupOut, **error_responses(403, 404, 409, body=True)}
+)
 def create_group(request: HttpRequest, payload: GroupCreateIn) -> Any:
     actor = request_actor(request)
     constellation = constellation_get_for_actor(
@@ -81,23 +86,32 @@ def create_group(request: HttpRequest, payload: GroupCreateIn) -> Any:
     return Status(201, selectors.group_get_for_actor(actor=actor, group_id=group.pk))
 
 
-@router.get("/groups/{group_id}", response=GroupOut)
-def get_group(request: HttpRequest, group_id: int) -> Any:
+@router.get(
+    "/groups/{group_id}",
+    response={200: GroupOut, **error_responses(403, 404, body=False)},
+)
+def get_group(request: HttpRequest, group_id: Id) -> Any:
     return selectors.group_get_for_actor(
         actor=request_actor(request), group_id=group_id
     )
 
 
-@router.patch("/groups/{group_id}", response=GroupOut)
-def update_group(request: HttpRequest, group_id: int, payload: GroupUpdateIn) -> Any:
+@router.patch(
+    "/groups/{group_id}",
+    response={200: GroupOut, **error_responses(403, 404, 409, body=True)},
+)
+def update_group(request: HttpRequest, group_id: Id, payload: GroupUpdateIn) -> Any:
     actor = request_actor(request)
     group = selectors.group_get_for_change(actor=actor, group_id=group_id)
     services.group_update(group=group, **payload.dict(exclude_unset=True))
     return selectors.group_get_for_actor(actor=actor, group_id=group_id)
 
 
-@router.delete("/groups/{group_id}", response={204: None})
-def delete_group(request: HttpRequest, group_id: int) -> Any:
+@router.delete(
+    "/groups/{group_id}",
+    response={204: None, **error_responses(403, 404, 409, body=False)},
+)
+def delete_group(request: HttpRequest, group_id: Id) -> Any:
     group = selectors.group_get_for_change(
         actor=request_actor(request), group_id=group_id
     )
@@ -105,8 +119,11 @@ def delete_group(request: HttpRequest, group_id: int) -> Any:
     return Status(204, None)
 
 
-@router.post("/groups/{group_id}/members", response={201: MemberOut})
-def add_member(request: HttpRequest, group_id: int, payload: MemberIn) -> Any:
+@router.post(
+    "/groups/{group_id}/members",
+    response={201: MemberOut, **error_responses(403, 404, 409, body=True)},
+)
+def add_member(request: HttpRequest, group_id: Id, payload: MemberIn) -> Any:
     actor = request_actor(request)
     group = selectors.group_get_for_change(actor=actor, group_id=group_id)
     agent = agent_get_for_actor(actor=actor, agent_id=payload.agent_id)
@@ -120,8 +137,11 @@ def add_member(request: HttpRequest, group_id: int, payload: MemberIn) -> Any:
     return Status(201, membership)
 
 
-@router.delete("/groups/{group_id}/members/{agent_id}", response={204: None})
-def remove_member(request: HttpRequest, group_id: int, agent_id: int) -> Any:
+@router.delete(
+    "/groups/{group_id}/members/{agent_id}",
+    response={204: None, **error_responses(403, 404, 409, body=False)},
+)
+def remove_member(request: HttpRequest, group_id: Id, agent_id: Id) -> Any:
     group = selectors.group_get_for_change(
         actor=request_actor(request), group_id=group_id
     )
@@ -129,8 +149,11 @@ def remove_member(request: HttpRequest, group_id: int, agent_id: int) -> Any:
     return Status(204, None)
 
 
-@router.post("/groups/{group_id}/metrics", response={204: None})
-def record_metric(request: HttpRequest, group_id: int, payload: MetricIn) -> Any:
+@router.post(
+    "/groups/{group_id}/metrics",
+    response={204: None, **error_responses(403, 404, 409, body=True)},
+)
+def record_metric(request: HttpRequest, group_id: Id, payload: MetricIn) -> Any:
     group = selectors.group_get_for_route(
         actor=request_actor(request), group_id=group_id
     )
@@ -142,10 +165,10 @@ def record_metric(request: HttpRequest, group_id: int, payload: MetricIn) -> Any
 
 @router.post(
     "/groups/{group_id}/messages",
-    response={202: RunOut},
+    response={202: RunOut, **error_responses(403, 404, 409, body=True)},
     summary="Route a message through a group (starts a run)",
 )
-def route_message(request: HttpRequest, group_id: int, payload: RouteIn) -> Any:
+def route_message(request: HttpRequest, group_id: Id, payload: RouteIn) -> Any:
     actor = request_actor(request)
     group = selectors.group_get_for_route(actor=actor, group_id=group_id)
     run = services.group_message_route(
@@ -158,7 +181,7 @@ def route_message(request: HttpRequest, group_id: int, payload: RouteIn) -> Any:
 
 @router.post(
     "/tools/route_to_group",
-    response={202: RunOut},
+    response={202: RunOut, **error_responses(403, 404, 409, body=True)},
     summary="route_to_group",
     description=ROUTE_TO_GROUP_TOOL,
 )
@@ -169,36 +192,42 @@ def route_to_group(request: HttpRequest, payload: RouteToGroupIn) -> Any:
     return Status(202, run)
 
 
-@router.get("/groups/{group_id}/runs", response=list[RunOut])
-def list_runs(request: HttpRequest, group_id: int, limit: int = 20) -> Any:
+@router.get(
+    "/groups/{group_id}/runs",
+    response={200: list[RunOut], **error_responses(403, 404, body=False)},
+)
+def list_runs(request: HttpRequest, group_id: Id, limit: int = 20) -> Any:
     group = selectors.group_get_for_route(
         actor=request_actor(request), group_id=group_id
     )
     return selectors.run_list_for_group(group=group, limit=max(1, min(limit, 100)))
 
 
-@router.get("/runs/{run_id}", response=RunDetailOut)
-def get_run(request: HttpRequest, run_id: int) -> Any:
+@router.get(
+    "/runs/{run_id}",
+    response={200: RunDetailOut, **error_responses(403, 404, body=False)},
+)
+def get_run(request: HttpRequest, run_id: Id) -> Any:
     return selectors.run_get_for_actor(actor=request_actor(request), run_id=run_id)
 
 
 @router.get(
     "/runs/{run_id}/events",
-    response={200: list[EventOut]},
+    response={200: list[EventOut], **error_responses(403, 404, body=False)},
     summary="A run's GroupResponseEvents as Server-Sent Events",
 )
-def stream_run_events(request: HttpRequest, run_id: int, after: int = 0) -> Any:
+def stream_run_events(request: HttpRequest, run_id: Id, after: Offset = 0) -> Any:
     """``text/event-stream``; resumes after ``Last-Event-ID`` or ``after``."""
     run = selectors.run_get_for_actor(actor=request_actor(request), run_id=run_id)
-    last = request.headers.get("Last-Event-ID", "")
-    if last.isdigit():
-        after = int(last)
-    return _event_stream_response(run.pk, max(0, after))
+    last = number_text(request.headers.get("Last-Event-ID", ""))
+    if last is not None:
+        after = last
+    return _event_stream_response(run.pk, after)
 
 
 @router.get(
     "/inbox",
-    response=list[DeliveryOut],
+    response={200: list[DeliveryOut], **error_responses(403, 404, body=False)},
     summary="Take this agent's pending deliveries (long-poll with wait)",
 )
 def take_inbox(
@@ -228,22 +257,28 @@ def take_inbox(
     )
 
 
-def _delivery(request: HttpRequest, delivery_id: int) -> Any:
+def _delivery(request: HttpRequest, delivery_id: Id) -> Any:
     return selectors.delivery_get_for_actor(
         actor=request_actor(request), delivery_id=delivery_id
     )
 
 
-@router.post("/deliveries/{delivery_id}/chunks", response={201: EventOut})
-def post_chunk(request: HttpRequest, delivery_id: int, payload: ChunkIn) -> Any:
+@router.post(
+    "/deliveries/{delivery_id}/chunks",
+    response={201: EventOut, **error_responses(403, 404, 409, body=True)},
+)
+def post_chunk(request: HttpRequest, delivery_id: Id, payload: ChunkIn) -> Any:
     delivery = _delivery(request, delivery_id)
     return Status(
         201, services.delivery_chunk_add(delivery=delivery, text=payload.text)
     )
 
 
-@router.post("/deliveries/{delivery_id}/tool-calls", response={201: EventOut})
-def start_tool_call(request: HttpRequest, delivery_id: int, payload: ToolCallIn) -> Any:
+@router.post(
+    "/deliveries/{delivery_id}/tool-calls",
+    response={201: EventOut, **error_responses(403, 404, 409, body=True)},
+)
+def start_tool_call(request: HttpRequest, delivery_id: Id, payload: ToolCallIn) -> Any:
     delivery = _delivery(request, delivery_id)
     return Status(
         201,
@@ -256,9 +291,12 @@ def start_tool_call(request: HttpRequest, delivery_id: int, payload: ToolCallIn)
     )
 
 
-@router.post("/deliveries/{delivery_id}/tool-calls/{call_id}", response={201: EventOut})
+@router.post(
+    "/deliveries/{delivery_id}/tool-calls/{call_id}",
+    response={201: EventOut, **error_responses(403, 404, 409, body=True)},
+)
 def complete_tool_call(
-    request: HttpRequest, delivery_id: int, call_id: str, payload: ToolResultIn
+    request: HttpRequest, delivery_id: Id, call_id: str, payload: ToolResultIn
 ) -> Any:
     delivery = _delivery(request, delivery_id)
     return Status(
@@ -269,8 +307,11 @@ def complete_tool_call(
     )
 
 
-@router.post("/deliveries/{delivery_id}/answer", response=RunOut)
-def answer_delivery(request: HttpRequest, delivery_id: int, payload: AnswerIn) -> Any:
+@router.post(
+    "/deliveries/{delivery_id}/answer",
+    response={200: RunOut, **error_responses(403, 404, 409, body=True)},
+)
+def answer_delivery(request: HttpRequest, delivery_id: Id, payload: AnswerIn) -> Any:
     delivery = _delivery(request, delivery_id)
     done = services.delivery_complete(
         delivery=delivery, text=payload.text, vote=payload.vote
@@ -278,18 +319,25 @@ def answer_delivery(request: HttpRequest, delivery_id: int, payload: AnswerIn) -
     return done.run
 
 
-@router.post("/deliveries/{delivery_id}/failure", response=RunOut)
-def fail_delivery(request: HttpRequest, delivery_id: int, payload: FailureIn) -> Any:
+@router.post(
+    "/deliveries/{delivery_id}/failure",
+    response={200: RunOut, **error_responses(403, 404, 409, body=True)},
+)
+def fail_delivery(request: HttpRequest, delivery_id: Id, payload: FailureIn) -> Any:
     delivery = _delivery(request, delivery_id)
     return services.delivery_fail(delivery=delivery, reason=payload.reason).run
 
 
 @router.post(
     "/deliveries/{delivery_id}/delegations",
-    response={201: DeliveryOut, 200: RunOut},
+    response={
+        201: DeliveryOut,
+        200: RunOut,
+        **error_responses(403, 404, 409, body=True),
+    },
     summary="The leader delegates part of its work",
 )
-def delegate(request: HttpRequest, delivery_id: int, payload: DelegateIn) -> Any:
+def delegate(request: HttpRequest, delivery_id: Id, payload: DelegateIn) -> Any:
     delivery = _delivery(request, delivery_id)
     made = services.run_delegate(
         delivery=delivery, message=payload.message, agent_id=payload.agent_id

@@ -3,6 +3,11 @@ from typing import Any
 
 from ninja import Field, Schema
 
+from coordination.apitypes import Id, InputSchema
+from coordination.groups.models import CoordinationPattern, MemberRole
+
+PATTERNS = ", ".join(CoordinationPattern.values)
+
 
 class MemberOut(Schema):
     agent_id: int
@@ -32,37 +37,56 @@ class GroupOut(Schema):
         return list(obj.memberships.all())
 
 
-class GroupCreateIn(Schema):
-    constellation_id: int
-    name: str = Field(min_length=1, max_length=100)
-    description: str = ""
-    pattern: str
-    config: dict[str, Any] = {}
+class GroupCreateIn(InputSchema):
+    constellation_id: Id = Field(examples=[1])
+    name: str = Field(min_length=1, max_length=100, examples=["Crisis Response"])
+    description: str = Field("", examples=["Handles urgent requests from the partner."])
+    pattern: str = Field(description=f"One of: {PATTERNS}.", examples=["supervisor"])
+    config: dict[str, Any] = Field(
+        {}, description="The pattern's settings.", examples=[{"leader_id": 1}]
+    )
 
 
-class GroupUpdateIn(Schema):
-    description: str | None = None
-    pattern: str | None = None
-    config: dict[str, Any] | None = None
+class GroupUpdateIn(InputSchema):
+    description: str | None = Field(
+        None, examples=["Handles urgent requests from the partner."]
+    )
+    pattern: str | None = Field(
+        None, description=f"One of: {PATTERNS}.", examples=["round_robin"]
+    )
+    config: dict[str, Any] | None = Field(
+        None, description="The pattern's settings.", examples=[{}]
+    )
 
 
-class MemberIn(Schema):
-    agent_id: int
-    role: str = "regular"
-    domain: str = ""
-    capabilities: list[str] = []
+class MemberIn(InputSchema):
+    agent_id: Id = Field(examples=[2])
+    role: str = Field(
+        MemberRole.REGULAR.value,
+        description=f"One of: {', '.join(MemberRole.values)}.",
+        examples=["specialist"],
+    )
+    domain: str = Field("", examples=["travel"])
+    capabilities: list[str] = Field([], examples=[["bookings", "itineraries"]])
 
 
-class RouteIn(Schema):
-    message: str
-    options: list[str] = []
+class RouteIn(InputSchema):
+    message: str = Field(examples=["The flight to Lisbon was cancelled; rebook it."])
+    options: list[str] = Field(
+        [], description="The choices of a voting run.", examples=[["Lisbon", "Porto"]]
+    )
 
 
-class RouteToGroupIn(Schema):
+class RouteToGroupIn(InputSchema):
     """The ``route_to_group`` tool's input (ids as strings, as tools send)."""
 
-    group_id: str = Field(description="The id of the group to route through.")
-    message: str = Field(description="The message the group's agents act on.")
+    group_id: str = Field(
+        description="The id of the group to route through.", examples=["3"]
+    )
+    message: str = Field(
+        description="The message the group's agents act on.",
+        examples=["The flight to Lisbon was cancelled; rebook it."],
+    )
 
 
 class EventOut(Schema):
@@ -129,34 +153,40 @@ class RunDetailOut(RunOut):
         return list(obj.events.order_by("seq"))
 
 
-class ChunkIn(Schema):
-    text: str
+class ChunkIn(InputSchema):
+    text: str = Field(examples=["Checking the later flights"])
 
 
-class ToolCallIn(Schema):
-    call_id: str = Field(min_length=1, max_length=200)
-    fn_name: str = Field(min_length=1, max_length=200)
-    args: dict[str, Any] = {}
+class ToolCallIn(InputSchema):
+    call_id: str = Field(min_length=1, max_length=200, examples=["call-1"])
+    fn_name: str = Field(
+        min_length=1, max_length=200, examples=["archival_memory_search"]
+    )
+    args: dict[str, Any] = Field({}, examples=[{"query": "Lisbon hotel"}])
 
 
-class ToolResultIn(Schema):
-    result: Any = None
+class ToolResultIn(InputSchema):
+    result: Any = Field(None, examples=[["Hotel Avenida, booked until Sunday"]])
 
 
-class AnswerIn(Schema):
-    text: str
-    vote: str = ""
+class AnswerIn(InputSchema):
+    text: str = Field(examples=["Rebooked on the 18:40 flight; the hotel knows."])
+    vote: str = Field("", description="A vote delivery's choice.", examples=["Porto"])
 
 
-class FailureIn(Schema):
-    reason: str = ""
+class FailureIn(InputSchema):
+    reason: str = Field("", examples=["The airline's site is down"])
 
 
-class DelegateIn(Schema):
-    message: str
-    agent_id: int | None = None
+class DelegateIn(InputSchema):
+    message: str = Field(examples=["Find a hotel near the new arrival time."])
+    agent_id: Id | None = Field(
+        None,
+        description="The member to ask; null lets the pattern choose.",
+        examples=[2],
+    )
 
 
-class MetricIn(Schema):
-    metric: str
-    value: float
+class MetricIn(InputSchema):
+    metric: str = Field(examples=["unread_messages"])
+    value: float = Field(allow_inf_nan=False, examples=[12.0])

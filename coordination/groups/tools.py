@@ -9,6 +9,7 @@ event stream.  ``ROUTE_TO_GROUP_TOOL`` is the tool's description.
 """
 
 from coordination.actors import Actor
+from coordination.apitypes import number_text
 from coordination.errors import InvalidInput
 from coordination.groups import selectors, services
 from coordination.groups.models import GroupRun
@@ -26,12 +27,13 @@ ROUTE_TO_GROUP_TOOL = (
 
 
 def route_to_group_tool(*, actor: Actor, args: RouteToGroupIn) -> GroupRun:
-    if not args.group_id.strip().isdigit():
+    group_id = number_text(args.group_id)
+    if group_id is None:
         raise InvalidInput(
             f"group_id {args.group_id!r} is not a group id; list groups with"
             " GET /api/groups"
         )
-    group = selectors.group_get_for_route(actor=actor, group_id=int(args.group_id))
+    group = selectors.group_get_for_route(actor=actor, group_id=group_id)
     return services.group_message_route(
         actor=actor, group=group, message=args.message, options=[]
     )

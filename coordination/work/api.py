@@ -8,6 +8,7 @@ from django.http import HttpRequest
 from ninja import Router, Status
 
 from coordination.agents.selectors import agent_get_for_actor
+from coordination.apitypes import Id, error_responses
 from coordination.auth import request_actor
 from coordination.work import selectors, services
 from coordination.work.schemas import (
@@ -30,13 +31,13 @@ router = Router(tags=["tasks"])
 
 @router.post(
     "/tools/coord",
-    response=CoordOut,
+    response={200: CoordOut, **error_responses(403, 404, 409, body=True)},
     summary="coord: tasks, handoffs and notes",
     description=COORD_TOOL,
     operation_id="coord",
 )
 def run_coord(
-    request: HttpRequest, payload: CoordIn, constellation_id: int | None = None
+    request: HttpRequest, payload: CoordIn, constellation_id: Id | None = None
 ) -> Any:
     return coord_tool(
         actor=request_actor(request), args=payload, constellation_id=constellation_id
@@ -46,12 +47,16 @@ def run_coord(
 # --- tasks ---------------------------------------------------------------------
 
 
-@router.get("/tasks", response=list[TaskOut], summary="List tasks")
+@router.get(
+    "/tasks",
+    response={200: list[TaskOut], **error_responses(403, 404, body=False)},
+    summary="List tasks",
+)
 def list_tasks(
     request: HttpRequest,
-    constellation_id: int | None = None,
+    constellation_id: Id | None = None,
     status: str | None = None,
-    assignee_id: int | None = None,
+    assignee_id: Id | None = None,
 ) -> Any:
     """Filter with `status` (comma-separated) and `assignee_id`."""
     return selectors.task_list_for_actor(
@@ -62,7 +67,11 @@ def list_tasks(
     )
 
 
-@router.post("/tasks", response={201: TaskOut}, summary="Create a task")
+@router.post(
+    "/tasks",
+    response={201: TaskOut, **error_responses(403, 404, 409, body=True)},
+    summary="Create a task",
+)
 def create_task(request: HttpRequest, payload: TaskCreateIn) -> Any:
     actor = request_actor(request)
     constellation = selectors.work_constellation_for_actor(
@@ -93,13 +102,21 @@ def create_task(request: HttpRequest, payload: TaskCreateIn) -> Any:
     return Status(201, selectors.task_get_for_actor(actor=actor, task_id=task.pk))
 
 
-@router.get("/tasks/{task_id}", response=TaskOut, summary="Get a task")
-def get_task(request: HttpRequest, task_id: int) -> Any:
+@router.get(
+    "/tasks/{task_id}",
+    response={200: TaskOut, **error_responses(404, body=False)},
+    summary="Get a task",
+)
+def get_task(request: HttpRequest, task_id: Id) -> Any:
     return selectors.task_get_for_actor(actor=request_actor(request), task_id=task_id)
 
 
-@router.post("/tasks/{task_id}/assign", response=TaskOut, summary="Assign a task")
-def assign_task(request: HttpRequest, task_id: int, payload: TaskAssignIn) -> Any:
+@router.post(
+    "/tasks/{task_id}/assign",
+    response={200: TaskOut, **error_responses(403, 404, 409, body=True)},
+    summary="Assign a task",
+)
+def assign_task(request: HttpRequest, task_id: Id, payload: TaskAssignIn) -> Any:
     actor = request_actor(request)
     task = selectors.task_get_for_actor(actor=actor, task_id=task_id)
     assignee = (
@@ -111,8 +128,12 @@ def assign_task(request: HttpRequest, task_id: int, payload: TaskAssignIn) -> An
     return selectors.task_get_for_actor(actor=actor, task_id=task_id)
 
 
-@router.post("/tasks/{task_id}/claim", response=TaskOut, summary="Claim a task")
-def claim_task(request: HttpRequest, task_id: int) -> Any:
+@router.post(
+    "/tasks/{task_id}/claim",
+    response={200: TaskOut, **error_responses(403, 404, 409, body=False)},
+    summary="Claim a task",
+)
+def claim_task(request: HttpRequest, task_id: Id) -> Any:
     """The calling agent takes an open task and starts it; 409 when another
     agent got it first."""
     actor = request_actor(request)
@@ -122,11 +143,11 @@ def claim_task(request: HttpRequest, task_id: int) -> Any:
 
 
 @router.post(
-    "/tasks/{task_id}/status", response=TaskOut, summary="Change a task's status"
+    "/tasks/{task_id}/status",
+    response={200: TaskOut, **error_responses(403, 404, 409, body=True)},
+    summary="Change a task's status",
 )
-def change_task_status(
-    request: HttpRequest, task_id: int, payload: TaskStatusIn
-) -> Any:
+def change_task_status(request: HttpRequest, task_id: Id, payload: TaskStatusIn) -> Any:
     """Start, block (with a reason), complete, cancel or reopen; 409 when the
     task's current status does not allow the move."""
     actor = request_actor(request)
@@ -138,10 +159,12 @@ def change_task_status(
 
 
 @router.post(
-    "/tasks/{task_id}/dependencies", response=TaskOut, summary="Add a dependency"
+    "/tasks/{task_id}/dependencies",
+    response={200: TaskOut, **error_responses(403, 404, 409, body=True)},
+    summary="Add a dependency",
 )
 def add_task_dependency(
-    request: HttpRequest, task_id: int, payload: TaskDependencyIn
+    request: HttpRequest, task_id: Id, payload: TaskDependencyIn
 ) -> Any:
     actor = request_actor(request)
     task = selectors.task_get_for_actor(actor=actor, task_id=task_id)
@@ -152,12 +175,10 @@ def add_task_dependency(
 
 @router.delete(
     "/tasks/{task_id}/dependencies/{depends_on_id}",
-    response=TaskOut,
+    response={200: TaskOut, **error_responses(403, 404, 409, body=False)},
     summary="Remove a dependency",
 )
-def remove_task_dependency(
-    request: HttpRequest, task_id: int, depends_on_id: int
-) -> Any:
+def remove_task_dependency(request: HttpRequest, task_id: Id, depends_on_id: Id) -> Any:
     actor = request_actor(request)
     task = selectors.task_get_for_actor(actor=actor, task_id=task_id)
     depends_on = selectors.task_get_for_actor(actor=actor, task_id=depends_on_id)
@@ -168,9 +189,13 @@ def remove_task_dependency(
 # --- handoffs ------------------------------------------------------------------
 
 
-@router.get("/handoffs", response=list[HandoffOut], summary="List handoff notes")
+@router.get(
+    "/handoffs",
+    response={200: list[HandoffOut], **error_responses(403, 404, body=False)},
+    summary="List handoff notes",
+)
 def list_handoffs(
-    request: HttpRequest, constellation_id: int | None = None, unread: bool = False
+    request: HttpRequest, constellation_id: Id | None = None, unread: bool = False
 ) -> Any:
     """An agent sees notes to it, to anyone and from it; `unread=true` keeps
     the unread ones."""
@@ -181,7 +206,11 @@ def list_handoffs(
     )
 
 
-@router.post("/handoffs", response={201: HandoffOut}, summary="Leave a handoff")
+@router.post(
+    "/handoffs",
+    response={201: HandoffOut, **error_responses(403, 404, body=True)},
+    summary="Leave a handoff",
+)
 def create_handoff(request: HttpRequest, payload: HandoffIn) -> Any:
     actor = request_actor(request)
     to_agent = (
@@ -196,9 +225,11 @@ def create_handoff(request: HttpRequest, payload: HandoffIn) -> Any:
 
 
 @router.post(
-    "/handoffs/{handoff_id}/read", response=HandoffOut, summary="Mark a handoff read"
+    "/handoffs/{handoff_id}/read",
+    response={200: HandoffOut, **error_responses(403, 404, body=False)},
+    summary="Mark a handoff read",
 )
-def read_handoff(request: HttpRequest, handoff_id: int) -> Any:
+def read_handoff(request: HttpRequest, handoff_id: Id) -> Any:
     actor = request_actor(request)
     note = selectors.handoff_get_for_actor(actor=actor, handoff_id=handoff_id)
     return services.handoff_mark_read(actor=actor, note=note)
@@ -207,8 +238,12 @@ def read_handoff(request: HttpRequest, handoff_id: int) -> Any:
 # --- coordination state --------------------------------------------------------
 
 
-@router.get("/coordination/state", response=list[StateOut], summary="List shared state")
-def list_state(request: HttpRequest, constellation_id: int | None = None) -> Any:
+@router.get(
+    "/coordination/state",
+    response={200: list[StateOut], **error_responses(403, 404, body=False)},
+    summary="List shared state",
+)
+def list_state(request: HttpRequest, constellation_id: Id | None = None) -> Any:
     actor = request_actor(request)
     constellation = selectors.work_constellation_for_actor(
         actor=actor, constellation_id=constellation_id
@@ -219,10 +254,12 @@ def list_state(request: HttpRequest, constellation_id: int | None = None) -> Any
 
 
 @router.get(
-    "/coordination/state/{key}", response=StateOut, summary="Read a shared state key"
+    "/coordination/state/{key}",
+    response={200: StateOut, **error_responses(403, 404, body=False)},
+    summary="Read a shared state key",
 )
 def get_state(
-    request: HttpRequest, key: str, constellation_id: int | None = None
+    request: HttpRequest, key: str, constellation_id: Id | None = None
 ) -> Any:
     actor = request_actor(request)
     constellation = selectors.work_constellation_for_actor(
@@ -235,14 +272,14 @@ def get_state(
 
 @router.put(
     "/coordination/state/{key}",
-    response=StateOut,
+    response={200: StateOut, **error_responses(403, 404, 409, body=True)},
     summary="Write a shared state key (compare-and-set)",
 )
 def put_state(
     request: HttpRequest,
     key: str,
     payload: StateIn,
-    constellation_id: int | None = None,
+    constellation_id: Id | None = None,
 ) -> Any:
     """`version` is the version you read (0 to create the key); 409 with the
     current value when someone wrote it since."""

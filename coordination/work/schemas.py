@@ -1,21 +1,24 @@
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from ninja import Field, Schema
 
 from coordination.actors import Actor
+from coordination.apitypes import Id, InputSchema, Moment, Offset
 from coordination.work.models import (
     DESCRIPTION_MAX_CHARS,
     HANDOFF_MAX_CHARS,
     TITLE_MAX_CHARS,
     TaskPriority,
+    TaskStatus,
 )
 
 
-class CoordIn(Schema):
+class CoordIn(InputSchema):
     command: str = Field(
         ...,
         max_length=HANDOFF_MAX_CHARS + 200,
+        examples=["claim task-12"],
         description="One /coord command, e.g. `claim task-12` or "
         '`handoff @anchor "context..."`.',
     )
@@ -77,35 +80,71 @@ class TaskOut(Schema):
         return obj.updated_by_name
 
 
-class TaskCreateIn(Schema):
-    constellation_id: int | None = None
-    title: str = Field(..., min_length=1, max_length=TITLE_MAX_CHARS)
-    description: str = Field("", max_length=DESCRIPTION_MAX_CHARS)
-    assignee_id: int | None = None
-    priority: TaskPriority = TaskPriority.NORMAL
-    parent_id: int | None = None
-    depends_on: list[int] = Field(default_factory=list, max_length=100)
-    due_at: datetime | None = None
-
-
-class TaskAssignIn(Schema):
-    assignee_id: int | None = Field(None, description="null unassigns the task")
-
-
-class TaskStatusIn(Schema):
-    status: str = Field(
-        ..., description="open, in_progress, blocked, done or cancelled"
+class TaskCreateIn(InputSchema):
+    constellation_id: Id | None = Field(
+        None, description="Your constellation by default.", examples=[1]
     )
-    reason: str = Field("", max_length=DESCRIPTION_MAX_CHARS)
+    title: str = Field(
+        ...,
+        min_length=1,
+        max_length=TITLE_MAX_CHARS,
+        examples=["Book the dentist for Friday"],
+    )
+    description: str = Field(
+        "",
+        max_length=DESCRIPTION_MAX_CHARS,
+        examples=["Dr. Reyes, before noon; the partner works late on Friday."],
+    )
+    assignee_id: Id | None = Field(None, examples=[2])
+    priority: Literal[0, 1, 2, 3] = Field(
+        TaskPriority.NORMAL.value,
+        description="0 low, 1 normal, 2 high, 3 urgent.",
+        examples=[2],
+    )
+    parent_id: Id | None = Field(None, examples=[12])
+    depends_on: list[Id] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Ids of tasks that must be done first.",
+        examples=[[10, 11]],
+    )
+    due_at: Moment | None = Field(None, examples=["2026-11-27T12:00:00Z"])
 
 
-class TaskDependencyIn(Schema):
-    depends_on: int
+class TaskAssignIn(InputSchema):
+    assignee_id: Id | None = Field(
+        None, description="null unassigns the task", examples=[2]
+    )
 
 
-class HandoffIn(Schema):
-    to_agent_id: int | None = Field(None, description="null: for any agent")
-    content: str = Field(..., min_length=1, max_length=HANDOFF_MAX_CHARS)
+class TaskStatusIn(InputSchema):
+    status: Literal[tuple(TaskStatus.values)] = Field(  # type: ignore[valid-type]
+        ...,
+        description="open, in_progress, blocked, done or cancelled",
+        examples=["blocked"],
+    )
+    reason: str = Field(
+        "",
+        max_length=DESCRIPTION_MAX_CHARS,
+        description="Required when blocking.",
+        examples=["Waiting for the partner to confirm the time"],
+    )
+
+
+class TaskDependencyIn(InputSchema):
+    depends_on: Id = Field(..., examples=[11])
+
+
+class HandoffIn(InputSchema):
+    to_agent_id: Id | None = Field(
+        None, description="null: for any agent", examples=[2]
+    )
+    content: str = Field(
+        ...,
+        min_length=1,
+        max_length=HANDOFF_MAX_CHARS,
+        examples=["The partner prefers morning appointments; task-12 is yours."],
+    )
 
 
 class HandoffOut(Schema):
@@ -128,10 +167,12 @@ class HandoffOut(Schema):
         return obj.to_agent.name if obj.to_agent else None
 
 
-class StateIn(Schema):
-    value: Any
-    version: int = Field(
-        ..., ge=0, description="the version you read; 0 creates a new key"
+class StateIn(InputSchema):
+    value: Any = Field(..., examples=[{"dentist": "Friday 10:00"}])
+    version: Offset = Field(
+        ...,
+        description="the version you read; 0 creates a new key",
+        examples=[3],
     )
 
 

@@ -194,3 +194,42 @@ def test_health_names_the_summarizer(client: Client, db: None) -> None:
 
 def test_catch_up_refuses_a_negative_time_away(agent_client: Client) -> None:
     assert agent_client.get("/api/context/catch-up?away_hours=-3").status_code == 422
+
+
+# --- found by Schemathesis (tests/pattern_site/test_schemathesis.py) --------
+
+
+@pytest.mark.parametrize("since", ["0.5", "1700000000", "-1"])
+def test_since_is_an_iso_time_not_seconds_since_1970(
+    agent_client: Client, since: str
+) -> None:
+    response = agent_client.get("/api/activity", {"since": since})
+    assert response.status_code == 422, response.content
+    assert "ISO 8601" in response.json()["detail"]
+
+
+def test_since_takes_an_iso_time(
+    agent_client: Client, agent: Any, flux: Any, record: Any
+) -> None:
+    _events(record, agent, flux)
+    response = agent_client.get("/api/activity", {"since": "1970-01-02T00:00:00Z"})
+    assert response.status_code == 200, response.content
+    assert len(response.json()) == ActivityEvent.objects.count()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"description": "Chose Lisbon", "importance": 2},
+        {"description": "Chose Lisbon", "agents_involved": ["1"]},
+        {"description": "Chose Lisbon", "constellation_id": 2**63},
+    ],
+)
+def test_notable_values_of_the_wrong_type_or_range_are_refused(
+    agent_client: Client, body: dict[str, Any]
+) -> None:
+    response = agent_client.post(
+        "/api/tools/notable", body, content_type="application/json"
+    )
+    assert response.status_code == 422, response.content
+    assert not ActivityEvent.objects.filter(event_type=EventType.NOTABLE).exists()

@@ -227,9 +227,8 @@ TAGS = {
     "folders",
 }
 # The routers whose request fields carry examples and whose operations list
-# every error status.  The coordination, activity and folders routers do not
-# declare them yet; these checks and Schemathesis (test_schemathesis.py) cover
-# the memory API, the agents and the context builder.
+# every error status: every router but health, which these checks and
+# Schemathesis (test_schemathesis.py) cover.
 DOCUMENTED = {
     "blocks",
     "tools",
@@ -239,6 +238,10 @@ DOCUMENTED = {
     "approvals",
     "agents",
     "context",
+    "tasks",
+    "activity",
+    "groups",
+    "folders",
 }
 
 

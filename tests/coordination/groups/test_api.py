@@ -273,3 +273,57 @@ def test_empty_message_is_refused_and_starts_no_run(crisis, agents):
     )
     assert response.status_code == 422
     assert not GroupRun.objects.exists()
+
+
+# --- found by Schemathesis (tests/pattern_site/test_schemathesis.py) --------
+
+
+@pytest.mark.parametrize("group_id", ["²", "٣", "99999999999999999999999", "-1"])
+def test_route_to_group_refuses_a_group_id_that_is_no_id(crisis, agents, group_id):
+    response = bearer(agents["Pattern"]).post(
+        "/api/tools/route_to_group",
+        {"group_id": group_id, "message": "help"},
+        content_type="application/json",
+    )
+    assert response.status_code == 422, response.content
+    assert "GET /api/groups" in response.json()["detail"]
+    assert not GroupRun.objects.exists()
+
+
+def test_route_to_group_takes_a_padded_group_id(crisis, agents):
+    response = bearer(agents["Pattern"]).post(
+        "/api/tools/route_to_group",
+        {"group_id": f" {crisis.pk} ", "message": "help"},
+        content_type="application/json",
+    )
+    assert response.status_code == 202, response.content
+
+
+@pytest.mark.parametrize(
+    "text,number",
+    [("12", 12), (" 0 ", 0), ("²", None), ("9223372036854775808", None), ("", None)],
+)
+def test_a_last_event_id_is_read_as_ascii_digits_within_a_database_integer(
+    text, number
+):
+    from coordination.apitypes import number_text
+
+    assert number_text(text) == number
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"agent_id": "2"},
+        {"agent_id": 2**63},
+        {"agent_id": 1, "capabilities": "bookings"},
+    ],
+)
+def test_member_fields_of_the_wrong_type_or_range_are_refused(partner, crisis, body):
+    response = human(partner).post(
+        f"/api/groups/{crisis.pk}/members",
+        body,
+        content_type="application/json",
+    )
+    assert response.status_code == 422, response.content
+    assert crisis.memberships.count() == 3

@@ -191,3 +191,42 @@ def test_state_compare_and_set_over_http(agent_client, human_client, constellati
     state = CoordinationState.objects.get()
     assert (state.value, state.version) == ({"task": 3}, 1)
     assert agent_client.get(url).json()["updated_by"] == "Entropy"
+
+
+# --- found by Schemathesis (tests/pattern_site/test_schemathesis.py) --------
+
+
+def test_a_move_the_status_does_not_allow_is_a_409_naming_the_status(
+    human_client, make_task
+):
+    task = make_task("Book the dentist")
+    response = human_client.post(
+        f"/api/tasks/{task.pk}/status",
+        {"status": "done"},
+        content_type="application/json",
+    )
+    response = human_client.post(
+        f"/api/tasks/{task.pk}/status",
+        {"status": "blocked", "reason": "waiting"},
+        content_type="application/json",
+    )
+    assert response.status_code == 409, response.content
+    body = response.json()
+    assert (body["code"], body["status"]) == ("conflict", "done")
+    task.refresh_from_db()
+    assert (task.status, task.blocked_reason) == ("done", "")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"title": "Book the dentist", "priority": "2"},
+        {"title": "Book the dentist", "priority": 7},
+        {"title": "Book the dentist", "due_at": "1700000000"},
+        {"title": "Book the dentist", "depends_on": [2**63]},
+    ],
+)
+def test_task_fields_of_the_wrong_type_or_range_are_refused(human_client, body):
+    response = human_client.post("/api/tasks", body, content_type="application/json")
+    assert response.status_code == 422, response.content
+    assert not Task.objects.exists()
