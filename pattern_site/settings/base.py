@@ -267,6 +267,11 @@ SEARCH_QUANTISED_ABOVE = env.int("PATTERN_SEARCH_QUANTISED_ABOVE", default=20_00
 # numpy falls back to vec0 by itself on a sqlite-vec whose storage it does
 # not know.
 SEARCH_EXACT_KNN = env.str("PATTERN_SEARCH_EXACT_KNN", default="numpy")
+# PostgreSQL's vector side (memory.search.postgres): the HNSW candidate list
+# (hnsw.ef_search, at least the candidates asked for) and how many times k
+# candidates are re-scored exactly.
+SEARCH_PG_EF_SEARCH = env.int("PATTERN_SEARCH_PG_EF_SEARCH", default=100)
+SEARCH_PG_OVERSAMPLE = env.int("PATTERN_SEARCH_PG_OVERSAMPLE", default=2)
 EMBEDDING_BATCH_SIZE = env.int("PATTERN_EMBEDDING_BATCH_SIZE", default=128)
 EMBEDDING_BACKFILL_BATCH = env.int("PATTERN_EMBEDDING_BACKFILL_BATCH", default=50)
 EMBEDDING_BACKFILL_MINUTES = env.int("PATTERN_EMBEDDING_BACKFILL_MINUTES", default=30)
