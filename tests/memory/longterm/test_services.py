@@ -28,6 +28,7 @@ from memory.search.pipeline import (
     embedding_flush,
     embeddings_refresh,
 )
+from memory.search.postgres_index import pg_table
 from memory.search.tasks import embeddings_refresh_task
 from pattern_site.health import health_report
 from tests.memory.conftest import model_dir
@@ -39,12 +40,17 @@ def search(agent: Any, query: str, **kwargs: Any) -> list[str]:
 
 
 def fts_count(text: str) -> int:
-    with connection.cursor() as cur:
-        cur.execute(
-            f"SELECT count(*) FROM {ARCHIVAL_INDEX.fts_table}"
-            f" WHERE {ARCHIVAL_INDEX.fts_table} MATCH %s",
-            [text],
+    """Rows of the keyword index matching ``text``, on either vendor."""
+    if connection.vendor == "postgresql":
+        sql = (
+            f"SELECT count(*) FROM {pg_table(ARCHIVAL_INDEX)}"
+            " WHERE tsv @@ plainto_tsquery('english', %s)"
         )
+    else:
+        table = ARCHIVAL_INDEX.fts_table
+        sql = f"SELECT count(*) FROM {table} WHERE {table} MATCH %s"
+    with connection.cursor() as cur:
+        cur.execute(sql, [text])
         return cur.fetchone()[0]
 
 
@@ -331,6 +337,7 @@ def test_search_costs_the_same_queries_for_two_hits_as_for_twenty(agent: Any):
     assert many == few
 
 
+@pytest.mark.sqlite
 def test_hybrid_takes_the_quantised_path_in_a_large_constellation_only(
     agent: Any, embedding_model_loaded: Any, settings: Any
 ):
