@@ -109,6 +109,20 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 HTTP_THREADS = env.int("PATTERN_HTTP_THREADS", default=4)
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("PATTERN_CONN_MAX_AGE", default=600)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# PostgreSQL: each process keeps a psycopg connection pool (Django's
+# OPTIONS["pool"]) of PATTERN_PG_POOL_MIN_SIZE..MAX_SIZE connections, shared
+# by its HTTP threads and Channels' sync threads; a request waits up to
+# PATTERN_PG_POOL_TIMEOUT seconds for one.  A pooled connection goes back
+# to the pool after each request, so persistent connections are off.
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env.bool(
+    "PATTERN_PG_POOL", default=True
+):
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": env.int("PATTERN_PG_POOL_MIN_SIZE", default=2),
+        "max_size": env.int("PATTERN_PG_POOL_MAX_SIZE", default=HTTP_THREADS + 4),
+        "timeout": env.float("PATTERN_PG_POOL_TIMEOUT", default=10.0),
+    }
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
