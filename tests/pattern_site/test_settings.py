@@ -11,6 +11,7 @@ from django.db import connection, connections
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.sqlite
 def test_embedded_default_loads_sqlite_vec_and_fts5_on_every_connection(db):
     with connection.cursor() as cursor:
         cursor.execute("CREATE VIRTUAL TABLE t_vec USING vec0(embedding float[3])")
@@ -38,6 +39,7 @@ def test_embedded_default_loads_sqlite_vec_and_fts5_on_every_connection(db):
         fresh.close()
 
 
+@pytest.mark.sqlite
 def test_sqlite_runs_in_wal_mode_with_a_busy_timeout(db):
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA journal_mode")
@@ -137,7 +139,13 @@ def test_health_reports_every_subsystem(client, db):
     assert response.status_code == 200
     body = response.json()
     assert body["status"] == "ok"
-    assert body["database"]["sqlite_vec_version"].startswith("v")
+    database = body["database"]
+    if database["vendor"] == "sqlite":
+        assert database["sqlite_vec_version"].startswith("v")
+    else:
+        assert database["vendor"] == "postgresql"
+        major_minor = tuple(int(p) for p in database["pgvector_version"].split(".")[:2])
+        assert major_minor >= (0, 8)
     assert body["channel_layer"]["ok"] is True
     assert body["broker"]["ok"] is True
     assert set(body["embeddings"]) >= {"ok", "model", "dim", "detail"}
