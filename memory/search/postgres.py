@@ -29,7 +29,12 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from memory.search.index import TextIndex, owner_sql
-from memory.search.postgres_index import TS_CONFIG, pg_table, vector_literal
+from memory.search.postgres_index import (
+    TS_CONFIG,
+    pg_table,
+    vector_from_binary,
+    vector_literal,
+)
 from memory.search.query import MARK_CLOSE, MARK_OPEN, SNIPPET_TOKENS, TERM
 
 _QUOTED = re.compile(r'"([^"]*)"')
@@ -123,7 +128,8 @@ def pg_vector_candidates(
         " ORDER BY embedding <=> %s::vector LIMIT %s"
     )
     sql = (
-        "SELECT row_id, embedding <=> %s::vector AS distance, embedding::real[]"
+        "SELECT row_id, embedding <=> %s::vector AS distance,"
+        " vector_send(embedding)"
         f" FROM ({inner}) candidates ORDER BY distance, row_id LIMIT %s"
     )
     params = [query, scope_id, *(owner_ids or ()), query, wanted, k]
@@ -140,6 +146,6 @@ def pg_vector_candidates(
             )
         cur.execute(sql, params)
         return [
-            (row_id, float(distance), np.asarray(values, dtype=np.float32))
-            for row_id, distance, values in cur.fetchall()
+            (row_id, float(distance), vector_from_binary(data))
+            for row_id, distance, data in cur.fetchall()
         ]
