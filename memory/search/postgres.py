@@ -86,18 +86,18 @@ def pg_fts_candidates(
     if not tsquery:
         return []
     table = pg_table(index)
+    # The tsquery is written out where it is used, not taken from a CTE:
+    # only a tsquery the planner sees as a constant uses the GIN index.
     sql = (
-        "WITH q AS (SELECT " + tsquery + " AS query),"
-        " top AS (SELECT t.row_id, t.content, ts_rank_cd(t.tsv, q.query) AS rank"
-        f" FROM {table} t, q WHERE t.tsv @@ q.query AND t.scope_id = %s"
-        f"{owner_sql(owner_ids, 't.owner_id')}"
-        " ORDER BY rank DESC, t.row_id LIMIT %s)"
-        " SELECT top.row_id, -top.rank,"
-        f" ts_headline('{TS_CONFIG}', replace(top.content, '<', %s), q.query, %s)"
-        " FROM top, q ORDER BY top.rank DESC, top.row_id"
+        f"SELECT row_id, -rank, ts_headline('{TS_CONFIG}',"
+        f" replace(content, '<', %s), {tsquery}, %s)"
+        f" FROM (SELECT row_id, content, ts_rank_cd(tsv, {tsquery}) AS rank"
+        f" FROM {table} WHERE tsv @@ ({tsquery}) AND scope_id = %s"
+        f"{owner_sql(owner_ids, 'owner_id')}"
+        " ORDER BY rank DESC, row_id LIMIT %s) top ORDER BY rank DESC, row_id"
     )
-    params: list[Any] = [*terms, scope_id, *(owner_ids or ()), k]
-    params += [_LT_STAND_IN, _headline_options()]
+    params: list[Any] = [_LT_STAND_IN, *terms, _headline_options(), *terms, *terms]
+    params += [scope_id, *(owner_ids or ()), k]
     with connection.cursor() as cur:
         cur.execute(sql, params)
         return [
