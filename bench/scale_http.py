@@ -31,10 +31,9 @@ sys.path.insert(0, str(ROOT))
 from pattern_site.processes import (
     SOLO_WORKER_OPTIONS,
     celery_worker_command,
-    daphne_command,
-    free_port,
+    daphne_start,
+    processes_stop,
     throwaway_dir,
-    wait_for_port,
 )
 
 
@@ -148,16 +147,8 @@ def main() -> None:
         ports: list[int] = []
         for processes in (1, 3):
             while len(ports) < processes:
-                port = free_port()
-                proc = subprocess.Popen(
-                    daphne_command(port=port),
-                    cwd=ROOT,
-                    env=child_env,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
+                port, proc = daphne_start(cwd=ROOT, env=child_env)
                 procs.append(proc)
-                wait_for_port(port, timeout=60, proc=proc)
                 ports.append(port)
             # Every process loads the model and opens its pool first.
             warm = argparse.Namespace(requests=args.threads, threads=args.threads)
@@ -166,10 +157,7 @@ def main() -> None:
             for kind in kinds(0, "notes"):
                 results[kind, processes] = drive(ports, tokens, kind, args)
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.wait(timeout=20)
+        processes_stop(procs)
     print(
         f"HTTP on PostgreSQL + Redis, {args.requests} requests per kind,"
         f" {args.threads} client threads"

@@ -21,9 +21,8 @@ from memory.blocks.services import block_create, block_share
 from pattern_site.processes import (
     SOLO_WORKER_OPTIONS,
     celery_worker_command,
-    daphne_command,
-    free_port,
-    wait_for_port,
+    daphne_start,
+    processes_stop,
 )
 from tests.conftest import REPO, subprocess_env
 from tests.factories import AgentFactory
@@ -60,26 +59,12 @@ def cluster(transactional_db: None, redis_url: str) -> Iterator[list[str]]:
                 )
             )
         for _ in range(WEB_PROCESSES):
-            port = free_port()
-            proc = subprocess.Popen(
-                daphne_command(port=port),
-                cwd=REPO,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+            port, proc = daphne_start(cwd=REPO, env=env)
             procs.append(proc)
-            wait_for_port(port, timeout=60, proc=proc)
             urls.append(f"http://127.0.0.1:{port}")
         yield urls
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        processes_stop(procs)
 
 
 def _append(base: str, token: str, label: str, text: str) -> int:
