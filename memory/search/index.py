@@ -1,5 +1,8 @@
 """The index tables beside a searchable base table: FTS5 for keywords, vec0
 for vectors (float, and binary-quantised for the coarse pass).
+
+On PostgreSQL the same functions keep one table of ``tsvector`` and pgvector
+columns instead (``memory.search.postgres_index``).
 """
 
 import json
@@ -9,6 +12,14 @@ from datetime import date
 
 import numpy as np
 from django.db import connection
+
+from memory.search.postgres_index import (
+    pg_clear,
+    pg_delete,
+    pg_put_texts,
+    pg_put_vectors,
+    pg_vectors,
+)
 
 
 @dataclass(frozen=True)
@@ -70,8 +81,13 @@ class TextIndex:
 
 
 def backend_available() -> bool:
-    """FTS5 and vec0 exist only on the embedded SQLite engine."""
-    return connection.vendor == "sqlite"
+    """FTS5 and vec0 on the embedded SQLite engine, the ``_pgsearch`` tables
+    (full text and pgvector) on PostgreSQL."""
+    return connection.vendor in ("sqlite", "postgresql")
+
+
+def on_postgresql() -> bool:
+    return connection.vendor == "postgresql"
 
 
 def index_put_texts(
@@ -87,6 +103,9 @@ def index_put_texts(
     rows before it); ``dates``: each row's date.  Absent: none.
     """
     if not backend_available() or not rows:
+        return
+    if on_postgresql():
+        pg_put_texts(index, rows=rows)
         return
     contexts, dates = contexts or {}, dates or {}
     with connection.cursor() as cur:
@@ -166,6 +185,9 @@ def index_put_vectors(
     """Store (row_id, scope_id, owner_id, vector) rows, replacing old ones."""
     if not backend_available() or not rows:
         return
+    if on_postgresql():
+        pg_put_vectors(index, rows=rows)
+        return
     ids = [[r[0]] for r in rows]
     with connection.cursor() as cur:
         for table in (index.vec_table, index.bin_table):
@@ -193,6 +215,9 @@ def index_put_vectors(
 def index_delete(index: TextIndex, *, row_ids: Sequence[int]) -> None:
     if not backend_available() or not row_ids:
         return
+    if on_postgresql():
+        pg_delete(index, row_ids=row_ids)
+        return
     ids = [[row_id] for row_id in row_ids]
     with connection.cursor() as cur:
         for table in (index.fts_table, index.vec_table, index.bin_table):
@@ -202,6 +227,9 @@ def index_delete(index: TextIndex, *, row_ids: Sequence[int]) -> None:
 def index_clear(index: TextIndex) -> None:
     """Empty the index (Django's flush leaves virtual tables alone)."""
     if not backend_available():
+        return
+    if on_postgresql():
+        pg_clear(index)
         return
     with connection.cursor() as cur:
         for table in (index.fts_table, index.vec_table, index.bin_table):
@@ -219,6 +247,8 @@ def index_vectors(index: TextIndex, *, row_ids: Sequence[int]) -> dict[int, np.n
     """
     if not backend_available() or not row_ids:
         return {}
+    if on_postgresql():
+        return pg_vectors(index, row_ids=row_ids)
     with connection.cursor() as cur:
         cur.execute(
             f"SELECT rowid, value00 FROM {index.bin_table}_auxiliary"

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import EmptyResultSet
-from django.db import connection
+from django.db import connection, connections
 from django.db.models import Exists, OuterRef, QuerySet
 from django.db.models.expressions import RawSQL
 
@@ -14,6 +14,13 @@ from pattern_site.db.compiled import RowReader
 
 # Stands for the candidate ids in a compiled statement (PermittedRows).
 _IDS_PARAM = object()
+
+
+# The candidate ids, sent as one JSON array, as rows: by database vendor.
+_IDS_SQL = {
+    "sqlite": "SELECT value FROM json_each(%s)",
+    "postgresql": "SELECT value::bigint FROM jsonb_array_elements_text(%s::jsonb)",
+}
 
 
 @dataclass(frozen=True)
@@ -40,10 +47,10 @@ def _permitted_statement(allowed: QuerySet) -> _PermittedStatement:
     """Compile ``pk IN (json_each(ids)) AND EXISTS (allowed row)``."""
     model = allowed.model
     inner = allowed.filter(pk=OuterRef("pk")).order_by().values("pk")
+    ids_sql = _IDS_SQL[connections[allowed.db].vendor]
     outer = (
-        model._default_manager.filter(
-            pk__in=RawSQL("SELECT value FROM json_each(%s)", (_IDS_PARAM,))
-        )
+        model._default_manager.using(allowed.db)
+        .filter(pk__in=RawSQL(ids_sql, (_IDS_PARAM,)))
         .filter(Exists(inner))
         .order_by()
     )

@@ -141,6 +141,20 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 HTTP_THREADS = env.int("PATTERN_HTTP_THREADS", default=4)
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("PATTERN_CONN_MAX_AGE", default=600)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# PostgreSQL: each process keeps a psycopg connection pool (Django's
+# OPTIONS["pool"]) of PATTERN_PG_POOL_MIN_SIZE..MAX_SIZE connections, shared
+# by its HTTP threads and Channels' sync threads; a request waits up to
+# PATTERN_PG_POOL_TIMEOUT seconds for one.  A pooled connection goes back
+# to the pool after each request, so persistent connections are off.
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env.bool(
+    "PATTERN_PG_POOL", default=True
+):
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": env.int("PATTERN_PG_POOL_MIN_SIZE", default=2),
+        "max_size": env.int("PATTERN_PG_POOL_MAX_SIZE", default=HTTP_THREADS + 4),
+        "timeout": env.float("PATTERN_PG_POOL_TIMEOUT", default=10.0),
+    }
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -322,6 +336,11 @@ SEARCH_QUANTISED_ABOVE = env.int("PATTERN_SEARCH_QUANTISED_ABOVE", default=20_00
 # numpy falls back to vec0 by itself on a sqlite-vec whose storage it does
 # not know.
 SEARCH_EXACT_KNN = env.str("PATTERN_SEARCH_EXACT_KNN", default="numpy")
+# PostgreSQL's vector side (memory.search.postgres): the HNSW candidate list
+# (hnsw.ef_search, at least the candidates asked for) and how many times k
+# candidates are re-scored exactly.
+SEARCH_PG_EF_SEARCH = env.int("PATTERN_SEARCH_PG_EF_SEARCH", default=100)
+SEARCH_PG_OVERSAMPLE = env.int("PATTERN_SEARCH_PG_OVERSAMPLE", default=2)
 EMBEDDING_BATCH_SIZE = env.int("PATTERN_EMBEDDING_BATCH_SIZE", default=128)
 EMBEDDING_BACKFILL_BATCH = env.int("PATTERN_EMBEDDING_BACKFILL_BATCH", default=50)
 EMBEDDING_BACKFILL_MINUTES = env.int("PATTERN_EMBEDDING_BACKFILL_MINUTES", default=30)

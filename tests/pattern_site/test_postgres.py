@@ -1,9 +1,17 @@
-"""The same code runs on PostgreSQL (DATABASE_URL), outside the search backend."""
+"""The same code runs on PostgreSQL (DATABASE_URL): migrations, seed, API.
+
+The full run uses the bundled PostgreSQL with pgvector (``pgvector_server``);
+the machine's own PostgreSQL (``PATTERN_TEST_POSTGRES_URL``), which has no
+pgvector, shows the error a migration gives without it.
+"""
 
 import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
@@ -16,21 +24,55 @@ PG_ADMIN_URL = os.environ.get(
 )
 
 
-@pytest.fixture
-def postgres_database_url():
+@contextmanager
+def fresh_database(admin_url: str) -> Iterator[str]:
+    """A new database on the server at ``admin_url``, dropped afterwards."""
     import psycopg
 
     name = f"pattern_test_{uuid.uuid4().hex[:12]}"
     try:
-        admin = psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=3)
+        admin = psycopg.connect(admin_url, autocommit=True, connect_timeout=3)
     except Exception as exc:
-        missing(f"PostgreSQL is not reachable at {PG_ADMIN_URL}: {exc}")
+        missing(f"PostgreSQL is not reachable at {admin_url}: {exc}")
     with admin:
         admin.execute(f'CREATE DATABASE "{name}"')
         try:
-            yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+            yield admin_url.rsplit("/", 1)[0] + f"/{name}"
         finally:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def postgres_database_url(pgvector_server: Any) -> Iterator[str]:
+    with fresh_database(pgvector_server.url()) as url:
+        yield url
+
+
+def test_migrate_without_pgvector_stops_and_names_the_fix(tmp_path: Any):
+    with fresh_database(PG_ADMIN_URL) as url:
+        import psycopg
+
+        with psycopg.connect(url) as conn:
+            available = conn.execute(
+                "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
+            ).fetchone()
+        if available:
+            pytest.skip(f"the PostgreSQL at {PG_ADMIN_URL} has pgvector")
+        result = subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput"],
+            cwd=REPO,
+            env={
+                **os.environ,
+                "DJANGO_SETTINGS_MODULE": "pattern_site.settings.dev",
+                "DATABASE_URL": url,
+                "PATTERN_DATA_DIR": str(tmp_path),
+            },
+            capture_output=True,
+            text=True,
+        )
+    assert result.returncode != 0
+    assert "no 'vector' extension available" in result.stderr
+    assert "pgvector/pgvector:pg16" in result.stderr
 
 
 def test_migrations_seed_and_api_run_on_postgresql(postgres_database_url, tmp_path):

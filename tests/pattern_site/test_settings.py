@@ -13,6 +13,7 @@ from pattern_site import health
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.sqlite
 def test_embedded_default_loads_sqlite_vec_and_fts5_on_every_connection(db):
     with connection.cursor() as cursor:
         cursor.execute("CREATE VIRTUAL TABLE t_vec USING vec0(embedding float[3])")
@@ -40,6 +41,7 @@ def test_embedded_default_loads_sqlite_vec_and_fts5_on_every_connection(db):
         fresh.close()
 
 
+@pytest.mark.sqlite
 def test_sqlite_runs_in_wal_mode_with_a_busy_timeout(db):
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA journal_mode")
@@ -54,7 +56,9 @@ def _settings_in_subprocess(**env: str) -> dict:
         "from django.conf import settings as s;"
         "print(json.dumps({'engine': s.DATABASES['default']['ENGINE'],"
         "'layer': s.CHANNEL_LAYERS['default'],"
-        "'broker': s.CELERY_BROKER_URL}))"
+        "'broker': s.CELERY_BROKER_URL,"
+        "'db_options': s.DATABASES['default'].get('OPTIONS', {}),"
+        "'conn_max_age': s.DATABASES['default']['CONN_MAX_AGE']}))"
     )
     full_env = {
         **os.environ,
@@ -116,8 +120,20 @@ def test_database_url_selects_postgresql(tmp_path):
     cfg = _settings_in_subprocess(
         PATTERN_DATA_DIR=str(tmp_path),
         DATABASE_URL="postgres://postgres@127.0.0.1:5432/test",
+        PATTERN_PG_POOL_MAX_SIZE="12",
     )
     assert cfg["engine"] == "django.db.backends.postgresql"
+    assert cfg["db_options"]["pool"] == {"min_size": 2, "max_size": 12, "timeout": 10.0}
+    assert cfg["conn_max_age"] == 0  # Django's pool refuses persistent connections
+
+
+def test_postgresql_pooling_can_be_turned_off(tmp_path):
+    cfg = _settings_in_subprocess(
+        PATTERN_DATA_DIR=str(tmp_path),
+        DATABASE_URL="postgres://postgres@127.0.0.1:5432/test",
+        PATTERN_PG_POOL="false",
+    )
+    assert "pool" not in cfg["db_options"] and cfg["conn_max_age"] == 600
 
 
 def test_health_reports_every_subsystem(client, db):
@@ -125,7 +141,13 @@ def test_health_reports_every_subsystem(client, db):
     assert response.status_code == 200
     body = response.json()
     assert body["status"] == "ok"
-    assert body["database"]["sqlite_vec_version"].startswith("v")
+    database = body["database"]
+    if database["vendor"] == "sqlite":
+        assert database["sqlite_vec_version"].startswith("v")
+    else:
+        assert database["vendor"] == "postgresql"
+        major_minor = tuple(int(p) for p in database["pgvector_version"].split(".")[:2])
+        assert major_minor >= (0, 8)
     assert body["channel_layer"]["ok"] is True
     assert body["broker"]["ok"] is True
     assert set(body["embeddings"]) >= {"ok", "model", "dim", "detail"}
@@ -137,16 +159,25 @@ def test_openapi_docs_are_served(client, db):
     assert "/api/health" in schema["paths"]
 
 
-def test_docker_compose_describes_web_worker_beat_and_redis():
+def test_docker_compose_describes_web_worker_beat_redis_and_postgres():
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
     services = compose["services"]
-    assert {"web", "worker", "beat", "redis"} <= set(services)
+    assert {"web", "worker", "beat", "redis", "postgres", "migrate"} <= set(services)
+    assert services["postgres"]["image"].startswith("pgvector/pgvector:")
+    assert services["web"]["deploy"]["replicas"] >= 2
+    assert "migrate" in services["migrate"]["command"]
+    # Replicas never race each other to migrate: they wait for the one run.
+    assert services["web"]["depends_on"]["migrate"] == {
+        "condition": "service_completed_successfully"
+    }
     assert "daphne" in " ".join(services["web"]["command"])
     assert "worker" in " ".join(services["worker"]["command"])
     assert "beat" in " ".join(services["beat"]["command"])
     for name in ("web", "worker", "beat"):
         assert services[name]["build"]["dockerfile"] == "Dockerfile"
-        assert services[name]["environment"]["PATTERN_REDIS_URL"].startswith("redis://")
+        environment = services[name]["environment"]
+        assert environment["PATTERN_REDIS_URL"].startswith("redis://")
+        assert environment["DATABASE_URL"].startswith("postgres://")
     assert (REPO / "Dockerfile").exists()
 
 

@@ -29,6 +29,7 @@ from memory.search.pipeline import (
     embedding_flush,
     embeddings_refresh,
 )
+from memory.search.postgres_index import pg_table
 from memory.search.tasks import embeddings_refresh_task
 from pattern_site.health import health_report
 from tests.memory.conftest import model_dir
@@ -40,12 +41,17 @@ def search(agent: Any, query: str, **kwargs: Any) -> list[str]:
 
 
 def fts_count(text: str) -> int:
-    with connection.cursor() as cur:
-        cur.execute(
-            f"SELECT count(*) FROM {ARCHIVAL_INDEX.fts_table}"
-            f" WHERE {ARCHIVAL_INDEX.fts_table} MATCH %s",
-            [text],
+    """Rows of the keyword index matching ``text``, on either vendor."""
+    if connection.vendor == "postgresql":
+        sql = (
+            f"SELECT count(*) FROM {pg_table(ARCHIVAL_INDEX)}"
+            " WHERE tsv @@ plainto_tsquery('english', %s)"
         )
+    else:
+        table = ARCHIVAL_INDEX.fts_table
+        sql = f"SELECT count(*) FROM {table} WHERE {table} MATCH %s"
+    with connection.cursor() as cur:
+        cur.execute(sql, [text])
         return cur.fetchone()[0]
 
 
@@ -335,6 +341,7 @@ def test_search_costs_the_same_queries_for_two_hits_as_for_twenty(agent: Any):
     assert many == few
 
 
+@pytest.mark.sqlite
 def test_hybrid_takes_the_quantised_path_in_a_large_constellation_only(
     agent: Any, embedding_model_loaded: Any, settings: Any
 ):
@@ -361,6 +368,9 @@ def test_hybrid_takes_the_quantised_path_in_a_large_constellation_only(
     assert not run("hybrid").quantised
 
 
+# The context and date columns are SQLite FTS5's; PostgreSQL indexes the
+# text alone.
+@pytest.mark.sqlite
 def test_a_short_reply_is_found_by_the_topic_of_the_entries_before_it(agent: Any):
     archival_entry_create(agent=agent, content="Planning the trip to Lisbon in June")
     reply = archival_entry_create(agent=agent, content="booked it for the 12th!")
@@ -373,6 +383,9 @@ def test_a_short_reply_is_found_by_the_topic_of_the_entries_before_it(agent: Any
     ]
 
 
+# The context and date columns are SQLite FTS5's; PostgreSQL indexes the
+# text alone.
+@pytest.mark.sqlite
 def test_a_message_context_spans_appends_and_stays_in_its_conversation(agent: Any):
     first = conversation_start(agent=agent)
     messages_append(
@@ -406,6 +419,9 @@ def test_invalid_retrieval_settings_store_nothing(agent: Any):
     )
 
 
+# The context and date columns are SQLite FTS5's; PostgreSQL indexes the
+# text alone.
+@pytest.mark.sqlite
 def test_without_a_model_hybrid_answers_from_keywords_and_context(
     agent: Any, no_embedding_model: None
 ):
@@ -419,6 +435,9 @@ def test_without_a_model_hybrid_answers_from_keywords_and_context(
     assert result.hits[1][1].vector_part is None
 
 
+# The context and date columns are SQLite FTS5's; PostgreSQL indexes the
+# text alone.
+@pytest.mark.sqlite
 def test_a_question_naming_a_day_prefers_the_entry_of_that_day(agent: Any):
     rug = archival_entry_create(
         agent=agent, content="bought a rug", metadata={"date": "2023-03-02"}

@@ -110,6 +110,7 @@ def test_exact_vector_search_ranks_and_scores_by_cosine_whatever_the_lengths(
         assert cosine == pytest.approx(1.0, abs=1e-5)
 
 
+@pytest.mark.sqlite
 def test_numpy_and_vec0_exact_knn_agree_across_chunks_owners_and_deletes(
     db: None, settings: Any
 ):
@@ -148,6 +149,7 @@ def test_numpy_and_vec0_exact_knn_agree_across_chunks_owners_and_deletes(
             assert len(numpy_ids) == (0 if owner_ids == [99] else 25)
 
 
+@pytest.mark.sqlite
 @pytest.mark.django_db(transaction=True)
 def test_exact_knn_outside_a_transaction_reads_in_its_own_and_ends_it(agent: Any):
     """Outside ``atomic`` the chunk list and the vector reads share a read
@@ -175,6 +177,7 @@ def test_exact_knn_outside_a_transaction_reads_in_its_own_and_ends_it(agent: Any
         index_clear(ARCHIVAL_INDEX)  # the flush after this test leaves vec0 be
 
 
+@pytest.mark.sqlite
 def test_exact_knn_falls_back_to_vec0_on_a_storage_it_does_not_know(
     monkeypatch: Any, agent: Any
 ):

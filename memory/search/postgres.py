@@ -1,0 +1,151 @@
+"""The candidate lists of the search engine, on PostgreSQL.
+
+Same contract as ``memory.search.engine.fts_candidates`` and
+``vector_candidates`` (the engine calls these on PostgreSQL; fusion, dedup,
+filters and the score breakdown are the engine's, shared by both vendors).
+
+Keywords: the terms and phrases of the engine's safe query
+(``memory.search.query.fts_query``), each turned into a tsquery by
+``plainto_tsquery``/``phraseto_tsquery`` (which accept any text) and OR-ed,
+matched against the GIN-indexed ``tsv`` column, ranked by ``ts_rank_cd``,
+snippets from ``ts_headline``.  The ``bm25`` slot of a candidate holds the
+negated ``ts_rank_cd`` (lower is better, as FTS5's bm25).
+
+Vectors: pgvector's HNSW index (cosine distance) gives
+``SEARCH_PG_OVERSAMPLE * k`` candidates, searched with ``hnsw.ef_search``
+from ``SEARCH_PG_EF_SEARCH`` and iterative scans so that the scope and
+owner filters inside the query still return enough rows; their distances
+are computed exactly again and the best ``k`` returned.  ``exact=True``
+ranks every row of the scope without the index (the reference of the
+recall checks).
+"""
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.db import connection, transaction
+
+from memory.search.index import TextIndex, owner_sql
+from memory.search.postgres_index import (
+    TS_CONFIG,
+    pg_table,
+    vector_from_binary,
+    vector_literal,
+)
+from memory.search.query import MARK_CLOSE, MARK_OPEN, SNIPPET_TOKENS, TERM
+
+_QUOTED = re.compile(r'"([^"]*)"')
+
+
+def tsquery_sql(fts_q: str) -> tuple[str, list[str]]:
+    """A tsquery expression (SQL and parameters) for an engine query.
+
+    ``fts_q`` is ``fts_query``'s output: double-quoted terms and phrases,
+    OR-ed.  Only the words inside the quotes are kept, each part a
+    parameter of ``plainto_tsquery``/``phraseto_tsquery``: no user text
+    reaches the tsquery syntax.  ``("", [])`` when nothing is left.
+    """
+    parts: list[str] = []
+    params: list[str] = []
+    for quoted in _QUOTED.findall(fts_q):
+        words = TERM.findall(quoted)
+        if not words:
+            continue
+        function = "phraseto_tsquery" if len(words) > 1 else "plainto_tsquery"
+        parts.append(f"{function}('{TS_CONFIG}', %s)")
+        params.append(" ".join(words))
+    return " || ".join(parts), params
+
+
+# ts_headline drops what its parser takes for an HTML tag: ``<`` is swapped
+# for this character in the text it is given, and back in its output, so
+# the snippet shows the stored text (escaped later, like every snippet).
+_LT_STAND_IN = "\x01"
+
+
+def _headline_options() -> str:
+    return (
+        f"StartSel={MARK_OPEN}, StopSel={MARK_CLOSE}, MaxWords={SNIPPET_TOKENS},"
+        f" MinWords={SNIPPET_TOKENS // 2}, ShortWord=2"
+    )
+
+
+def pg_fts_candidates(
+    index: TextIndex,
+    *,
+    query: str,
+    scope_id: int,
+    owner_ids: Sequence[int] | None,
+    k: int,
+) -> list[tuple[int, float, str]]:
+    """(row_id, -ts_rank_cd, snippet) of the best ``k`` keyword matches."""
+    tsquery, terms = tsquery_sql(query)
+    if not tsquery:
+        return []
+    table = pg_table(index)
+    # The tsquery is written out where it is used, not taken from a CTE:
+    # only a tsquery the planner sees as a constant uses the GIN index.
+    sql = (
+        f"SELECT row_id, -rank, ts_headline('{TS_CONFIG}',"
+        f" replace(content, '<', %s), {tsquery}, %s)"
+        f" FROM (SELECT row_id, content, ts_rank_cd(tsv, {tsquery}) AS rank"
+        f" FROM {table} WHERE tsv @@ ({tsquery}) AND scope_id = %s"
+        f"{owner_sql(owner_ids, 'owner_id')}"
+        " ORDER BY rank DESC, row_id LIMIT %s) top ORDER BY rank DESC, row_id"
+    )
+    params: list[Any] = [_LT_STAND_IN, *terms, _headline_options(), *terms, *terms]
+    params += [scope_id, *(owner_ids or ()), k]
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        return [
+            (row_id, float(rank), snippet.replace(_LT_STAND_IN, "<"))
+            for row_id, rank, snippet in cur.fetchall()
+        ]
+
+
+def pg_vector_candidates(
+    index: TextIndex,
+    *,
+    vector: np.ndarray,
+    scope_id: int,
+    owner_ids: Sequence[int] | None,
+    k: int,
+    exact: bool = False,
+) -> list[tuple[int, float, np.ndarray | None]]:
+    """(row_id, cosine distance, vector) of the nearest rows, nearest first."""
+    if k <= 0:
+        return []
+    table = pg_table(index)
+    query = vector_literal(vector)
+    wanted = k if exact else max(k * settings.SEARCH_PG_OVERSAMPLE, k)
+    inner = (
+        f"SELECT row_id, embedding FROM {table}"
+        " WHERE embedding IS NOT NULL AND scope_id = %s"
+        f"{owner_sql(owner_ids, 'owner_id')}"
+        " ORDER BY embedding <=> %s::vector LIMIT %s"
+    )
+    sql = (
+        "SELECT row_id, embedding <=> %s::vector AS distance,"
+        " vector_send(embedding)"
+        f" FROM ({inner}) candidates ORDER BY distance, row_id LIMIT %s"
+    )
+    params = [query, scope_id, *(owner_ids or ()), query, wanted, k]
+    # SET LOCAL needs a transaction: the settings end with it.
+    with transaction.atomic(), connection.cursor() as cur:
+        if exact:
+            cur.execute("SELECT set_config('enable_indexscan', 'off', true)")
+        else:
+            ef_search = max(settings.SEARCH_PG_EF_SEARCH, wanted)
+            cur.execute(
+                "SELECT set_config('hnsw.ef_search', %s, true),"
+                " set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+                [str(min(ef_search, 1000))],
+            )
+        cur.execute(sql, params)
+        return [
+            (row_id, float(distance), vector_from_binary(data))
+            for row_id, distance, data in cur.fetchall()
+        ]

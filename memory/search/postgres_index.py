@@ -1,0 +1,93 @@
+"""The index table beside a searchable base table, on PostgreSQL.
+
+One plain table per base table, ``<base_table>_pgsearch``, keyed like the
+SQLite index tables by the base row's primary key, with the two filter
+columns ``scope_id`` and ``owner_id``; it holds the text (the ``tsv``
+column, a generated ``tsvector`` under a GIN index, follows it), and the
+vector as a pgvector ``vector(384)`` under an HNSW index (cosine distance).
+A row may have a text and no vector or the reverse, as on SQLite.  The
+migrations create the tables (``memory/migrations/0007``); the functions
+here are the PostgreSQL side of ``memory.search.index``.
+"""
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+from django.db import connection
+
+if TYPE_CHECKING:
+    from memory.search.index import TextIndex
+
+# Text search configuration of the ``tsv`` column and of every query: the
+# same stemming as the SQLite side's porter tokenizer.
+TS_CONFIG = "english"
+
+
+def pg_table(index: "TextIndex") -> str:
+    return f"{index.base_table}_pgsearch"
+
+
+def vector_literal(vector: np.ndarray) -> str:
+    """pgvector's text form of ``vector`` (sent as a parameter, cast)."""
+    values = np.asarray(vector, dtype=np.float32)
+    return "[" + ",".join(repr(float(v)) for v in values) + "]"
+
+
+def vector_from_binary(data: bytes) -> np.ndarray:
+    """A vector read as ``vector_send(embedding)``: pgvector's binary form
+    (dimensions and a spare int16, then big-endian float4s), parsed in one
+    step rather than as text or a float array, which costs milliseconds."""
+    return np.frombuffer(data, dtype=">f4", offset=4).astype(np.float32)
+
+
+def pg_put_texts(
+    index: "TextIndex", *, rows: Sequence[tuple[int, int, int, str]]
+) -> None:
+    with connection.cursor() as cur:
+        cur.executemany(
+            f"INSERT INTO {pg_table(index)} (row_id, scope_id, owner_id, content)"
+            " VALUES (%s, %s, %s, %s) ON CONFLICT (row_id) DO UPDATE SET"
+            " scope_id = EXCLUDED.scope_id, owner_id = EXCLUDED.owner_id,"
+            " content = EXCLUDED.content",
+            [list(row) for row in rows],
+        )
+
+
+def pg_put_vectors(
+    index: "TextIndex", *, rows: Sequence[tuple[int, int, int, np.ndarray]]
+) -> None:
+    """Vectors are stored as given; cosine distance ignores their length."""
+    with connection.cursor() as cur:
+        cur.executemany(
+            f"INSERT INTO {pg_table(index)} (row_id, scope_id, owner_id, embedding)"
+            " VALUES (%s, %s, %s, %s::vector) ON CONFLICT (row_id) DO UPDATE SET"
+            " scope_id = EXCLUDED.scope_id, owner_id = EXCLUDED.owner_id,"
+            " embedding = EXCLUDED.embedding",
+            [
+                (row_id, scope_id, owner_id, vector_literal(vector))
+                for row_id, scope_id, owner_id, vector in rows
+            ],
+        )
+
+
+def pg_delete(index: "TextIndex", *, row_ids: Sequence[int]) -> None:
+    with connection.cursor() as cur:
+        cur.execute(
+            f"DELETE FROM {pg_table(index)} WHERE row_id = ANY(%s)", [list(row_ids)]
+        )
+
+
+def pg_clear(index: "TextIndex") -> None:
+    with connection.cursor() as cur:
+        cur.execute(f"DELETE FROM {pg_table(index)}")
+
+
+def pg_vectors(index: "TextIndex", *, row_ids: Sequence[int]) -> dict[int, np.ndarray]:
+    with connection.cursor() as cur:
+        cur.execute(
+            f"SELECT row_id, vector_send(embedding) FROM {pg_table(index)}"
+            " WHERE row_id = ANY(%s) AND embedding IS NOT NULL",
+            [list(row_ids)],
+        )
+        return {row_id: vector_from_binary(data) for row_id, data in cur.fetchall()}
