@@ -4,6 +4,9 @@ from django.http import HttpRequest
 
 from coordination.agents.models import Agent, AgentToken, Constellation
 from coordination.agents.services import agent_token_issue, agent_token_revoke
+from coordination.groups.models import AgentGroup, GroupMembership, GroupRun
+from coordination.web import ReadOnlyMixin
+from coordination.work.models import CoordinationState, HandoffNote, Task
 
 
 class AgentInline(admin.TabularInline):
@@ -79,3 +82,45 @@ class AgentTokenAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+
+class GroupMembershipInline(admin.TabularInline):
+    model = GroupMembership
+    extra = 0
+    can_delete = False
+    fields = ["agent", "role", "domain", "capabilities"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(AgentGroup)
+class AgentGroupAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ["name", "constellation", "pattern"]
+    list_filter = ["pattern"]
+    search_fields = ["name"]
+    inlines = [GroupMembershipInline]
+
+
+@admin.register(GroupRun)
+class GroupRunAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ["id", "group", "status", "started_at"]
+    list_filter = ["status"]
+
+
+@admin.register(Task)
+class TaskAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ["id", "title", "constellation", "status", "assignee", "priority"]
+    list_filter = ["status"]
+    search_fields = ["title"]
+
+
+@admin.register(HandoffNote)
+class HandoffNoteAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ["id", "from_agent", "to_agent", "created_at", "read_at"]
+
+
+@admin.register(CoordinationState)
+class CoordinationStateAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ["key", "constellation", "version", "updated_at"]

@@ -84,3 +84,17 @@ def form_retry(request: HttpRequest, form: str | None = None) -> dict[str, Any] 
     if retry is None or (form is not None and retry["form"] != form):
         return None
     return request.session.pop(FORM_RETRY)
+
+
+class ReadOnlyMixin:
+    """Admin listing and viewing only: no add, change or delete (the
+    models change through their services)."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -7,13 +7,11 @@ block.  Retrieval settings are the one editable model: plain per-constellation
 numbers with no index or document behind them.
 """
 
-from typing import Any
-
 from django.contrib import admin
-from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
+from coordination.web import ReadOnlyMixin
 from memory.models import (
     ArchivalEntry,
     BlockApproval,
@@ -24,19 +22,6 @@ from memory.models import (
     Message,
     RetrievalConfig,
 )
-
-
-class ReadOnlyMixin:
-    """Listing and viewing only: no add, change or delete."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class ReadOnlyInline(ReadOnlyMixin, admin.TabularInline):
