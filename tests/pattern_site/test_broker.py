@@ -27,7 +27,7 @@ TASKS_EACH = 40
 # One producer process: sends agent_touch for each agent id in its arguments.
 PRODUCE = (
     "import sys, django; django.setup();"
-    "from coordination.tasks import agent_touch_task;"
+    "from coordination.agents.tasks import agent_touch_task;"
     "[agent_touch_task.delay(int(pk), sys.argv[1]) for pk in sys.argv[2:]]"
 )
 
