@@ -42,7 +42,7 @@ run: migrate assets
 # The packages whose behaviour depends on the database engine, run again on
 # the bundled PostgreSQL with pgvector (search backends, long-term memory,
 # the block write path); the rest of the suite runs on SQLite only.
-PG_TESTS := tests/memory/search tests/memory/longterm tests/memory/blocks/test_services.py tests/pattern_site/test_postgres.py
+PG_TESTS := tests/memory/search tests/memory/longterm tests/memory/blocks/test_services.py tests/pattern_site/test_postgres.py tests/pattern_site/test_scale_out.py
 
 test: setup test-deps assets
 	$(VENV)/bin/ruff check .

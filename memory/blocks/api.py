@@ -228,12 +228,12 @@ def create_block(request: HttpRequest, payload: BlockCreateIn) -> Status[Any]:
 def list_block_changes(
     request: HttpRequest,
     peek: bool = False,
-    labels: Annotated[list[str] | None, Query()] = None,
+    labels: Annotated[list[str], Query()] = [],  # noqa: B006 (ninja reads it)
 ) -> dict[str, Any]:
     """What others changed in the blocks you can read since you last looked;
     your look then moves to now (``peek=true``: it stays)."""
     return tools.block_changes_tool(
-        actor=request_actor(request), args=ChangesIn(peek=peek, labels=labels)
+        actor=request_actor(request), args=ChangesIn(peek=peek, labels=labels or None)
     )
 
 
