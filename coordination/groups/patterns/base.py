@@ -11,6 +11,7 @@ that each decision is deterministic under test (randomness comes from the
 
 import random
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
@@ -131,7 +132,7 @@ def member_named(members: tuple[Member, ...], text: str) -> Member | None:
     return None
 
 
-class Pattern:
+class Pattern(ABC):
     """One coordination pattern; subclasses set ``name`` and ``Config``."""
 
     name: ClassVar[str]
@@ -159,12 +160,14 @@ class Pattern:
             self.check_members(config, members)
         return config
 
-    def check_members(self, config: Any, members: tuple[Member, ...]) -> None:
-        """Refuse a configuration naming agents that are not members."""
+    def check_members(self, config: Any, members: tuple[Member, ...]) -> None:  # noqa: B027
+        """Refuse a configuration naming agents that are not members (by
+        default a pattern names no agent, so nothing to check)."""
 
     def initial_state(self, config: Any) -> dict[str, Any]:
         return {}
 
+    @abstractmethod
     def route(
         self,
         *,
@@ -174,7 +177,7 @@ class Pattern:
         message: str,
         rng: random.Random,
     ) -> Decision:
-        raise NotImplementedError
+        """Who acts on ``message`` and in what order; the new ``state``."""
 
     def advance(self, *, config: Any, ctx: RunContext, finished: DeliveryView) -> Step:
         """Default: the run is done once every asked agent has answered."""
