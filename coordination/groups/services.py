@@ -7,8 +7,8 @@ the run, the deliveries and the ``Started`` event, in one transaction.
 Everything that changes a run afterwards (an agent taking its work,
 chunks, tool calls, answers, failures, deadlines) locks the run's row,
 writes its events with consecutive numbers and lets the pattern decide
-what comes next.  Readers are woken after commit; timeouts are Celery
-tasks scheduled after commit, backed by a beat sweep.
+what comes next.  Readers are woken after commit; timeouts are kept by
+Celery sweeps booked after commit for just after each deadline.
 """
 
 import random
@@ -22,7 +22,8 @@ from django.utils import timezone
 from coordination.actors import Actor
 from coordination.agents.models import Agent, Constellation
 from coordination.errors import Conflict, InvalidInput, LimitExceeded, NotFound
-from coordination.groups import realtime, tasks
+from coordination.groups import realtime
+from coordination.groups.deadlines import deadline_schedule
 from coordination.groups.models import (
     OPEN_DELIVERY_STATUSES,
     AgentGroup,
@@ -274,14 +275,7 @@ def _deliver(
             )
             failed.append(delivery_view(delivery))
         elif delivery.deadline_at is not None:
-            delivery_id, seconds = delivery.pk, (delivery.deadline_at - now)
-            transaction.on_commit(
-                lambda i=delivery_id, s=seconds: (
-                    tasks.run_delivery_expire_task.apply_async(
-                        (i,), countdown=s.total_seconds()
-                    )
-                )
-            )
+            deadline_schedule(at=delivery.deadline_at)
     return made, failed
 
 
@@ -331,10 +325,7 @@ def _start_run(
     if failed:
         _settle(run, failed, members=members, now=now)
     if run.closes_at is not None and run.status == RunStatus.RUNNING:
-        run_id, seconds = run.pk, decision.close_after
-        transaction.on_commit(
-            lambda: tasks.run_vote_close_task.apply_async((run_id,), countdown=seconds)
-        )
+        deadline_schedule(at=run.closes_at)
     _wake_after_commit(run, [d.agent_id for d in decision.deliveries])
     return run
 
@@ -736,8 +727,8 @@ def run_vote_close(*, run_id: int, now: datetime | None = None) -> bool:
 def run_deadlines_sweep(*, now: datetime | None = None) -> int:
     """Expire every overdue delivery and close every overdue vote.
 
-    The countdown tasks do this on time; the sweep catches what they missed
-    (a worker restart) and is what eager mode relies on.
+    Booked by ``coordination.groups.deadlines`` for just after each
+    deadline, and run by the beat too, for a booking lost with its process.
     """
     now = now or timezone.now()
     overdue = list(
