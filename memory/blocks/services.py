@@ -58,7 +58,7 @@ from memory.blocks.models import (
     SharedAccess,
 )
 from memory.blocks.permissions import (
-    block_access_for_actor,
+    block_access_now,
     block_approval_needed,
     block_can_configure,
     block_can_delete,
@@ -207,8 +207,8 @@ def _block_change(
     locked = _lock(block)
     if access is None:
         # From the locked row, never ``block``: a caller (an open socket)
-        # may hold it from before a permission or a share changed.
-        access = block_access_for_actor(actor=actor, block=locked)
+        # may hold it from before a permission, a share or its token changed.
+        access = block_access_now(actor=actor, block=locked)
     if access == "read":
         block_require_access(actor=actor, block=locked, needed="append")
     doc = _locked_document(locked)

@@ -44,7 +44,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from coordination.actors import Actor
-from coordination.agents.services import agent_token_authenticate
+from coordination.agents.services import agent_token_actor
 from coordination.errors import (
     ApplicationError,
     AuthenticationFailed,
@@ -139,7 +139,7 @@ def _resolve_actor(*, user: Any, auth: bytes) -> Actor:
             raw = auth.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise AuthenticationFailed("the auth payload is not a token") from exc
-        return Actor.for_agent(agent_token_authenticate(raw=raw))
+        return agent_token_actor(raw=raw)
     if user is not None and user.is_authenticated:
         return Actor.for_user(user)
     raise AuthenticationFailed("sign in, or send an agent token in the join")

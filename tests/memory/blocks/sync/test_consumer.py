@@ -7,7 +7,9 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from coordination.actors import Actor
+from coordination.agents import services as agent_services
 from coordination.agents.services import agent_token_issue, agent_token_revoke
+from memory.blocks import services as block_services
 from memory.blocks.selectors import block_document_load
 from memory.blocks.services import (
     block_configure,
@@ -646,6 +648,46 @@ async def test_revoking_the_token_evicts_every_socket_joined_with_it(
     # The human's session socket is untouched.
     assert (await session.edit(room, "!")).status == sp.UpdateStatus.OK
     assert await first.nothing_more() and await second.nothing_more()
+
+
+def _unannounced(monkeypatch, *modules) -> None:
+    """Revocations made through ``modules``' services reach no socket: as if
+    the socket's own re-check had not come yet when its next update did."""
+    for module in modules:
+        monkeypatch.setattr(module, "rights_revoke_send", lambda **kw: None)
+
+
+async def test_an_update_sent_right_after_the_token_is_revoked_is_refused(
+    agent, agent_token, block, monkeypatch
+):
+    _unannounced(monkeypatch, agent_services)
+    room = str(block.pk)
+    peer = await Peer.open(peer_id=60)
+    await peer.join(room, token=agent_token.raw)
+    stored = await sync_to_async(_stored_updates)(block)
+
+    await sync_to_async(agent_token_revoke)(agent=agent)
+
+    assert (await peer.edit(room, "?")).status == sp.UpdateStatus.PERMISSION_DENIED
+    assert await sync_to_async(_stored_updates)(block) == stored
+    assert await sync_to_async(_text)(block) == "hello"
+
+
+async def test_an_update_sent_right_after_an_unshare_is_refused(
+    partner, other_agent, shared_block, monkeypatch
+):
+    _unannounced(monkeypatch, block_services)
+    room = str(shared_block.pk)
+    guest, _ = await _guest_and_partner(shared_block, other_agent, partner)
+    stored = await sync_to_async(_stored_updates)(shared_block)
+
+    await sync_to_async(block_unshare)(
+        actor=Actor.system(), block=shared_block, agent=other_agent
+    )
+
+    assert (await guest.edit(room, "?")).status == sp.UpdateStatus.PERMISSION_DENIED
+    assert await sync_to_async(_stored_updates)(shared_block) == stored
+    assert await sync_to_async(_text)(shared_block) == "hello"
 
 
 @pytest.mark.redis
