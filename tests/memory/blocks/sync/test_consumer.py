@@ -650,6 +650,30 @@ async def test_revoking_the_token_evicts_every_socket_joined_with_it(
     assert await first.nothing_more() and await second.nothing_more()
 
 
+async def test_a_socket_only_in_the_presence_room_is_evicted_too(
+    partner, agent, agent_token, block
+):
+    room = str(block.pk)
+    watcher = await Peer.open(peer_id=62)
+    assert isinstance(
+        await watcher.join(room, token=agent_token.raw, crdt=EPH), sp.JoinResponseOk
+    )
+    session = await Peer.open(user=partner, peer_id=63)
+    await session.join(room, crdt=EPH)
+
+    await sync_to_async(agent_token_revoke)(agent=agent)
+
+    evicted = await watcher.receive()
+    assert evicted == sp.RoomError(EPH, room, sp.RoomErrorCode.EVICTED, evicted.message)
+    # The partner's presence no longer reaches it.
+    store = loro.EphemeralStore(30_000)
+    store.set("cursor", 7)
+    presence = sp.DocUpdate(EPH, room, (store.encode_all(),), sp.new_batch_id())
+    await session.send(presence)
+    assert (await session.receive()).status == sp.UpdateStatus.OK
+    assert await watcher.nothing_more()
+
+
 def _unannounced(monkeypatch, *modules) -> None:
     """Revocations made through ``modules``' services reach no socket: as if
     the socket's own re-check had not come yet when its next update did."""
@@ -696,29 +720,32 @@ def test_a_revoked_token_evicts_its_sockets_in_every_daphne_process(
 ):
     block = _block(agent)
     room = str(block.pk)
-    join = sp.JoinRequest(LOR, room, agent_token.raw.encode(), b"")
     with (
         daphne(PATTERN_REDIS_URL=redis_url) as (url_a, _),
         daphne(PATTERN_REDIS_URL=redis_url) as (url_b, _),
     ):
+        # The last socket is in the block's presence room only.
+        rooms = [(url_a, LOR), (url_b, LOR), (url_b, EPH)]
         sockets = [
-            WebSocket(url, headers={"Origin": "http://127.0.0.1"})
-            for url in (url_a, url_b)
+            (WebSocket(url, headers={"Origin": "http://127.0.0.1"}), crdt)
+            for url, crdt in rooms
         ]
         try:
-            for ws in sockets:
+            for ws, crdt in sockets:
+                join = sp.JoinRequest(crdt, room, agent_token.raw.encode(), b"")
                 ws.send_binary(sp.encode(join))
                 assert isinstance(sp.decode(ws.receive_binary()), sp.JoinResponseOk)
-                assert isinstance(sp.decode(ws.receive_binary()), sp.DocUpdate)
+                if crdt == LOR:
+                    assert isinstance(sp.decode(ws.receive_binary()), sp.DocUpdate)
 
             agent_token_revoke(agent=agent)  # in this process, sent over Redis
 
-            for ws in sockets:
+            for ws, crdt in sockets:
                 evicted = sp.decode(ws.receive_binary())
                 assert isinstance(evicted, sp.RoomError)
-                assert evicted.code == sp.RoomErrorCode.EVICTED
+                assert (evicted.crdt, evicted.code) == (crdt, sp.RoomErrorCode.EVICTED)
         finally:
-            for ws in sockets:
+            for ws, _ in sockets:
                 ws.close()
 
 
