@@ -285,13 +285,14 @@ class Channel(kombu_sqlalchemy.Channel):
         return create_engine(url, poolclass=NullPool, creator=partial(_connect, path))
 
     def _run(self, sql: str, **params: Any) -> Any:
-        """One statement in a transaction of its own: its rows, or how many
-        rows it changed."""
-        try:
-            result = self.session.execute(text(sql), params)
+        """One statement in a transaction of its own, on a connection of its
+        own: its rows, or how many rows it changed.  Safe from any thread
+        (a worker acknowledges a task from the thread that ran it; the
+        channel's session belongs to the consuming thread)."""
+        engine, _ = self._open()
+        with engine.begin() as conn:
+            result = conn.execute(text(sql), params)
             return result.all() if result.returns_rows else result.rowcount
-        finally:
-            self.session.commit()
 
     def _get(self, queue: str) -> dict[str, Any]:
         if time.monotonic() >= Channel._orphans_due:
