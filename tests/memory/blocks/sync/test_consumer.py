@@ -1,5 +1,7 @@
 """BlockSyncConsumer (/ws/sync/) driven frame by frame with WebsocketCommunicator."""
 
+import secrets
+
 import loro
 import pytest
 from asgiref.sync import sync_to_async
@@ -293,6 +295,23 @@ async def test_update_over_the_char_limit_is_payload_too_large(partner, agent):
     ack = await peer.edit(str(block.pk), "x" * 50)
     assert ack.status == sp.UpdateStatus.PAYLOAD_TOO_LARGE
     assert await sync_to_async(_text)(block) == "hello"
+
+
+async def test_a_block_over_its_byte_cap_takes_deletions_but_not_growth(
+    partner, agent, settings
+):
+    content = secrets.token_hex(400)  # does not compress
+    block = await sync_to_async(_block)(agent, content=content)
+    settings.MEMORY_BLOCK_MAX_BYTES = 500  # less than it stores already
+    room = str(block.pk)
+    peer = await Peer.open(user=partner)
+    await peer.join(room)
+
+    assert (await peer.edit(room, at=0, delete=100)).status == sp.UpdateStatus.OK
+    assert await sync_to_async(_text)(block) == content[100:]
+    ack = await peer.edit(room, "more")
+    assert ack.status == sp.UpdateStatus.PAYLOAD_TOO_LARGE
+    assert await sync_to_async(_text)(block) == content[100:]
 
 
 async def test_oversize_frame_is_payload_too_large(partner, block):
