@@ -14,7 +14,9 @@ was lost.  This one (``Transport``, URL scheme ``pattern+sqlite``) leases a
 fetched message to the fetching process instead - ``lease_owner`` names
 the machine, boot, PID namespace, pid and start time of that process - and:
 
-- an acknowledgement (or a rejection without requeue) marks the row done;
+- an acknowledgement (or a rejection without requeue) marks the row done,
+  in the transaction of the consumer's next fetch (it polls every second
+  when idle) or when its channel closes - no write transaction of its own;
   ``broker_prune`` deletes done rows, on the beat schedule, and nothing
   else;
 - a requeue, or the worker closing its channel with messages unacknowledged
@@ -38,6 +40,7 @@ import os
 import socket
 import sqlite3
 import time
+from collections import deque
 from functools import partial
 from json import loads
 from pathlib import Path
@@ -70,6 +73,18 @@ MESSAGE_TABLE = "kombu_message"
 LEASE_COLUMNS = (("lease_owner", "TEXT"), ("lease_at", "REAL"))
 # The key a fetched message's row id travels under in its delivery_info.
 ROW_KEY = "broker_row"
+_NEXT = text(
+    f"SELECT id, payload FROM {MESSAGE_TABLE} "
+    "WHERE queue_id = :queue AND visible = 1 ORDER BY id LIMIT 1"
+)
+_LEASE = text(
+    f"UPDATE {MESSAGE_TABLE} SET visible = 0, lease_owner = :owner, "
+    "lease_at = :at WHERE id = :id"
+)
+_DONE = text(
+    f"UPDATE {MESSAGE_TABLE} SET visible = 0, lease_owner = NULL, "
+    "lease_at = NULL WHERE id = :id"
+)
 
 
 def sqlite_broker_url(path: Path) -> str:
@@ -278,62 +293,79 @@ class Channel(kombu_sqlalchemy.Channel):
         self.visibility_timeout = float(
             options.get("visibility_timeout", VISIBILITY_TIMEOUT)
         )
+        # Rows of handled messages, to be marked done by the next fetch
+        # (appended from any thread: a task is acknowledged by the thread
+        # that ran it).
+        self._done: deque[int] = deque()
+        self._queue_ids: dict[str, int] = {}
 
     def _engine_from_config(self) -> Any:
         url = self.connection.client.hostname
         path = url.removeprefix("sqlite:///")
         return create_engine(url, poolclass=NullPool, creator=partial(_connect, path))
 
-    def _run(self, sql: str, **params: Any) -> Any:
-        """One statement in a transaction of its own, on a connection of its
-        own: its rows, or how many rows it changed.  Safe from any thread
-        (a worker acknowledges a task from the thread that ran it; the
-        channel's session belongs to the consuming thread)."""
+    def _run(self, sql: Any, params: Any = None) -> Any:
+        """One statement (for each of ``params`` if a list) in a transaction
+        of its own, on a connection of its own: its rows, or how many rows
+        it changed.  Safe from any thread (the channel's session belongs to
+        the consuming thread)."""
         engine, _ = self._open()
+        statement = text(sql) if isinstance(sql, str) else sql
         with engine.begin() as conn:
-            result = conn.execute(text(sql), params)
+            result = conn.execute(statement, params)
             return result.all() if result.returns_rows else result.rowcount
+
+    def _done_take(self) -> list[dict[str, int]]:
+        taken = []
+        while True:
+            try:
+                taken.append({"id": self._done.popleft()})
+            except IndexError:
+                return taken
 
     def _get(self, queue: str) -> dict[str, Any]:
         if time.monotonic() >= Channel._orphans_due:
             Channel._orphans_due = time.monotonic() + ORPHAN_CHECK_SECONDS
             self.restore_orphans()
-        queue_id = self._get_or_create(queue).id
+        if queue not in self._queue_ids:  # queue rows are never deleted
+            self._queue_ids[queue] = self._get_or_create(queue).id
+        done = self._done_take()
         session = self.session
-        session.execute(text("BEGIN IMMEDIATE TRANSACTION"))
         try:
-            row = session.execute(
-                text(
-                    f"SELECT id, payload FROM {MESSAGE_TABLE} "
-                    "WHERE queue_id = :queue AND visible = 1 ORDER BY id LIMIT 1"
-                ),
-                {"queue": queue_id},
-            ).first()
-            if row is None:
-                raise Empty()
-            session.execute(
-                text(
-                    f"UPDATE {MESSAGE_TABLE} SET visible = 0, lease_owner = :owner, "
-                    "lease_at = :at WHERE id = :id"
-                ),
-                {"id": row.id, "owner": lease_owner(), "at": time.time()},
-            )
-        finally:
+            session.execute(text("BEGIN IMMEDIATE TRANSACTION"))
+            if done:
+                session.execute(_DONE, done)
+            row = session.execute(_NEXT, {"queue": self._queue_ids[queue]}).first()
+            if row is not None:
+                at = time.time()
+                session.execute(
+                    _LEASE, {"id": row.id, "owner": lease_owner(), "at": at}
+                )
             session.commit()
+        except Exception:
+            session.rollback()
+            self._done.extend(item["id"] for item in done)
+            raise
+        if row is None:
+            raise Empty()
         payload: dict[str, Any] = loads(bytes_to_str(row.payload))
         payload["properties"]["delivery_info"][ROW_KEY] = row.id
         return payload
 
     def message_settle(self, message: Any) -> None:
         """The message was handled (acknowledged, or rejected for good): its
-        row is done, whoever holds its lease now."""
+        row is done, whoever holds its lease now.  Recorded by the next
+        fetch or on close: a process killed before that leaves the lease to
+        be released, and the task runs again (at least once)."""
         row = message.delivery_info.get(ROW_KEY)
         if row is not None:
-            self._run(
-                f"UPDATE {MESSAGE_TABLE} SET visible = 0, lease_owner = NULL, "
-                "lease_at = NULL WHERE id = :id",
-                id=row,
-            )
+            self._done.append(row)
+
+    def close(self) -> None:
+        done = self._done_take()
+        if done:
+            self._run(_DONE, done)
+        super().close()
 
     def _restore(self, message: Any) -> None:
         """Make a message this process leased visible again (kombu re-sends
@@ -345,8 +377,7 @@ class Channel(kombu_sqlalchemy.Channel):
         self._run(
             f"UPDATE {MESSAGE_TABLE} SET visible = 1, lease_owner = NULL, "
             "lease_at = NULL WHERE id = :id AND lease_owner = :owner",
-            id=row,
-            owner=lease_owner(),
+            {"id": row, "owner": lease_owner()},
         )
 
     def basic_get(self, queue: str, no_ack: bool = False, **kwargs: Any) -> Any:
@@ -383,8 +414,7 @@ class Channel(kombu_sqlalchemy.Channel):
             f"UPDATE {MESSAGE_TABLE} SET visible = 1, lease_owner = NULL, "
             "lease_at = NULL WHERE lease_owner IS NOT NULL "
             f"AND (lease_at < :cutoff OR lease_owner IN ({marks}))",
-            cutoff=cutoff,
-            **{f"gone{i}": owner for i, owner in enumerate(gone)},
+            {"cutoff": cutoff, **{f"gone{i}": owner for i, owner in enumerate(gone)}},
         )
         return int(restored)
 
