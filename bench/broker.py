@@ -2,8 +2,9 @@
 
 Each candidate gets ``--producers`` processes publishing ``--messages`` each
 as fast as they can while one consumer (kombu's, as a Celery worker's main
-process uses it) drains the queue; printed per broker: publish rate, end-to
--end rate, messages lost or duplicated, and the first error, if any.
+process uses it) drains the queue, acknowledging each message; printed per
+broker: publish rate, end-to-end rate, messages lost or duplicated, and the
+first error, if any.
 
     .venv/bin/python bench/broker.py --producers 4 --messages 2000
 
@@ -23,18 +24,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kombu import Connection, Exchange, Queue
 
+# Registers the embedded broker's transport (in the producer and consumer
+# processes too).
+from pattern_site.broker import sqlite_broker_prepare, sqlite_broker_url
 from pattern_site.processes import throwaway_dir
 
 QUEUE = "bench"
 
 
 def candidates(data_dir: Path, redis_url: str) -> dict[str, tuple[str, dict]]:
-    from pattern_site.broker import (
-        sqlite_broker_options,
-        sqlite_broker_prepare,
-        sqlite_broker_url,
-    )
-
     folder = data_dir / "fs"
     for sub in ("queue", "processed"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
@@ -50,10 +48,7 @@ def candidates(data_dir: Path, redis_url: str) -> dict[str, tuple[str, dict]]:
     sqlite_broker_prepare(sqlite_path, (QUEUE,))
     return {
         "filesystem": ("filesystem://", filesystem),
-        "sqlalchemy+sqlite (WAL)": (
-            sqlite_broker_url(sqlite_path),
-            sqlite_broker_options(sqlite_path),
-        ),
+        "embedded sqlite (WAL)": (sqlite_broker_url(sqlite_path), {}),
         "redis (reference)": (redis_url, {}),
     }
 

@@ -20,10 +20,14 @@ class Actor:
     kind: ActorKind
     agent: "Agent | None" = None
     user: "AbstractBaseUser | None" = None
+    # The token a long-lived connection (a sync socket) authenticated the
+    # agent with: its writes check the token is still live as they are
+    # stored.  None when the actor's credentials were checked just now.
+    token_id: int | None = None
 
     @classmethod
-    def for_agent(cls, agent: "Agent") -> "Actor":
-        return cls(kind="agent", agent=agent)
+    def for_agent(cls, agent: "Agent", *, token_id: int | None = None) -> "Actor":
+        return cls(kind="agent", agent=agent, token_id=token_id)
 
     @classmethod
     def for_user(cls, user: "AbstractBaseUser") -> "Actor":

@@ -215,21 +215,14 @@ def celery_configure(*, eager: bool, broker_url: str) -> None:
     celery_app.amqp._producer_pool = None
 
 
-@pytest.fixture
-def celery_worker_process(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A real ``celery worker`` process on the configured (or given) broker.
-
-    Parametrize indirectly with a broker URL to use Redis; the default is the
-    embedded SQLite broker.  Tasks sent from the test are not eager.
-    """
-    broker = getattr(request, "param", None) or settings.CELERY_BROKER_URL
-    old = (celery_app.conf.task_always_eager, celery_app.conf.broker_url)
-    celery_configure(eager=False, broker_url=broker)
-    env = subprocess_env(PATTERN_CELERY_BROKER_URL=broker)
+@contextmanager
+def celery_worker(broker: str) -> Iterator[subprocess.Popen]:
+    """A real ``celery worker`` process on ``broker``, ready; stopped on
+    exit unless a test killed it."""
     proc = subprocess.Popen(
         celery_worker_command(*SOLO_WORKER_OPTIONS, "--loglevel", "INFO"),
         cwd=REPO,
-        env=env,
+        env=subprocess_env(PATTERN_CELERY_BROKER_URL=broker),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -257,6 +250,22 @@ def celery_worker_process(request: pytest.FixtureRequest) -> Iterator[Any]:
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture
+def celery_worker_process(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A real ``celery worker`` process on the configured (or given) broker.
+
+    Parametrize indirectly with a broker URL to use Redis; the default is the
+    embedded SQLite broker.  Tasks sent from the test are not eager.
+    """
+    broker = getattr(request, "param", None) or settings.CELERY_BROKER_URL
+    old = (celery_app.conf.task_always_eager, celery_app.conf.broker_url)
+    celery_configure(eager=False, broker_url=broker)
+    try:
+        with celery_worker(broker) as proc:
+            yield proc
+    finally:
         celery_configure(eager=old[0], broker_url=old[1])
 
 

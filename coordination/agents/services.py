@@ -160,6 +160,17 @@ _TOKEN_BY_HASH = CompiledQuery(
 
 def agent_token_authenticate(*, raw: str) -> Agent:
     """The active agent whose live token is ``raw``, or ``AuthenticationFailed``."""
+    return _token_authenticate(raw=raw).agent
+
+
+def agent_token_actor(*, raw: str) -> Actor:
+    """The agent whose live token is ``raw`` as an actor bound to that token,
+    for a connection that outlives the check (see ``Actor.token_id``)."""
+    token = _token_authenticate(raw=raw)
+    return Actor.for_agent(token.agent, token_id=token.pk)
+
+
+def _token_authenticate(*, raw: str) -> AgentToken:
     token = _TOKEN_BY_HASH.first(key_hash=token_hash(raw))
     if token is None:
         raise AuthenticationFailed("invalid agent token")
@@ -173,7 +184,7 @@ def agent_token_authenticate(*, raw: str) -> Agent:
     now = timezone.now()
     if agent.last_active_at is None or now - agent.last_active_at > ACTIVITY_RESOLUTION:
         _agent_touch_enqueue(agent=agent, now=now)
-    return agent
+    return token
 
 
 # (agent id, created_at) -> monotonic time this process last asked the

@@ -22,9 +22,9 @@ from typing import Any, Literal
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 
 from coordination.actors import Actor
-from coordination.agents.models import Agent, Constellation
+from coordination.agents.models import Agent, AgentToken, Constellation
 from coordination.agents.permissions import constellation_filter
-from coordination.errors import NotFound, PermissionDenied
+from coordination.errors import AuthenticationFailed, NotFound, PermissionDenied
 from memory.blocks import documents
 from memory.blocks.models import (
     BlockApproval,
@@ -93,6 +93,41 @@ def block_access_for_actor(*, actor: Actor, block: MemoryBlock) -> Access:
         raise NotFound(f"block {block.pk} does not exist")
     limit = SHARED_ACCESS[shared]
     return access if _RANK[access] <= _RANK[limit] else limit
+
+
+def block_access_now(*, actor: Actor, block: MemoryBlock) -> Access:
+    """The actor's right on ``block`` (its row, locked by the write this
+    decides) as the database has it now.
+
+    An actor bound to a token (an open socket's, ``Actor.token_id``) was
+    authenticated when it joined: its token must still be live and its agent
+    active, or ``AuthenticationFailed`` - so a revocation or an unshare
+    committed before this write refuses it even when the socket has not
+    heard of it yet.  One indexed query (the token by primary key) checks
+    the token and reads the agent's share of the block.
+    """
+    if actor.token_id is not None:
+        assert actor.agent is not None
+        share = BlockAttachment.objects.filter(
+            block_id=block.pk, agent=OuterRef("agent")
+        )
+        rows = list(
+            AgentToken.objects.filter(
+                pk=actor.token_id,
+                agent=actor.agent,
+                revoked_at__isnull=True,
+                agent__is_active=True,
+            )
+            .annotate(shared=Subquery(share.values("access")[:1]))
+            .values_list("shared", flat=True)
+        )
+        if not rows:
+            raise AuthenticationFailed(
+                "the agent token this connection joined with is revoked, or "
+                "its agent deactivated"
+            )
+        block.shared_access = rows[0]
+    return block_access_for_actor(actor=actor, block=block)
 
 
 def block_approval_needed(*, actor: Actor, block: MemoryBlock) -> bool:

@@ -58,7 +58,7 @@ from memory.blocks.models import (
     SharedAccess,
 )
 from memory.blocks.permissions import (
-    block_access_for_actor,
+    block_access_now,
     block_approval_needed,
     block_can_configure,
     block_can_delete,
@@ -140,14 +140,21 @@ def _check_layout(*, block: MemoryBlock, doc: LoroDoc, since: Any) -> None:
         )
 
 
-def _check_bytes(*, block: MemoryBlock, added: int) -> None:
-    """The stored document (snapshot, log and this change) within the cap."""
+def _check_bytes(*, block: MemoryBlock, added: int, shrinks: bool) -> None:
+    """The stored document (snapshot, log and this change) within the cap,
+    unless the change ``shrinks`` what the block holds.
+
+    History only grows, so a block at its cap would otherwise refuse every
+    change, deleting a wrong or secret line included.  Each change let
+    through must shrink the content: a block over its cap cannot gather
+    history without end (rewriting the same text over and over)."""
     cap = settings.MEMORY_BLOCK_MAX_BYTES
     stored = block_snapshot_size(block_id=block.pk) + block.log_bytes
-    if stored + added > cap:
+    if stored + added > cap and not shrinks:
         raise LimitExceeded(
             f"block {block.label!r} stores {stored} bytes with its history; "
-            f"this change adds {added} and a block may store at most {cap}",
+            f"this change adds {added} and a block may store at most {cap} "
+            "(a change that shrinks its content is still accepted)",
             extra={"block": block.label, "bytes": stored, "max_bytes": cap},
         )
 
@@ -207,8 +214,8 @@ def _block_change(
     locked = _lock(block)
     if access is None:
         # From the locked row, never ``block``: a caller (an open socket)
-        # may hold it from before a permission or a share changed.
-        access = block_access_for_actor(actor=actor, block=locked)
+        # may hold it from before a permission, a share or its token changed.
+        access = block_access_now(actor=actor, block=locked)
     if access == "read":
         block_require_access(actor=actor, block=locked, needed="append")
     doc = _locked_document(locked)
@@ -236,7 +243,8 @@ def _block_change(
     held = documents.held_size(doc, locked.schema, rendered)
     _check_limit(block=locked, old_size=locked.size, new_size=held)
     data = documents.updates_since(doc, before)
-    _check_bytes(block=locked, added=len(data))
+    # Against the rendering before, as _check_limit.
+    _check_bytes(block=locked, added=len(data), shrinks=held < locked.size)
     joined = (
         _burst_version(block=locked, actor=actor, summary=summary) if burst else None
     )
@@ -920,7 +928,7 @@ def _block_adopt_snapshot(*, block: MemoryBlock, actor: Actor, snapshot: bytes) 
     rendered = documents.render(doc, block.schema)
     held = documents.held_size(doc, block.schema, rendered)
     _check_limit(block=block, old_size=0, new_size=held)
-    _check_bytes(block=block, added=len(snapshot))
+    _check_bytes(block=block, added=len(snapshot), shrinks=False)
     update = _block_record(
         block=block,
         doc=doc,

@@ -17,7 +17,6 @@ from pathlib import Path
 import environ
 
 from pattern_site.broker import (
-    sqlite_broker_options,
     sqlite_broker_path,
     sqlite_broker_prepare,
     sqlite_broker_url,
@@ -192,10 +191,16 @@ CELERY_BROKER_URL = (
     or sqlite_broker_url(CELERY_BROKER_FILE)
 )
 CELERY_TASK_DEFAULT_QUEUE = "celery"
-CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
 if _broker_file := sqlite_broker_path(CELERY_BROKER_URL):
     sqlite_broker_prepare(_broker_file, (CELERY_TASK_DEFAULT_QUEUE,))
-    CELERY_BROKER_TRANSPORT_OPTIONS = sqlite_broker_options(_broker_file)
+    # kombu's own transport on the file loses what a dead worker held.
+    CELERY_BROKER_URL = sqlite_broker_url(_broker_file)
+# Seconds a fetched task waits for its acknowledgement before the broker
+# (Redis or the embedded one) hands it out again; the embedded broker also
+# does so as soon as the worker that fetched it is gone.
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
+    "visibility_timeout": env.int("PATTERN_BROKER_VISIBILITY_TIMEOUT", default=3600)
+}
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = env.bool("PATTERN_CELERY_EAGER", default=False)
 CELERY_TASK_EAGER_PROPAGATES = True

@@ -83,7 +83,7 @@ def test_default_settings_need_no_server(tmp_path):
     assert cfg["engine"] == "pattern_site.db.sqlite_vec"
     assert cfg["layer"]["BACKEND"] == "channels.layers.InMemoryChannelLayer"
     assert cfg["layer"]["CONFIG"]["capacity"] >= 1500  # overflow drops silently
-    assert cfg["broker"] == f"sqla+sqlite:///{tmp_path}/celery-broker.sqlite3"
+    assert cfg["broker"] == f"pattern+sqlite:///{tmp_path}/celery-broker.sqlite3"
 
 
 def test_an_empty_broker_override_means_the_default_broker(tmp_path):
@@ -92,16 +92,19 @@ def test_an_empty_broker_override_means_the_default_broker(tmp_path):
         PATTERN_REDIS_URL="",
         PATTERN_CELERY_BROKER_URL="",
     )
-    assert cfg["broker"] == f"sqla+sqlite:///{tmp_path}/celery-broker.sqlite3"
+    assert cfg["broker"] == f"pattern+sqlite:///{tmp_path}/celery-broker.sqlite3"
 
 
-def test_broker_override_wins_over_redis(tmp_path):
+# kombu's own transport on the file (sqla) would lose the tasks of a worker
+# that dies: such a URL gets the embedded broker's.
+@pytest.mark.parametrize("scheme", ["pattern", "sqla"])
+def test_broker_override_wins_over_redis(tmp_path, scheme):
     cfg = _settings_in_subprocess(
         PATTERN_DATA_DIR=str(tmp_path),
         PATTERN_REDIS_URL="redis://127.0.0.1:6379/3",
-        PATTERN_CELERY_BROKER_URL=f"sqla+sqlite:///{tmp_path}/other.sqlite3",
+        PATTERN_CELERY_BROKER_URL=f"{scheme}+sqlite:///{tmp_path}/other.sqlite3",
     )
-    assert cfg["broker"] == f"sqla+sqlite:///{tmp_path}/other.sqlite3"
+    assert cfg["broker"] == f"pattern+sqlite:///{tmp_path}/other.sqlite3"
     assert (tmp_path / "other.sqlite3").exists()
 
 

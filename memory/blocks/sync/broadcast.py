@@ -27,7 +27,9 @@ Rights: while a hub has peers, its channel is also in
 included, so a revocation reaches this process's sockets the same way as
 other processes').  A revocation holds the matching peers' frames at once
 and asks each peer to check its rights again (``RoomPeer.recheck``); the
-peer reopens (sending what was held) or leaves.
+peer reopens (sending what was held) or leaves.  A socket in a block's
+presence room only is a peer that watches the block's rights
+(:func:`block_rights_watch`) and is sent none of its updates.
 """
 
 from __future__ import annotations
@@ -99,6 +101,16 @@ async def block_room_join(*, block_id: uuid.UUID | str, peer: RoomPeer) -> None:
 
 async def block_room_leave(*, block_id: uuid.UUID | str, peer: RoomPeer) -> None:
     await _RoomHub.current().leave(_key(block_id), peer)
+
+
+async def block_rights_watch(*, block_id: uuid.UUID | str, peer: RoomPeer) -> None:
+    """Have ``peer`` check its rights whenever the block's are revoked,
+    without being sent the block's updates (a presence room's socket)."""
+    await _RoomHub.current().join(_key(block_id), peer, watch_only=True)
+
+
+async def block_rights_unwatch(*, block_id: uuid.UUID | str, peer: RoomPeer) -> None:
+    await _RoomHub.current().leave(_key(block_id), peer, watch_only=True)
 
 
 def block_broadcast(
@@ -181,6 +193,8 @@ class _RoomHub:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.rooms: dict[str, set[RoomPeer]] = {}
+        # Peers that are sent no updates, only asked to check their rights.
+        self.watchers: dict[str, set[RoomPeer]] = {}
         self.layer = get_channel_layer()
         self.cross = _reaches_other_processes(self.layer)
         self.channel: str | None = None
@@ -209,16 +223,19 @@ class _RoomHub:
 
     # --- peers (on the loop) ------------------------------------------------
 
-    async def join(self, key: str, peer: RoomPeer) -> None:
-        self.rooms.setdefault(key, set()).add(peer)
+    async def join(self, key: str, peer: RoomPeer, *, watch_only: bool = False) -> None:
+        (self.watchers if watch_only else self.rooms).setdefault(key, set()).add(peer)
         await self._listen(key)
 
-    async def leave(self, key: str, peer: RoomPeer) -> None:
-        peers = self.rooms.get(key)
+    async def leave(
+        self, key: str, peer: RoomPeer, *, watch_only: bool = False
+    ) -> None:
+        rooms = self.watchers if watch_only else self.rooms
+        peers = rooms.get(key)
         if peers is not None:
             peers.discard(peer)
             if not peers:
-                del self.rooms[key]
+                del rooms[key]
         await self._listen(key)
 
     async def deliver(self, key: str, updates: list[bytes], origin: Any) -> None:
@@ -265,7 +282,7 @@ class _RoomHub:
     async def _listen(self, key: str) -> None:
         """Be in the block's group exactly while it has peers here (and the
         layer reaches other processes), in the rights group while any block
-        has; receive while in any group."""
+        has peers or watchers; receive while in any group."""
         if self.layer is None:
             return
         async with self.membership:
@@ -281,8 +298,8 @@ class _RoomHub:
             elif not wanted and key in self.listening:
                 self.listening.discard(key)
                 changes.append((self.layer.group_discard, block_group(key)))
-            if bool(self.rooms) != self.rights:
-                self.rights = bool(self.rooms)
+            if bool(self.rooms or self.watchers) != self.rights:
+                self.rights = bool(self.rooms or self.watchers)
                 change = (
                     self.layer.group_add if self.rights else self.layer.group_discard
                 )
@@ -372,8 +389,10 @@ class _RoomHub:
     def revoke(self, key: str | None, agent_id: int | None) -> None:
         """Hold the frames of the matching peers now, and have each check
         its rights again (concurrently: a database call each)."""
-        for room in [key] if key is not None else list(self.rooms):
-            for peer in list(self.rooms.get(room, ())):
+        keys = [key] if key is not None else list({**self.rooms, **self.watchers})
+        for room in keys:
+            peers = [*self.rooms.get(room, ()), *self.watchers.get(room, ())]
+            for peer in peers:
                 if peer.recheck is None or agent_id not in (None, peer.agent_id):
                     continue
                 if peer.held is None:

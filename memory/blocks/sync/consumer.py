@@ -13,10 +13,13 @@ colours - between the peers of a block and stores nothing.
 
 Rights hold only while they last: when a service takes one away
 (``coordination.rights``), the block's room hub asks each matching socket to
-check again, with the credentials it joined with.  A socket that lost its
-right to the block gets the protocol's ``RoomError`` (``EVICTED``) for the
-block's rooms and leaves them; one left with read access keeps receiving,
-and its updates are refused with ``permission_denied``.
+check again, with the credentials it joined with - a socket in the block's
+``%EPH`` room alone as well.  A socket that lost its right to the block gets
+the protocol's ``RoomError`` (``EVICTED``) for the block's rooms and leaves
+them; one left with read access keeps receiving, and its updates are
+refused with ``permission_denied``.  The write path decides again as it
+stores an update (``memory.blocks.permissions.block_access_now``), so an
+update sent before the socket's check refuses all the same.
 
 A frame that is not a message of the protocol closes the socket with
 :data:`CLOSE_PROTOCOL_ERROR` (4002): WebSocket's own 1002 is reserved to the
@@ -44,7 +47,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from coordination.actors import Actor
-from coordination.agents.services import agent_token_authenticate
+from coordination.agents.services import agent_token_actor
 from coordination.errors import (
     ApplicationError,
     AuthenticationFailed,
@@ -59,7 +62,13 @@ from memory.blocks.permissions import block_access_for_actor
 from memory.blocks.selectors import block_document_load, block_get_for_actor
 from memory.blocks.services import block_update_import
 from memory.blocks.sync import protocol as sp
-from memory.blocks.sync.broadcast import RoomPeer, block_room_join, block_room_leave
+from memory.blocks.sync.broadcast import (
+    RoomPeer,
+    block_rights_unwatch,
+    block_rights_watch,
+    block_room_join,
+    block_room_leave,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +130,8 @@ class _Room:
     actor: Actor
     # The join's auth bytes: rights are checked again with them.
     auth: bytes = b""
-    # %LOR only: the block, and this socket as a peer of its room hub.
+    # The block, and this socket as a peer of its room hub (%EPH: watching
+    # the block's rights only); frames are held while its rights are checked.
     block: MemoryBlock | None = None
     peer: RoomPeer | None = None
     # %EPH only: the channel-layer group, and the presence this connection's
@@ -139,7 +149,7 @@ def _resolve_actor(*, user: Any, auth: bytes) -> Actor:
             raw = auth.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise AuthenticationFailed("the auth payload is not a token") from exc
-        return Actor.for_agent(agent_token_authenticate(raw=raw))
+        return agent_token_actor(raw=raw)
     if user is not None and user.is_authenticated:
         return Actor.for_user(user)
     raise AuthenticationFailed("sign in, or send an agent token in the join")
@@ -331,24 +341,9 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             )
             return
         if message.crdt == sp.CrdtType.LORO_EPHEMERAL:
-            await self._join_presence(message, actor)
+            await self._join_presence(message, actor, block)
             return
-        peer = RoomPeer(
-            message.room_id,
-            self.channel_name,
-            self._send_frame,
-            agent_id=actor.agent.pk if actor.agent is not None else None,
-        )
-        room = _Room(
-            message.crdt,
-            message.room_id,
-            _permission(access),
-            actor,
-            message.auth,
-            block,
-            peer,
-        )
-        peer.recheck = lambda: self._recheck(room)
+        room, peer = self._room(message, _permission(access), actor, block)
         # Join the room before computing the backfill, so that an update
         # committed in between is relayed rather than lost (held until the
         # backfill is out).
@@ -370,16 +365,33 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         await self._send_updates(room, [missing], sp.new_batch_id())
         await peer.open()
 
-    async def _join_presence(self, message: sp.JoinRequest, actor: Actor) -> None:
-        room = _Room(
-            message.crdt,
+    def _room(
+        self,
+        message: sp.JoinRequest,
+        permission: sp.Permission,
+        actor: Actor,
+        block: MemoryBlock,
+    ) -> tuple[_Room, RoomPeer]:
+        """A room joined by ``message``, and this socket as its hub peer."""
+        peer = RoomPeer(
             message.room_id,
-            sp.Permission.WRITE,
-            actor,
-            message.auth,
-            group=ephemeral_group(message.room_id),
-            presence=loro.EphemeralStore(EPHEMERAL_TIMEOUT_MS),
+            self.channel_name,
+            self._send_frame,
+            agent_id=actor.agent.pk if actor.agent is not None else None,
         )
+        room = _Room(
+            message.crdt, message.room_id, permission, actor, message.auth, block, peer
+        )
+        peer.recheck = lambda: self._recheck(room)
+        return room, peer
+
+    async def _join_presence(
+        self, message: sp.JoinRequest, actor: Actor, block: MemoryBlock
+    ) -> None:
+        # Readers may publish presence too.
+        room, peer = self._room(message, sp.Permission.WRITE, actor, block)
+        room.group = ephemeral_group(message.room_id)
+        room.presence = loro.EphemeralStore(EPHEMERAL_TIMEOUT_MS)
         try:
             await self.channel_layer.group_add(room.group, self.channel_name)
         except Exception as exc:
@@ -388,10 +400,12 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
                 message, sp.JoinErrorCode.APP_ERROR, "presence is unavailable now"
             )
             return
+        await block_rights_watch(block_id=block.id, peer=peer)
         self.rooms[(message.crdt, message.room_id)] = room
         await self._send_message(
             sp.JoinResponseOk(message.crdt, message.room_id, sp.Permission.WRITE)
         )
+        await peer.open()
         # Ask the peers (in any process) for the presence their clients hold.
         await self._presence_send(
             room.group,
@@ -418,7 +432,8 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         self.fragments.discard_room(room.crdt, room.room_id)
         if room.peer is not None:
             assert room.block is not None
-            await block_room_leave(block_id=room.block.id, peer=room.peer)
+            leave = block_room_leave if room.presence is None else block_rights_unwatch
+            await leave(block_id=room.block.id, peer=room.peer)
         if room.group is not None:
             try:
                 await self.channel_layer.group_discard(room.group, self.channel_name)
@@ -452,20 +467,23 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             return
         if self.rooms.get((room.crdt, room.room_id)) is not room:
             return  # left, or joined again, meanwhile
-        room.actor, room.block, room.permission = actor, block, _permission(access)
+        room.actor, room.block = actor, block
+        if room.presence is None:
+            room.permission = _permission(access)
         if room.peer.suspended:
             room.peer.suspended = False
             await room.peer.open()
 
     async def _evict(self, room_id: str, text: str) -> None:
         """Leave the block's rooms, telling the client why."""
-        for crdt in (sp.CrdtType.LORO, sp.CrdtType.LORO_EPHEMERAL):
-            room = self.rooms.get((crdt, room_id))
-            if room is None:
-                continue
+        # Both taken at once: the rooms' own rechecks may evict concurrently.
+        keys = [
+            (crdt, room_id) for crdt in (sp.CrdtType.LORO, sp.CrdtType.LORO_EPHEMERAL)
+        ]
+        for room in [self.rooms.pop(key) for key in keys if key in self.rooms]:
             await self._leave(room)
             await self._send_message(
-                sp.RoomError(crdt, room_id, sp.RoomErrorCode.EVICTED, text)
+                sp.RoomError(room.crdt, room_id, sp.RoomErrorCode.EVICTED, text)
             )
 
     # --- updates ---------------------------------------------------------------
@@ -589,8 +607,16 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         if event.get("origin") == self.channel_name:
             return
         room = self.rooms.get((sp.CrdtType.LORO_EPHEMERAL, event["room_id"]))
-        if room is not None:
-            await self._send_updates(room, list(event["updates"]), sp.new_batch_id())
+        if room is None:
+            return
+        frames = sp.doc_update_frames(
+            room.crdt, room.room_id, list(event["updates"]), sp.new_batch_id()
+        )
+        if room.peer is not None and room.peer.held is not None:
+            room.peer.held.extend(frames)  # until the join's answer, or a recheck
+            return
+        for frame in frames:
+            await self._send_frame(frame)
 
     async def presence_hello(self, event: dict[str, Any]) -> None:
         """A peer joined the presence room: send it what our client published."""

@@ -2,6 +2,8 @@
 and the context builder, over HTTP with agent tokens and human sessions."""
 
 import base64
+import secrets
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -114,6 +116,31 @@ def test_append_over_limit_reports_block_size_limit_and_change(
     assert body["code"] == "limit_exceeded"
     assert body["detail"] == "block 'human' is 4980/5000 chars; this change adds 120"
     assert (body["size"], body["limit"], body["change_size"]) == (4980, 5000, 120)
+
+
+def test_a_block_over_its_byte_cap_refuses_growth_but_takes_cuts(
+    agent_client, make_block, settings
+):
+    kept = secrets.token_hex(400)  # does not compress
+    block = make_block(label="human", content=f"Name: Sam\n{kept}")
+    settings.MEMORY_BLOCK_MAX_BYTES = 500  # less than it stores already
+
+    def replace(old: str, new: str) -> Any:
+        body = {"label": "human", "old_content": old, "new_content": new}
+        return post(agent_client, "/api/tools/core_memory_replace", body)
+
+    grow = post(
+        agent_client,
+        "/api/tools/core_memory_append",
+        {"label": "human", "content": "more"},
+    )
+    assert grow.status_code == 422
+    assert grow.json()["code"] == "limit_exceeded"
+    # As large as before: refused too, or history would grow without end.
+    assert replace("Sam", "Kim").status_code == 422
+    assert replace("Name: Sam", "Sam").status_code == 200
+    assert replace("Sam\n", "").status_code == 200
+    assert block_value(block=block) == kept
 
 
 def test_core_memory_update_replaces_content(agent_client, make_block):

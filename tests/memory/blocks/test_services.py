@@ -6,7 +6,10 @@ import base64
 import pytest
 
 from coordination.actors import Actor
+from coordination.agents.models import Agent
+from coordination.agents.services import agent_token_actor, agent_token_revoke
 from coordination.errors import (
+    AuthenticationFailed,
     Conflict,
     InvalidInput,
     LimitExceeded,
@@ -281,6 +284,28 @@ def test_request_that_cannot_apply_is_refused_up_front(make_block, agent):
     with pytest.raises(LimitExceeded):
         block_operate(actor=Actor.for_agent(agent), block=block, operations=APPEND)
     assert not BlockApproval.objects.exists()
+
+
+# --- an open connection's credentials --------
+
+
+@pytest.mark.parametrize("lost", ["token revoked", "agent deactivated"])
+def test_a_write_bound_to_a_token_checks_it_is_still_live(
+    make_block, agent, agent_token, lost
+):
+    block = make_block(content="kept")
+    actor = agent_token_actor(raw=agent_token.raw)
+    block_operate(actor=actor, block=block, operations=APPEND)
+    if lost == "token revoked":
+        agent_token_revoke(agent=agent)
+    else:
+        Agent.objects.filter(pk=agent.pk).update(is_active=False)
+    stored = BlockUpdate.objects.filter(block=block).count()
+
+    with pytest.raises(AuthenticationFailed):
+        block_operate(actor=actor, block=block, operations=APPEND)
+    assert BlockUpdate.objects.filter(block=block).count() == stored
+    assert block_value(block=block) == "kept more"
 
 
 # --- limits and log blocks ----------

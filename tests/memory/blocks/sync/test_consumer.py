@@ -1,5 +1,7 @@
 """BlockSyncConsumer (/ws/sync/) driven frame by frame with WebsocketCommunicator."""
 
+import secrets
+
 import loro
 import pytest
 from asgiref.sync import sync_to_async
@@ -7,7 +9,9 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from coordination.actors import Actor
+from coordination.agents import services as agent_services
 from coordination.agents.services import agent_token_issue, agent_token_revoke
+from memory.blocks import services as block_services
 from memory.blocks.selectors import block_document_load
 from memory.blocks.services import (
     block_configure,
@@ -291,6 +295,23 @@ async def test_update_over_the_char_limit_is_payload_too_large(partner, agent):
     ack = await peer.edit(str(block.pk), "x" * 50)
     assert ack.status == sp.UpdateStatus.PAYLOAD_TOO_LARGE
     assert await sync_to_async(_text)(block) == "hello"
+
+
+async def test_a_block_over_its_byte_cap_takes_deletions_but_not_growth(
+    partner, agent, settings
+):
+    content = secrets.token_hex(400)  # does not compress
+    block = await sync_to_async(_block)(agent, content=content)
+    settings.MEMORY_BLOCK_MAX_BYTES = 500  # less than it stores already
+    room = str(block.pk)
+    peer = await Peer.open(user=partner)
+    await peer.join(room)
+
+    assert (await peer.edit(room, at=0, delete=100)).status == sp.UpdateStatus.OK
+    assert await sync_to_async(_text)(block) == content[100:]
+    ack = await peer.edit(room, "more")
+    assert ack.status == sp.UpdateStatus.PAYLOAD_TOO_LARGE
+    assert await sync_to_async(_text)(block) == content[100:]
 
 
 async def test_oversize_frame_is_payload_too_large(partner, block):
@@ -648,35 +669,102 @@ async def test_revoking_the_token_evicts_every_socket_joined_with_it(
     assert await first.nothing_more() and await second.nothing_more()
 
 
+async def test_a_socket_only_in_the_presence_room_is_evicted_too(
+    partner, agent, agent_token, block
+):
+    room = str(block.pk)
+    watcher = await Peer.open(peer_id=62)
+    assert isinstance(
+        await watcher.join(room, token=agent_token.raw, crdt=EPH), sp.JoinResponseOk
+    )
+    session = await Peer.open(user=partner, peer_id=63)
+    await session.join(room, crdt=EPH)
+
+    await sync_to_async(agent_token_revoke)(agent=agent)
+
+    evicted = await watcher.receive()
+    assert evicted == sp.RoomError(EPH, room, sp.RoomErrorCode.EVICTED, evicted.message)
+    # The partner's presence no longer reaches it.
+    store = loro.EphemeralStore(30_000)
+    store.set("cursor", 7)
+    presence = sp.DocUpdate(EPH, room, (store.encode_all(),), sp.new_batch_id())
+    await session.send(presence)
+    assert (await session.receive()).status == sp.UpdateStatus.OK
+    assert await watcher.nothing_more()
+
+
+def _unannounced(monkeypatch, *modules) -> None:
+    """Revocations made through ``modules``' services reach no socket: as if
+    the socket's own re-check had not come yet when its next update did."""
+    for module in modules:
+        monkeypatch.setattr(module, "rights_revoke_send", lambda **kw: None)
+
+
+async def test_an_update_sent_right_after_the_token_is_revoked_is_refused(
+    agent, agent_token, block, monkeypatch
+):
+    _unannounced(monkeypatch, agent_services)
+    room = str(block.pk)
+    peer = await Peer.open(peer_id=60)
+    await peer.join(room, token=agent_token.raw)
+    stored = await sync_to_async(_stored_updates)(block)
+
+    await sync_to_async(agent_token_revoke)(agent=agent)
+
+    assert (await peer.edit(room, "?")).status == sp.UpdateStatus.PERMISSION_DENIED
+    assert await sync_to_async(_stored_updates)(block) == stored
+    assert await sync_to_async(_text)(block) == "hello"
+
+
+async def test_an_update_sent_right_after_an_unshare_is_refused(
+    partner, other_agent, shared_block, monkeypatch
+):
+    _unannounced(monkeypatch, block_services)
+    room = str(shared_block.pk)
+    guest, _ = await _guest_and_partner(shared_block, other_agent, partner)
+    stored = await sync_to_async(_stored_updates)(shared_block)
+
+    await sync_to_async(block_unshare)(
+        actor=Actor.system(), block=shared_block, agent=other_agent
+    )
+
+    assert (await guest.edit(room, "?")).status == sp.UpdateStatus.PERMISSION_DENIED
+    assert await sync_to_async(_stored_updates)(shared_block) == stored
+    assert await sync_to_async(_text)(shared_block) == "hello"
+
+
 @pytest.mark.redis
 def test_a_revoked_token_evicts_its_sockets_in_every_daphne_process(
     agent, agent_token, redis_url, redis_channel_layer
 ):
     block = _block(agent)
     room = str(block.pk)
-    join = sp.JoinRequest(LOR, room, agent_token.raw.encode(), b"")
     with (
         daphne(PATTERN_REDIS_URL=redis_url) as (url_a, _),
         daphne(PATTERN_REDIS_URL=redis_url) as (url_b, _),
     ):
+        # The last socket is in the block's presence room only.
+        rooms = [(url_a, LOR), (url_b, LOR), (url_b, EPH)]
         sockets = [
-            WebSocket(url, headers={"Origin": "http://127.0.0.1"})
-            for url in (url_a, url_b)
+            (WebSocket(url, headers={"Origin": "http://127.0.0.1"}), crdt)
+            for url, crdt in rooms
         ]
         try:
-            for ws in sockets:
+            for ws, crdt in sockets:
+                join = sp.JoinRequest(crdt, room, agent_token.raw.encode(), b"")
                 ws.send_binary(sp.encode(join))
                 assert isinstance(sp.decode(ws.receive_binary()), sp.JoinResponseOk)
-                assert isinstance(sp.decode(ws.receive_binary()), sp.DocUpdate)
+                if crdt == LOR:
+                    assert isinstance(sp.decode(ws.receive_binary()), sp.DocUpdate)
 
             agent_token_revoke(agent=agent)  # in this process, sent over Redis
 
-            for ws in sockets:
+            for ws, crdt in sockets:
                 evicted = sp.decode(ws.receive_binary())
                 assert isinstance(evicted, sp.RoomError)
-                assert evicted.code == sp.RoomErrorCode.EVICTED
+                assert (evicted.crdt, evicted.code) == (crdt, sp.RoomErrorCode.EVICTED)
         finally:
-            for ws in sockets:
+            for ws, _ in sockets:
                 ws.close()
 
 
