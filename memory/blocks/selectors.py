@@ -182,6 +182,13 @@ def block_document_load(*, block: MemoryBlock) -> LoroDoc:
     committed between the two reads; the snapshot then holds it, so read
     again.
     """
+    return block_document_versioned(block=block)[0]
+
+
+def block_document_versioned(*, block: MemoryBlock) -> tuple[LoroDoc, int]:
+    """:func:`block_document_load`, with the block's ``version`` counter
+    the document holds at least (a commit read along with the log may be
+    in it too: the row has moved past that counter then)."""
     version = (
         MemoryBlock.objects.filter(pk=block.pk)
         .values_list("version", flat=True)
@@ -191,7 +198,7 @@ def block_document_load(*, block: MemoryBlock) -> LoroDoc:
         raise NotFound(f"block {block.label!r} no longer exists")
     cached = doc_cache.fork(block.pk, version)
     if cached is not None:
-        return cached
+        return cached, version
     for _ in range(5):
         row = MemoryBlock.objects.filter(pk=block.pk).values_list(
             "snapshot_row__data", "snapshot_upto", "version"
@@ -208,7 +215,7 @@ def block_document_load(*, block: MemoryBlock) -> LoroDoc:
             # transaction's content must never be cached under a version
             # number that a later write will reuse.
             transaction.on_commit(partial(doc_cache.put, block.pk, version, doc))
-            return doc.fork()
+            return doc.fork(), version
     raise RuntimeError(f"block {block.pk} kept compacting while being read")
 
 

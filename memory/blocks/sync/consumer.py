@@ -18,6 +18,12 @@ right to the block gets the protocol's ``RoomError`` (``EVICTED``) for the
 block's rooms and leaves them; one left with read access keeps receiving,
 and its updates are refused with ``permission_denied``.
 
+An agent's socket is a look at the block (``memory.blocks.seen``): the
+document sent on joining and each change relayed to it advance the agent's
+``BlockSeen`` to that change's version counter, through the batch the reads
+use; a task per socket hands the counters over, merging what arrives
+meanwhile, so no frame waits for it.  Human sockets record nothing.
+
 A frame that is not a message of the protocol closes the socket with
 :data:`CLOSE_PROTOCOL_ERROR` (4002): WebSocket's own 1002 is reserved to the
 websocket layer, and Daphne lets an application close only with 1000 or
@@ -30,6 +36,7 @@ permission module's and the services'.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import logging
 import time
@@ -56,7 +63,8 @@ from coordination.errors import (
 from memory.blocks import documents
 from memory.blocks.models import MemoryBlock
 from memory.blocks.permissions import block_access_for_actor
-from memory.blocks.selectors import block_document_load, block_get_for_actor
+from memory.blocks.seen import blocks_seen_received
+from memory.blocks.selectors import block_document_versioned, block_get_for_actor
 from memory.blocks.services import block_update_import
 from memory.blocks.sync import protocol as sp
 from memory.blocks.sync.broadcast import RoomPeer, block_room_join, block_room_leave
@@ -162,10 +170,11 @@ def _permission(access: str) -> sp.Permission:
 
 def _backfill(
     *, block: MemoryBlock, client_version: bytes
-) -> tuple[bytes, bytes] | None:
-    """The server's version and what a client at ``client_version`` lacks;
-    None when the client's version cannot be read."""
-    doc = block_document_load(block=block)
+) -> tuple[bytes, bytes, int] | None:
+    """The server's version, what a client at ``client_version`` lacks and
+    the block's version counter that holds; None when the client's version
+    cannot be read."""
+    doc, counter = block_document_versioned(block=block)
     server_version = doc.oplog_vv
     if client_version:
         try:
@@ -176,7 +185,7 @@ def _backfill(
         missing = doc.export(loro.ExportMode.Updates(from_=client_vv))
     else:
         missing = doc.export(loro.ExportMode.Snapshot())
-    return server_version.encode(), missing
+    return server_version.encode(), missing, counter
 
 
 class BlockSyncConsumer(AsyncWebsocketConsumer):
@@ -227,6 +236,9 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         )
         self._reaper: asyncio.TimerHandle | None = None
         self.rate_limit = _RateLimit(settings.PATTERN_SYNC_RATE_LIMIT)
+        # (agent id, block id) -> version counter received, not handed over.
+        self._looks: dict[tuple[int, str], int] = {}
+        self._looks_task: asyncio.Task[None] | None = None
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
@@ -234,6 +246,8 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             self._reaper.cancel()
         for room in list(getattr(self, "rooms", {}).values()):
             await self._leave(room)
+        if getattr(self, "_looks_task", None) is not None:
+            await asyncio.shield(self._looks_task)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Channels' dispatch without its per-message database clean-up.
@@ -333,12 +347,16 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         if message.crdt == sp.CrdtType.LORO_EPHEMERAL:
             await self._join_presence(message, actor)
             return
+        agent_id = actor.agent.pk if actor.agent is not None else None
         peer = RoomPeer(
             message.room_id,
             self.channel_name,
             self._send_frame,
-            agent_id=actor.agent.pk if actor.agent is not None else None,
+            agent_id=agent_id,
         )
+        if agent_id is not None:
+            block_key = str(block.pk)
+            peer.received = lambda version: self._received(agent_id, block_key, version)
         room = _Room(
             message.crdt,
             message.room_id,
@@ -363,12 +381,37 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
                 message, sp.JoinErrorCode.VERSION_UNKNOWN, "unreadable version"
             )
             return
-        version, missing = backfill
+        version, missing, counter = backfill
         await self._send_message(
             sp.JoinResponseOk(message.crdt, message.room_id, room.permission, version)
         )
         await self._send_updates(room, [missing], sp.new_batch_id())
+        peer.sent(counter)
         await peer.open()
+
+    def _received(self, agent_id: int, block_id: str, counter: int) -> None:
+        """Agent ``agent_id``'s client got block ``block_id`` at version
+        counter ``counter``: hand it to the looks' batch (see module doc)."""
+        key = (agent_id, block_id)
+        self._looks[key] = max(self._looks.get(key, 0), counter)
+        if self._looks_task is None:
+            # In a context of its own: a relay may be delivered in a copy of
+            # the context of the sync call that committed the change, where
+            # asgiref refuses another sync call as a deadlock.
+            self._looks_task = asyncio.get_running_loop().create_task(
+                self._looks_hand_over(), context=contextvars.Context()
+            )
+
+    async def _looks_hand_over(self) -> None:
+        try:
+            while self._looks:
+                looks, self._looks = self._looks, {}
+                await database_sync_to_async(blocks_seen_received)(looks=looks)
+        except Exception:
+            # A look not recorded costs a change told twice, never a lost one.
+            logger.exception("recording what a sync socket received failed")
+        finally:
+            self._looks_task = None
 
     async def _join_presence(self, message: sp.JoinRequest, actor: Actor) -> None:
         room = _Room(
