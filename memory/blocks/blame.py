@@ -34,6 +34,8 @@ Log blocks have no blame.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -57,7 +59,7 @@ from loro import (
 from coordination.errors import InvalidInput
 from memory.blocks import documents
 from memory.blocks.models import BlockUpdate, MemoryBlock
-from memory.blocks.selectors import block_document_load
+from memory.blocks.selectors import block_document_versioned
 from pattern_site.db.rows import rows_fetch
 
 
@@ -144,14 +146,73 @@ def blame_covers(schema: dict[str, Any]) -> bool:
     return bool(_places(schema))
 
 
+@dataclass(frozen=True)
+class _History:
+    """A block's history rows, (id, frontiers) in commit order, as of its
+    ``version`` counter (rows committed since may be in it too), and the
+    version vectors of the rows bisections visited (row index -> vector;
+    the same for any document of the block)."""
+
+    version: int
+    rows: list[tuple[int, bytes]]
+    vvs: dict[int, VersionVector]
+
+
+# The histories of the blocks blamed lately, in this process.  Rows are
+# only ever added, and only the newest one changes (a burst of live edits
+# grows it), so a block's next version reads its rows from its newest
+# known one on, and keeps the vectors of the others.
+HISTORY_CACHE_SIZE = 32
+_histories: OrderedDict[Any, _History] = OrderedDict()
+_histories_lock = threading.Lock()
+
+
+def _history(block: MemoryBlock, version: int) -> _History:
+    with _histories_lock:
+        known = _histories.get(block.pk)
+    if known is not None and known.version == version:
+        return known
+    # In one fetch: the ORM's chunked iterator costs a large share of
+    # reading every row of a long history.
+    rows = BlockUpdate.objects.filter(block=block).order_by("pk")
+    if known is not None and known.rows:
+        kept = len(known.rows) - 1
+        history = _History(
+            version,
+            known.rows[:kept]
+            + rows_fetch(
+                rows.filter(pk__gte=known.rows[-1][0]).values_list("pk", "frontiers")
+            ),
+            {i: vv for i, vv in list(known.vvs.items()) if i < kept},
+        )
+    else:
+        history = _History(version, rows_fetch(rows.values_list("pk", "frontiers")), {})
+    with _histories_lock:
+        current = _histories.get(block.pk)
+        if current is None or current.version <= version:
+            _histories[block.pk] = history
+            _histories.move_to_end(block.pk)
+            while len(_histories) > HISTORY_CACHE_SIZE:
+                _histories.popitem(last=False)
+    return history
+
+
+def blame_histories_clear() -> None:
+    """Forget the histories kept for blame (benchmarks, tests)."""
+    with _histories_lock:
+        _histories.clear()
+
+
 class _Versions:
     """The block's history rows in commit order, each row's version vector
-    computed only when the bisection looks at it."""
+    computed only when the bisection looks at it (and kept with the
+    history).  A row the document does not hold was committed after it,
+    so its version includes everything the document has."""
 
-    def __init__(self, doc: LoroDoc, rows: list[tuple[int, bytes]]) -> None:
+    def __init__(self, doc: LoroDoc, history: _History) -> None:
         self.doc = doc
-        self.rows = rows
-        self._vv: dict[int, VersionVector] = {}
+        self.rows = history.rows
+        self._vv = history.vvs
 
     def frontiers(self, index: int) -> Frontiers:
         return documents.frontiers_decode(bytes(self.rows[index][1]))
@@ -159,7 +220,10 @@ class _Versions:
     def vv(self, index: int) -> VersionVector:
         vv = self._vv.get(index)
         if vv is None:
-            vv = self._vv[index] = self.doc.frontiers_to_vv(self.frontiers(index))
+            vv = self.doc.frontiers_to_vv(self.frontiers(index))
+            if vv is None:
+                return self.doc.oplog_vv
+            self._vv[index] = vv
         return vv
 
     def first_including(self, peer: int, counter: int) -> int | None:
@@ -259,6 +323,9 @@ def _newest_rows(
     found: dict[int, int] = {}
     pending = dict(tests)
     hi, size = len(versions.rows), 1
+    # Rows committed after the document was read hold nothing it has.
+    while hi and doc.frontiers_to_vv(versions.frontiers(hi - 1)) is None:
+        hi -= 1
     while pending and hi > 0:
         lo = max(0, hi - size)
         before = versions.frontiers(lo - 1) if lo else Frontiers()
@@ -368,15 +435,12 @@ def block_blame(*, block: MemoryBlock, doc: LoroDoc | None = None) -> Blame:
             f"blame covers text, map and list blocks and their composite "
             f"sections; block {block.label!r} is a {block.schema['kind']} block"
         )
-    doc = doc or block_document_load(block=block)
-    # In one fetch: the ORM's chunked iterator costs a large share of
-    # reading every row of a long history.
-    rows = rows_fetch(
-        BlockUpdate.objects.filter(block=block)
-        .order_by("pk")
-        .values_list("pk", "frontiers")
-    )
-    versions = _Versions(doc, rows)
+    if doc is None:
+        doc, version = block_document_versioned(block=block)
+    else:
+        version = block.version
+    versions = _Versions(doc, _history(block, version))
+    rows = versions.rows
     with documents.loro_guard("cannot read the block's history"):
         stretches = _parts(doc, versions, places)
     used = sorted({i for _, _, spans in stretches for *_, i in spans if i is not None})

@@ -25,7 +25,7 @@ from coordination.actors import Actor
 from coordination.agents.models import Agent
 from memory.blocks import diffs, documents
 from memory.blocks.models import BlockSeen, BlockUpdate, MemoryBlock
-from memory.blocks.selectors import block_document_load, block_list_for_actor
+from memory.blocks.selectors import block_history_document, block_list_for_actor
 
 # Changes per block reported at most (the newest); older ones are counted.
 CHANGES_PER_BLOCK = 20
@@ -138,7 +138,8 @@ def _changes(
     if not rows:
         return result
     newest = rows[-1]
-    result.mark = SeenMark(block.pk, newest[0], bytes(newest[1]), block.version)
+    upto = bytes(newest[1])
+    result.mark = SeenMark(block.pk, newest[0], upto, block.version)
     start: bytes | None
     if look is not None and rows[0][0] == look.upto:
         # The look's own version starts the changes; it is one of them
@@ -166,7 +167,8 @@ def _changes(
     if not with_diffs:
         result.changes.extend(_change(row, {}) for _, row in theirs)
         return result
-    doc = block_document_load(block=block)
+    # Past versions only are read: the cached document serves, uncopied.
+    doc = block_history_document(block=block, upto=upto)
     if block.schema["kind"] == "text":
         # From the changes' operations: checking out past versions costs
         # time that grows with the history.

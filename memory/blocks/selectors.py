@@ -219,6 +219,19 @@ def block_document_versioned(*, block: MemoryBlock) -> tuple[LoroDoc, int]:
     raise RuntimeError(f"block {block.pk} kept compacting while being read")
 
 
+def block_history_document(*, block: MemoryBlock, upto: bytes) -> LoroDoc:
+    """A document holding the block's history up to version ``upto``
+    (frontiers), for reading past versions only, never to be changed: the
+    cached one itself when it holds that version (no copy, no query), else
+    the block's document, loaded."""
+    doc = doc_cache.history(block.pk)
+    if doc is not None:
+        with documents.loro_guard("not a valid version"):
+            if doc.frontiers_to_vv(documents.frontiers_decode(upto)) is not None:
+                return doc
+    return block_document_load(block=block)
+
+
 def block_value(*, block: MemoryBlock, doc: LoroDoc | None = None) -> Any:
     doc = doc or block_document_load(block=block)
     return documents.document_value(doc, block.schema)

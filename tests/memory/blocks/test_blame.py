@@ -6,7 +6,7 @@ from loro import ExportMode
 
 from coordination.actors import Actor
 from coordination.errors import InvalidInput
-from memory.blocks.blame import block_blame
+from memory.blocks.blame import blame_histories_clear, block_blame
 from memory.blocks.selectors import block_document_load, block_history, block_value
 from memory.blocks.services import (
     block_append,
@@ -129,6 +129,31 @@ def test_blame_survives_compaction_of_the_update_log(
     assert _who(after) == _who(before)
     assert [t for t, _ in _who(after)] == ["line0", "\nline1", "\nline2", "\nline3"]
     assert [w for _, w in _who(after)] == [str(agent.pk), str(other_agent.pk)] * 2
+
+
+def test_blame_after_new_versions_is_the_blame_read_from_scratch(
+    shared, agent, other_agent, partner
+):
+    a, b = Actor.for_agent(agent), Actor.for_agent(other_agent)
+    block_append(actor=a, block=shared, content="alpha")
+    block_blame(block=shared)  # its history is kept from here
+    # A burst of live edits: its one version grows with each update.
+    _human_edit(shared, partner, lambda t: t.insert(0, "H1 "))()
+    block_blame(block=shared)
+    _human_edit(shared, partner, lambda t: t.insert(0, "H2 "))()
+    block_append(actor=b, block=shared, content="beta")
+
+    kept = block_blame(block=shared)
+    blame_histories_clear()
+    fresh = block_blame(block=shared)
+
+    assert kept == fresh
+    assert _who(kept) == [
+        ("H2 H1 ", str(partner.pk)),
+        ("alpha", str(agent.pk)),
+        ("\nbeta", str(other_agent.pk)),
+    ]
+    assert len(kept.versions) == 3
 
 
 def test_blame_covers_each_text_section_of_a_composite_block(agent, make_block):

@@ -4,7 +4,7 @@ memory.blocks.seen (the looks), the tool and its endpoint."""
 import pytest
 
 from coordination.actors import Actor
-from memory.blocks import diffs
+from memory.blocks import diffs, doc_cache, selectors
 from memory.blocks.changes import block_changes_for_agent
 from memory.blocks.models import BlockSeen
 from memory.blocks.schemas import ChangesIn
@@ -262,3 +262,32 @@ def test_context_tool_documents_both_answers(client, db):
     request = openapi["components"]["schemas"]["ContextToolIn"]["properties"]
     assert "changes" in request["operation"]["enum"]
     assert {"labels", "peek"} <= set(request)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_changes_read_the_cached_document_without_copying_it(
+    agent, other_agent, make_block, monkeypatch
+):
+    block = make_block("plan", template="custom", schema={"kind": "text"})
+    block_share(actor=SYSTEM, block=block, agent=other_agent, access="read_write")
+    _take(agent)
+    block_append(actor=Actor.for_agent(other_agent), block=block, content="one")
+    block_replace(actor=Actor.for_agent(other_agent), block=block, old="one", new="1")
+    cached = doc_cache.history(block.pk)
+    assert cached is not None, "the last write cached its document"
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the document was loaded or copied")
+
+    monkeypatch.setattr(selectors, "block_document_load", no_load)
+    monkeypatch.setattr(doc_cache, "fork", no_load)
+    [found] = block_changes_for_agent(agent=agent)
+
+    assert [c.diff["spans"] for c in found.changes] == [
+        [{"op": "insert", "at": 0, "text": "one"}],
+        [
+            {"op": "delete", "at": 0, "text": "one"},
+            {"op": "insert", "at": 0, "text": "1"},
+        ],
+    ]
+    assert doc_cache.history(block.pk) is cached
