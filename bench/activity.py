@@ -128,9 +128,12 @@ def memory_records_appends(agent, block) -> bool:
 
 
 def stored_appends() -> int:
-    return ActivityEvent.objects.filter(
-        event_type=EventType.MEMORY_BLOCK_UPDATED
-    ).count()
+    # The block's own creation is an update event too; only appends count.
+    return (
+        ActivityEvent.objects.filter(event_type=EventType.MEMORY_BLOCK_UPDATED)
+        .exclude(details__change_type="create")
+        .count()
+    )
 
 
 def wait_stored(expected: int, timeout: float = 120.0) -> bool:

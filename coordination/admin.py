@@ -12,7 +12,14 @@ from coordination.work.models import CoordinationState, HandoffNote, Task
 class AgentInline(admin.TabularInline):
     model = Agent
     extra = 0
-    fields = ["name", "role", "model_name", "is_active", "last_active_at"]
+    fields = [
+        "name",
+        "role",
+        "model_name",
+        "answered_by_llm",
+        "is_active",
+        "last_active_at",
+    ]
     readonly_fields = ["last_active_at"]
     show_change_link = True
 

@@ -12,4 +12,9 @@ urlpatterns = [
         name="constellation",
     ),
     path("agents/<int:agent_id>/", views.agent_detail, name="agent"),
+    path(
+        "agents/<int:agent_id>/model/",
+        views.configure_agent_model,
+        name="agent_model",
+    ),
 ]

@@ -34,6 +34,13 @@ def safe_next(request: HttpRequest, candidate: str | None) -> str:
     return "/"
 
 
+def form_problems(form: Any) -> str:
+    """A bound form's errors as one line: ``field: error; field: error``."""
+    return "; ".join(
+        f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()
+    )
+
+
 FORM_RETRY = "form_retry"
 
 

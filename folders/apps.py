@@ -11,8 +11,10 @@ class FoldersConfig(AppConfig):
         from folders.files.index import FILE_PASSAGE_INDEX, FILE_PASSAGE_KIND
         from folders.files.models import FilePassage
         from folders.files.services import passages_embedded
+        from folders.tools.search import file_hit_payload, files_domain_search
         from folders.tools.windows import files_render_for_agent
         from memory.context import context_section_register
+        from memory.longterm.domains import search_domain_register
         from memory.search.registry import search_table_register
 
         search_table_register(
@@ -23,3 +25,10 @@ class FoldersConfig(AppConfig):
         )
         # The windows of the files an agent holds open, after its handoffs.
         context_section_register(name="files", render=files_render_for_agent, order=20)
+        # The search tool's ``files`` domain (and its ``all``).
+        search_domain_register(
+            name="files",
+            kind="file",
+            search=files_domain_search,
+            payload=file_hit_payload,
+        )

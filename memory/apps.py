@@ -6,14 +6,21 @@ class MemoryConfig(AppConfig):
     verbose_name = "Memory"
 
     def ready(self) -> None:
-        # Registers archival entries and messages as searchable tables.
+        # Registers archival entries and messages as searchable tables, and
+        # the search tool's domains of this app beyond them.
         from activity.summaries.digest import catch_up_section_register
+        from memory.blocks.search import block_hit_payload, blocks_domain_search
         from memory.context import (
             changes_since_render,
             changes_while_away_lines,
             context_section_register,
         )
         from memory.longterm import indexes  # noqa: F401
+        from memory.longterm.activity import (
+            activity_domain_search,
+            activity_hit_payload,
+        )
+        from memory.longterm.domains import search_domain_register
 
         # What others changed in shared blocks since the agent looked.
         context_section_register(
@@ -22,4 +29,17 @@ class MemoryConfig(AppConfig):
         # The blocks others changed while the agent was away, in its digest.
         catch_up_section_register(
             title="Memory Changes", lines=changes_while_away_lines, order=25
+        )
+        search_domain_register(
+            name="activity",
+            kind="activity",
+            search=activity_domain_search,
+            payload=activity_hit_payload,
+        )
+        search_domain_register(
+            name="blocks",
+            kind="block",
+            search=blocks_domain_search,
+            payload=block_hit_payload,
+            as_of=True,
         )

@@ -36,6 +36,7 @@ from pattern_site.processes import (
     wait_for_port,
 )
 from tests.factories import AgentFactory, ConstellationFactory, UserFactory
+from tests.fake_llm import llm  # noqa: F401  (the fixture, for every package)
 
 REPO = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")

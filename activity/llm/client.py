@@ -2,12 +2,14 @@
 
 ``chat_client()`` returns ``None`` unless ``LLM_BASE_URL`` and ``LLM_MODEL``
 are set; then summaries are written by the model, otherwise by the
-extractive summarizer.  Every call is charged to its constellation's daily
-token budget (``LLM_DAILY_TOKEN_BUDGET``, refused before the call when the
-day's spend plus this call's estimate would exceed it).  The SDK retries
-connection errors, 408/409/429 and 5xx with exponential backoff
-(``LLM_MAX_RETRIES``); each attempt is bounded by ``LLM_TIMEOUT`` seconds.
-Prompts are the template files under ``prompts/``.
+extractive summarizer.  ``chat_client(model=...)`` is the same provider
+asked for another model (an agent's own).  Every call is charged to its
+constellation's daily token budget (``LLM_DAILY_TOKEN_BUDGET``, refused
+before the call when the day's spend plus this call's estimate would exceed
+it).  The SDK retries connection errors, 408/409/429 and 5xx with
+exponential backoff (``LLM_MAX_RETRIES``); each attempt is bounded by
+``LLM_TIMEOUT`` seconds (for a streamed answer: each wait for the next
+piece).  Prompts are the template files under ``prompts/``.
 """
 
 import json
@@ -18,6 +20,7 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
+import httpx
 import openai
 from django.conf import settings
 
@@ -70,20 +73,15 @@ class ChatClient:
             max_retries=max_retries,
         )
 
-    def complete(
-        self,
-        *,
-        constellation_id: int,
-        messages: list[dict[str, str]],
-        json_output: bool = False,
-    ) -> Completion:
+    def _request(
+        self, *, constellation_id: int, messages: list[dict[str, str]], **extra: Any
+    ) -> tuple[int, Any]:
+        """The prompt's token estimate and the SDK's answer to the call.
+        A call the day's budget cannot pay for is refused before it is made."""
         estimate = sum(estimate_tokens(m["content"]) for m in messages)
         llm_budget_check(
             constellation_id=constellation_id, tokens=estimate + self.max_tokens
         )
-        extra: dict[str, Any] = {}
-        if json_output:
-            extra["response_format"] = {"type": "json_object"}
         try:
             response = self._client.chat.completions.create(
                 model=self.model,
@@ -92,10 +90,23 @@ class ChatClient:
                 temperature=0.2,
                 **extra,
             )
-        except openai.APITimeoutError as exc:
-            raise LLMUnavailable(f"the LLM did not answer in time: {exc}") from exc
         except openai.APIError as exc:
-            raise LLMUnavailable(f"the LLM call failed: {exc}") from exc
+            raise _unavailable(exc) from exc
+        return estimate, response
+
+    def complete(
+        self,
+        *,
+        constellation_id: int,
+        messages: list[dict[str, str]],
+        json_output: bool = False,
+    ) -> Completion:
+        extra: dict[str, Any] = {}
+        if json_output:
+            extra["response_format"] = {"type": "json_object"}
+        estimate, response = self._request(
+            constellation_id=constellation_id, messages=messages, **extra
+        )
         choice = response.choices[0] if response.choices else None
         text = (choice.message.content or "").strip() if choice else ""
         usage = response.usage
@@ -104,6 +115,55 @@ class ChatClient:
         if not text:
             raise LLMUnavailable("the LLM returned an empty answer")
         return Completion(text=text, tokens=tokens, model=response.model or self.model)
+
+    def complete_streamed(
+        self,
+        *,
+        constellation_id: int,
+        messages: list[dict[str, str]],
+        on_text: Callable[[str], None],
+    ) -> Completion:
+        """The answer streamed: ``on_text`` is called with each piece as it
+        arrives (an exception it raises stops the stream and propagates).
+        Tokens are charged however the stream ends, from the usage the
+        server reports or else estimated from what was received."""
+        estimate, stream = self._request(
+            constellation_id=constellation_id,
+            messages=messages,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        pieces: list[str] = []
+        tokens: int | None = None
+        model, finished = self.model, False
+        chunks = iter(stream)
+        try:
+            while True:
+                try:
+                    chunk = next(chunks)
+                except StopIteration:
+                    break
+                except (openai.APIError, httpx.HTTPError) as exc:
+                    raise _unavailable(exc) from exc
+                model = chunk.model or model
+                if chunk.usage is not None:
+                    tokens = chunk.usage.total_tokens
+                for choice in chunk.choices:
+                    finished = finished or choice.finish_reason is not None
+                    if choice.delta.content:
+                        pieces.append(choice.delta.content)
+                        on_text(choice.delta.content)
+        finally:
+            stream.close()
+            if tokens is None:
+                tokens = estimate + estimate_tokens("".join(pieces))
+            llm_usage_add(constellation_id=constellation_id, tokens=tokens)
+        text = "".join(pieces).strip()
+        if not finished:
+            raise LLMUnavailable("the LLM's answer stopped before it was finished")
+        if not text:
+            raise LLMUnavailable("the LLM returned an empty answer")
+        return Completion(text=text, tokens=tokens, model=model)
 
     def complete_json(
         self,
@@ -145,6 +205,12 @@ class ChatClient:
         raise AssertionError("unreachable")
 
 
+def _unavailable(exc: Exception) -> LLMUnavailable:
+    if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
+        return LLMUnavailable(f"the LLM did not answer in time: {exc}")
+    return LLMUnavailable(f"the LLM call failed: {exc}")
+
+
 def _strip_fences(text: str) -> str:
     """Models often wrap JSON in a Markdown fence despite being asked not to."""
     text = text.strip()
@@ -154,13 +220,20 @@ def _strip_fences(text: str) -> str:
     return text
 
 
-def chat_client() -> ChatClient | None:
-    if not (settings.LLM_BASE_URL and settings.LLM_MODEL):
+def llm_provider_configured() -> bool:
+    return bool(settings.LLM_BASE_URL)
+
+
+def chat_client(*, model: str = "") -> ChatClient | None:
+    """The provider's client for ``model`` (default ``LLM_MODEL``); None
+    when no provider or no model is configured."""
+    model = model or settings.LLM_MODEL
+    if not (llm_provider_configured() and model):
         return None
     return ChatClient(
         base_url=settings.LLM_BASE_URL,
         api_key=settings.LLM_API_KEY,
-        model=settings.LLM_MODEL,
+        model=model,
         timeout=settings.LLM_TIMEOUT,
         max_retries=settings.LLM_MAX_RETRIES,
         max_tokens=settings.LLM_MAX_TOKENS,

@@ -69,23 +69,67 @@ def activity_search(
             "the search needs at least one word of 2+ letters (not only "
             "words like 'the' or 'to')"
         )
-    postings = ActivityTerm.objects.filter(constellation_id_value=constellation.pk)
+    limit = max(1, min(limit, MAX_PAGE))
+    wanted = _every_word(constellation.pk, terms, limit=limit)
+    events = ActivityEvent.objects.select_related("agent", "actor_user").in_bulk(wanted)
+    return [events[i] for i in wanted if i in events]
+
+
+def activity_search_any(
+    *,
+    constellation: Constellation,
+    query: str,
+    limit: int = 20,
+    agent_id: int | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> list[ActivityEvent]:
+    """Events whose line holds any word of ``query``, newest first, for a
+    caller that ranks them by how many words they hold: those holding
+    every word (however old) and each word's newest ``limit``; none when
+    the query has no word the index keeps.  ``agent_id``, ``since`` and
+    ``until`` narrow to one agent's events and a time range."""
+    terms = event_terms(query)[:MAX_QUERY_TERMS]
+    if not terms:
+        return []
+    limit = max(1, min(limit, MAX_PAGE))
+    narrowed = Q()
+    if agent_id is not None:
+        narrowed &= Q(event__agent_id=agent_id)
+    if since is not None:
+        narrowed &= Q(event__created_at__gte=since)
+    if until is not None:
+        narrowed &= Q(event__created_at__lte=until)
+    wanted = set(_every_word(constellation.pk, terms, limit=limit, narrowed=narrowed))
+    postings = ActivityTerm.objects.filter(
+        narrowed, constellation_id_value=constellation.pk
+    )
+    for term in terms:
+        wanted.update(
+            postings.filter(term=term)
+            .order_by("-event_id")
+            .values_list("event_id", flat=True)[:limit]
+        )
+    events = ActivityEvent.objects.select_related("agent", "actor_user").in_bulk(wanted)
+    return [events[i] for i in sorted(events, reverse=True)]
+
+
+def _every_word(
+    constellation_id: int, terms: list[str], *, limit: int, narrowed: Q | None = None
+) -> list[int]:
+    """Ids of the newest ``limit`` events holding every one of ``terms``
+    (and matching ``narrowed``, a condition on the postings' event)."""
+    postings = ActivityTerm.objects.filter(constellation_id_value=constellation_id)
     if len(terms) > 1:
         # Walk the rarest word's postings, newest first, and look each other
         # word up in the index: no word's whole posting list is read.
-        terms.sort(key=lambda t: postings.filter(term=t).count())
-    ids = postings.filter(term=terms[0])
+        terms = sorted(terms, key=lambda t: postings.filter(term=t).count())
+    ids = postings.filter(narrowed or Q(), term=terms[0])
     for term in terms[1:]:
         ids = ids.filter(
             Exists(postings.filter(term=term, event_id=OuterRef("event_id")))
         )
-    wanted = list(
-        ids.order_by("-event_id").values_list("event_id", flat=True)[
-            : max(1, min(limit, MAX_PAGE))
-        ]
-    )
-    events = ActivityEvent.objects.select_related("agent", "actor_user").in_bulk(wanted)
-    return [events[i] for i in wanted if i in events]
+    return list(ids.order_by("-event_id").values_list("event_id", flat=True)[:limit])
 
 
 def recent_activity_for_agent(*, agent: Agent, limit: int) -> list[ActivityEvent]:

@@ -20,8 +20,6 @@ from contextvars import ContextVar
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
@@ -39,6 +37,7 @@ from activity.tasks import activity_events_store_task
 from coordination.actors import Actor
 from coordination.agents.models import Agent, Constellation
 from coordination.errors import InvalidInput
+from coordination.layer_send import group_send_from_sync
 
 logger = logging.getLogger(__name__)
 
@@ -253,27 +252,20 @@ def _broadcast(events: list[ActivityEvent]) -> None:
     """One message per constellation for the whole batch."""
     from coordination.agents.consumers import constellation_group
 
-    layer = get_channel_layer()
-    if layer is None:
-        return
     by_constellation: dict[int, list[dict[str, Any]]] = {}
     for event in events:
         by_constellation.setdefault(event.constellation_id, []).append(
             event_payload(event)
         )
-
-    async def send() -> None:
+    try:
         for constellation_id, payloads in by_constellation.items():
-            await layer.group_send(
+            group_send_from_sync(
                 constellation_group(constellation_id),
                 {
                     "type": "constellation.event",
                     "event": {"type": "activity.events", "events": payloads},
                 },
             )
-
-    try:
-        async_to_sync(send)()
     except Exception:
         # The events are stored; a dashboard that missed the push shows
         # them on its next load.

@@ -36,6 +36,14 @@ class Agent(models.Model):
     description = models.TextField(blank=True)
     role = models.CharField(max_length=200, blank=True)
     model_name = models.CharField(max_length=100, blank=True)
+    # The site answers the agent's group deliveries itself, with
+    # ``model_name`` through the LLM provider (activity.llm), instead of an
+    # external program taking them from the agent's inbox.
+    answered_by_llm = models.BooleanField(
+        default=False,
+        help_text="Group deliveries are answered by model_name through the"
+        " site's LLM provider, not by an external program.",
+    )
     is_active = models.BooleanField(default=True)
     last_active_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -46,7 +54,14 @@ class Agent(models.Model):
             models.UniqueConstraint(
                 fields=["constellation", "name"],
                 name="agent_name_unique_per_constellation",
-            )
+            ),
+            models.CheckConstraint(
+                condition=models.Q(answered_by_llm=False) | ~models.Q(model_name=""),
+                name="agent_answered_by_llm_has_model",
+                violation_error_message=(
+                    "an agent answered by the LLM needs a model_name"
+                ),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -23,6 +23,7 @@ class AgentOut(Schema):
     role: str
     description: str
     model_name: str
+    answered_by_llm: bool
     is_active: bool
     last_active_at: datetime | None
     created_at: datetime
@@ -40,5 +41,19 @@ class AgentUpdateIn(InputSchema):
     description: str | None = Field(
         None, examples=["Breaks big plans into small, doable steps"]
     )
-    model_name: str | None = Field(None, examples=["gpt-4o-mini"])
+    model_name: str | None = Field(
+        None,
+        description="The model the agent runs on.",
+        examples=["gpt-4o-mini"],
+    )
+    answered_by_llm: bool | None = Field(
+        None,
+        description=(
+            "True: the site answers the agent's group deliveries with"
+            " model_name through its LLM provider (PATTERN_LLM_BASE_URL), and"
+            " the agent has no inbox. False: an external program takes them"
+            " from GET /api/inbox."
+        ),
+        examples=[False],
+    )
     is_active: bool | None = Field(None, examples=[True])

@@ -22,7 +22,7 @@ from django.utils import timezone
 from coordination.actors import Actor
 from coordination.agents.models import Agent, AgentToken, Constellation
 from coordination.agents.tasks import agent_touch_task
-from coordination.errors import AuthenticationFailed, Conflict
+from coordination.errors import AuthenticationFailed, Conflict, InvalidInput
 from coordination.events import EventType, event_record
 from coordination.rights import rights_revoke_send
 from pattern_site.db.compiled import CompiledQuery
@@ -281,19 +281,29 @@ def agent_update(
     role: str | None = None,
     description: str | None = None,
     model_name: str | None = None,
+    answered_by_llm: bool | None = None,
     is_active: bool | None = None,
     actor: Actor | None = None,
 ) -> Agent:
+    """Change an agent's settings; ``answered_by_llm`` needs a model name
+    (given here or already set)."""
     changes = {
         "role": role,
         "description": description,
-        "model_name": model_name,
+        "model_name": None if model_name is None else model_name.strip(),
+        "answered_by_llm": answered_by_llm,
         "is_active": is_active,
     }
     fields = [name for name, value in changes.items() if value is not None]
     was_active = agent.is_active
     for name in fields:
         setattr(agent, name, changes[name])
+    if agent.answered_by_llm and not agent.model_name:
+        raise InvalidInput(
+            f"{agent.name} would be answered by the LLM with no model: set"
+            " model_name (e.g. gpt-4o-mini) too, or leave answered_by_llm off",
+            extra={"field": "model_name"},
+        )
     agent.full_clean()
     agent.save(update_fields=fields)
     if agent.is_active != was_active:

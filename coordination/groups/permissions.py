@@ -9,6 +9,7 @@
   the group's member agents and the agent that started it.
 - A delivery is acted on (chunks, tool calls, answer, delegation) only by
   the agent it was delivered to; to anyone else it does not exist.
+- An agent answered by the LLM has no inbox: the site takes its deliveries.
 """
 
 from django.db.models import QuerySet
@@ -67,4 +68,12 @@ def inbox_check_read(*, actor: Actor) -> None:
     if actor.kind != "agent":
         raise PermissionDenied(
             "only agents have an inbox; sign in with the agent's bearer token"
+        )
+    assert actor.agent is not None
+    if actor.agent.answered_by_llm:
+        raise PermissionDenied(
+            f"{actor.agent.name}'s group deliveries are answered by its model"
+            f" {actor.agent.model_name} through the site's LLM provider, so it"
+            " has no inbox; a human can set answered_by_llm to false"
+            f" (PATCH /api/agents/{actor.agent.pk}) for a program to take them"
         )

@@ -113,6 +113,7 @@ def group_members(*, group: AgentGroup) -> tuple[Member, ...]:
             capabilities=tuple(m.capabilities),
             available=m.agent.is_active,
             last_routed_at=m.last_routed_at,
+            answered_by_llm=m.agent.answered_by_llm,
         )
         for m in _MEMBERS.all(group_id=group.pk)
     )

@@ -7,8 +7,8 @@ the run, the deliveries and the ``Started`` event, in one transaction.
 Everything that changes a run afterwards (an agent taking its work,
 chunks, tool calls, answers, failures, deadlines) locks the run's row,
 writes its events with consecutive numbers and lets the pattern decide
-what comes next.  Readers are woken after commit; timeouts are Celery
-tasks scheduled after commit, backed by a beat sweep.
+what comes next.  Readers are woken after commit; timeouts are kept by
+Celery sweeps booked after commit for just after each deadline.
 """
 
 import random
@@ -16,13 +16,16 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from coordination.actors import Actor
 from coordination.agents.models import Agent, Constellation
 from coordination.errors import Conflict, InvalidInput, LimitExceeded, NotFound
-from coordination.groups import realtime, tasks
+from coordination.groups import realtime
+from coordination.groups.deadlines import deadline_schedule
+from coordination.groups.llm_queue import llm_answer_queue
 from coordination.groups.models import (
     OPEN_DELIVERY_STATUSES,
     AgentGroup,
@@ -273,15 +276,11 @@ def _deliver(
                 },
             )
             failed.append(delivery_view(delivery))
-        elif delivery.deadline_at is not None:
-            delivery_id, seconds = delivery.pk, (delivery.deadline_at - now)
-            transaction.on_commit(
-                lambda i=delivery_id, s=seconds: (
-                    tasks.run_delivery_expire_task.apply_async(
-                        (i,), countdown=s.total_seconds()
-                    )
-                )
-            )
+            continue
+        if delivery.deadline_at is not None:
+            deadline_schedule(at=delivery.deadline_at)
+        if by_id[delivery.agent_id].answered_by_llm:
+            llm_answer_queue(delivery_id=delivery.pk)
     return made, failed
 
 
@@ -331,10 +330,7 @@ def _start_run(
     if failed:
         _settle(run, failed, members=members, now=now)
     if run.closes_at is not None and run.status == RunStatus.RUNNING:
-        run_id, seconds = run.pk, decision.close_after
-        transaction.on_commit(
-            lambda: tasks.run_vote_close_task.apply_async((run_id,), countdown=seconds)
-        )
+        deadline_schedule(at=run.closes_at)
     _wake_after_commit(run, [d.agent_id for d in decision.deliveries])
     return run
 
@@ -483,11 +479,7 @@ INBOX_MAX_ITEMS = 50
 
 @transaction.atomic
 def delivery_take(*, agent: Agent, limit: int = 10) -> list[RunDelivery]:
-    """Claim the agent's pending deliveries (oldest first), at most ``limit``.
-
-    Observing needs no answer: an observer's delivery is completed as it is
-    taken.
-    """
+    """Claim the agent's pending deliveries (oldest first), at most ``limit``."""
     limit = max(1, min(limit, INBOX_MAX_ITEMS))
     deliveries = list(
         RunDelivery.objects.select_for_update()
@@ -501,28 +493,58 @@ def delivery_take(*, agent: Agent, limit: int = 10) -> list[RunDelivery]:
     )
     now = timezone.now()
     for delivery in deliveries:
-        run = _lock_run(delivery.run_id)
-        delivery.taken_at = now
-        if delivery.kind == DeliveryKind.OBSERVE:
-            delivery.status, delivery.finished_at = DeliveryStatus.COMPLETED, now
-        else:
-            delivery.status = DeliveryStatus.TAKEN
-            _event(
-                run,
-                GroupEventType.AGENT_STARTED,
-                {
-                    "agent_id": agent.pk,
-                    "agent_name": agent.name,
-                    "role": delivery.role,
-                    "delivery_id": delivery.pk,
-                    "kind": delivery.kind,
-                },
-            )
-            run.save(update_fields=["last_seq"])
-            _wake_after_commit(run)
-        delivery.save(update_fields=["status", "taken_at", "finished_at"])
-        delivery.run = run
+        _delivery_start(delivery, _lock_run(delivery.run_id), agent=agent, now=now)
     return deliveries
+
+
+@transaction.atomic
+def delivery_claim(*, delivery_id: int) -> RunDelivery | None:
+    """Claim one pending delivery for the site to answer (an agent answered
+    by the LLM), as ``delivery_take`` does for an agent's program; None when
+    it is no longer pending, its run has ended or its agent was since given
+    back to its own program."""
+    delivery = RunDelivery.objects.filter(pk=delivery_id).first()
+    if delivery is None:
+        return None
+    run = _lock_run(delivery.run_id)
+    delivery = RunDelivery.objects.select_related("agent__constellation").get(
+        pk=delivery_id
+    )
+    if (
+        run.status != RunStatus.RUNNING
+        or delivery.status != DeliveryStatus.PENDING
+        or not delivery.agent.answered_by_llm
+    ):
+        return None
+    _delivery_start(delivery, run, agent=delivery.agent, now=timezone.now())
+    return delivery
+
+
+def _delivery_start(
+    delivery: RunDelivery, run: GroupRun, *, agent: Agent, now: datetime
+) -> None:
+    """The agent starts on its delivery (``AgentStarted``); observing needs
+    no answer, so an observer's delivery is completed as it is taken."""
+    delivery.taken_at = now
+    if delivery.kind == DeliveryKind.OBSERVE:
+        delivery.status, delivery.finished_at = DeliveryStatus.COMPLETED, now
+    else:
+        delivery.status = DeliveryStatus.TAKEN
+        _event(
+            run,
+            GroupEventType.AGENT_STARTED,
+            {
+                "agent_id": agent.pk,
+                "agent_name": agent.name,
+                "role": delivery.role,
+                "delivery_id": delivery.pk,
+                "kind": delivery.kind,
+            },
+        )
+        run.save(update_fields=["last_seq"])
+        _wake_after_commit(run)
+    delivery.save(update_fields=["status", "taken_at", "finished_at"])
+    delivery.run = run
 
 
 def _lock_open_delivery(delivery: RunDelivery) -> tuple[RunDelivery, GroupRun]:
@@ -736,10 +758,22 @@ def run_vote_close(*, run_id: int, now: datetime | None = None) -> bool:
 def run_deadlines_sweep(*, now: datetime | None = None) -> int:
     """Expire every overdue delivery and close every overdue vote.
 
-    The countdown tasks do this on time; the sweep catches what they missed
-    (a worker restart) and is what eager mode relies on.
+    Booked by ``coordination.groups.deadlines`` for just after each
+    deadline, and run by the beat too, for a booking lost with its process.
+    It also queues again the deliveries the LLM should answer that are
+    still pending a sweep interval after they were made (their task was
+    lost with its process or a killed worker; a second task for one finds
+    it claimed and does nothing).
     """
     now = now or timezone.now()
+    stalled = RunDelivery.objects.filter(
+        status=DeliveryStatus.PENDING,
+        agent__answered_by_llm=True,
+        run__status=RunStatus.RUNNING,
+        created_at__lte=now - timedelta(seconds=settings.GROUPS_SWEEP_SECONDS),
+    ).values_list("pk", flat=True)
+    for delivery_id in stalled:
+        llm_answer_queue(delivery_id=delivery_id)
     overdue = list(
         RunDelivery.objects.filter(
             status__in=OPEN_DELIVERY_STATUSES,

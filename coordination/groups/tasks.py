@@ -1,24 +1,12 @@
-"""Deadlines and sleeptime checks of agent groups: each task calls one service.
+"""Deadlines, sleeptime checks and LLM answers of agent groups: each task
+calls one service.
 
-Every task can run early or twice: the services check the deadline or the
-check interval again under the row lock.
+Every task can run early or twice: the services check the deadlines, the
+check interval or that the delivery is still pending again under the row
+lock.
 """
 
 from celery import shared_task
-
-
-@shared_task(name="groups.run_delivery_expire", ignore_result=True)
-def run_delivery_expire_task(delivery_id: int) -> None:
-    from coordination.groups.services import run_delivery_expire
-
-    run_delivery_expire(delivery_id=delivery_id)
-
-
-@shared_task(name="groups.run_vote_close", ignore_result=True)
-def run_vote_close_task(run_id: int) -> None:
-    from coordination.groups.services import run_vote_close
-
-    run_vote_close(run_id=run_id)
 
 
 @shared_task(name="groups.run_deadlines_sweep", ignore_result=True)
@@ -33,3 +21,10 @@ def group_sleeptime_sweep_task() -> None:
     from coordination.groups.services import group_sleeptime_sweep
 
     group_sleeptime_sweep()
+
+
+@shared_task(name="groups.delivery_llm_answer", ignore_result=True)
+def delivery_llm_answer_task(delivery_id: int) -> None:
+    from coordination.groups.llm import delivery_llm_answer
+
+    delivery_llm_answer(delivery_id=delivery_id)

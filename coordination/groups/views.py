@@ -15,6 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from activity.llm.client import llm_provider_configured
 from coordination.actors import Actor
 from coordination.agents.selectors import (
     agent_get_for_actor,
@@ -30,17 +31,11 @@ from coordination.groups.forms import (
     pattern_forms,
 )
 from coordination.groups.models import AgentGroup, CoordinationPattern
-from coordination.web import form_action
+from coordination.web import form_action, form_problems
 
 
 def _actor(request: HttpRequest) -> Actor:
     return Actor.for_user(request.user)
-
-
-def _form_problems(form: Any) -> str:
-    return "; ".join(
-        f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()
-    )
 
 
 @login_required
@@ -91,6 +86,8 @@ def _group_context(
         "group": group,
         "constellation": group.constellation,
         "memberships": memberships,
+        "llm_missing": not llm_provider_configured()
+        and any(m.agent.answered_by_llm for m in memberships),
         "member_form": MemberAddForm(agents=candidates),
         "route_form": RouteForm(),
         "configs": [
@@ -118,8 +115,8 @@ def configure_group(request: HttpRequest, group_id: int) -> HttpResponse:
         if posted is None:
             raise InvalidInput("choose one of the six coordination patterns")
         if not posted.all_valid():
-            problems = [_form_problems(posted)] + [
-                _form_problems(f) for fs in posted.formsets() for f in fs.forms
+            problems = [form_problems(posted)] + [
+                form_problems(f) for fs in posted.formsets() for f in fs.forms
             ]
             raise InvalidInput(
                 "the configuration has errors: " + "; ".join(p for p in problems if p)
@@ -151,7 +148,7 @@ def add_member(request: HttpRequest, group_id: int) -> HttpResponse:
     ]
     form = MemberAddForm(request.POST, agents=agents)
     if not form.is_valid():
-        raise InvalidInput(f"could not add the member: {_form_problems(form)}")
+        raise InvalidInput(f"could not add the member: {form_problems(form)}")
     agent = agent_get_for_actor(actor=actor, agent_id=form.cleaned_data["agent"])
     services.group_member_add(
         group=group,
@@ -178,7 +175,7 @@ def route_group_message(request: HttpRequest, group_id: int) -> HttpResponse:
     group = selectors.group_get_for_route(actor=actor, group_id=group_id)
     form = RouteForm(request.POST)
     if not form.is_valid():
-        raise InvalidInput(f"could not send: {_form_problems(form)}")
+        raise InvalidInput(f"could not send: {form_problems(form)}")
     run = services.group_message_route(
         actor=actor,
         group=group,

@@ -7,14 +7,18 @@ candidates to the rows the caller may see.  A hit cites
 ``folder/path:start-end``.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from coordination.errors import InvalidInput
 from folders.files.index import FILE_PASSAGE_INDEX
 from folders.files.models import FilePassage, Folder
+from folders.files.selectors import folder_list_for_actor
+from memory.longterm.domains import DomainQuery
 from memory.search.embedder import embed_query, embedding_status
-from memory.search.engine import SEARCH_MODES, SearchOutcome, search
+from memory.search.engine import SEARCH_MODES, Fusion, Hit, SearchOutcome, search
 
 MAX_QUERY_CHARS = 2000
 MAX_LIMIT = 50
@@ -27,10 +31,14 @@ def folder_search(
     mode: str = "auto",
     limit: int = 10,
     path: str | None = None,
+    fusion: Fusion | None = None,
+    query_vector: Callable[[str], np.ndarray | None] | None = None,
 ) -> SearchOutcome:
     """Passages of ``folders`` (permission-checked by the caller, all of one
     constellation) best matching ``query``; ``path``: one file, or a
-    directory prefix ending in "/"."""
+    directory prefix ending in "/".  ``fusion`` and ``query_vector``: those
+    of a search over several domains (default: the engine's fusion, the
+    query embedded here)."""
     if not query.strip():
         raise InvalidInput("the search query is empty; give some words to look for")
     if mode not in SEARCH_MODES:
@@ -55,6 +63,8 @@ def folder_search(
             else allowed.filter(file__path=path)
         )
     status = embedding_status()
+    if query_vector is None and status.available:
+        query_vector = embed_query
     return search(
         FILE_PASSAGE_INDEX,
         text=query[:MAX_QUERY_CHARS],
@@ -63,9 +73,49 @@ def folder_search(
         owner_ids=ids,
         mode=mode,
         limit=limit,
-        query_vector=embed_query if status.available else None,
+        query_vector=query_vector,
+        fusion=fusion,
         degraded_reason=status.reason,
     )
+
+
+def files_domain_search(query: DomainQuery) -> SearchOutcome:
+    """The search tool's ``files`` domain: passages of the folders of the
+    searched constellation the caller may read (an agent: those attached
+    to it; a human: all of the constellation's).  Passages carry no agent,
+    tag, role or time, so any filter leaves none."""
+    folders = list(
+        folder_list_for_actor(
+            actor=query.actor, constellation_id=query.constellation.pk
+        )
+    )
+    if not folders or query.filters.beyond(frozenset()):
+        return SearchOutcome([], query.mode, "fts")
+    return folder_search(
+        folders=folders,
+        query=query.text,
+        mode=query.mode,
+        limit=query.limit,
+        fusion=query.fusion,
+        query_vector=query.query_vector,
+    )
+
+
+def file_hit_payload(hit: Hit) -> dict[str, Any]:
+    """A passage as a hit of the search tool (``SearchHitOut``)."""
+    passage: FilePassage = hit.row
+    found = passage_hit_payload(hit)
+    return {
+        **found,
+        "id": passage.pk,
+        "created_at": passage.file.updated_at,
+        "provenance": {
+            "store": "folder",
+            "folder": found["folder"],
+            "path": found["path"],
+            "cite": found["cite"],
+        },
+    }
 
 
 def passage_hit_payload(hit: Any) -> dict[str, Any]:

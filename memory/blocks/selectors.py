@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import uuid
 from collections import namedtuple
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import Any
 
 from django.db import transaction
-from django.db.models import CharField, Count, QuerySet
+from django.db.models import CharField, Count, Max, Q, QuerySet
 from django.db.models.functions import Cast
 from loro import LoroDoc
 
@@ -350,11 +351,83 @@ def block_version_view(*, block: MemoryBlock, version_id: int) -> BlockVersionVi
     """The block as it was after ``version_id`` (read-only; the live document
     is untouched)."""
     version = block_version_get(block=block, version_id=version_id)
+    value = _value_at(block, bytes(version.frontiers))
+    return BlockVersionView(version, value, documents.render_value(block.schema, value))
+
+
+def _value_at(block: MemoryBlock, frontiers: bytes) -> Any:
+    """The block's content at the document version ``frontiers``."""
     doc = block_document_load(block=block)
     with documents.loro_guard("cannot check out this version"):
-        past = doc.fork_at(documents.frontiers_decode(bytes(version.frontiers)))
-    value = documents.document_value(past, block.schema)
-    return BlockVersionView(version, value, documents.render_value(block.schema, value))
+        past = doc.fork_at(documents.frontiers_decode(frontiers))
+    return documents.document_value(past, block.schema)
+
+
+@dataclass(frozen=True)
+class BlockText:
+    """A block's rendered text at one of its versions."""
+
+    block: MemoryBlock
+    text: str
+    version_id: int
+    created_at: datetime  # when that version was made
+    number: int | None = None  # its number (1 = the block's first), if asked
+
+
+def block_texts_at(
+    *, blocks: Sequence[MemoryBlock], moment: datetime | None = None
+) -> list[BlockText]:
+    """Each of ``blocks`` rendered as it was at ``moment`` (None: now), with
+    the version it was at then: its newest version made at or before
+    ``moment``.  A block without a version by then is left out (it did not
+    exist yet, or held nothing).  The text now is the block's stored
+    rendering; a past one is rendered from the document checked out at
+    that version."""
+    updates = BlockUpdate.objects.filter(block_id__in=[b.pk for b in blocks])
+    if moment is not None:
+        updates = updates.filter(created_at__lte=moment)
+    latest = dict(
+        updates.order_by()
+        .values("block_id")
+        .annotate(last=Max("id"))
+        .values_list("block_id", "last")
+    )
+    columns = ["pk", "created_at"] + (["frontiers"] if moment is not None else [])
+    rows = {
+        row[0]: row
+        for row in BlockUpdate.objects.filter(pk__in=latest.values()).values_list(
+            *columns
+        )
+    }
+    found = []
+    for block in blocks:
+        row = rows.get(latest.get(block.pk, 0))
+        if row is None:
+            continue
+        if moment is None:
+            text = block.rendered
+        else:
+            text = documents.render_value(block.schema, _value_at(block, bytes(row[2])))
+        found.append(BlockText(block, text, row[0], row[1]))
+    return found
+
+
+def block_version_numbers(*, versions: dict[Any, int]) -> dict[Any, int]:
+    """The number of each block's version (``{block_id: version_id}``) in
+    its block's history (1 = its first), in one query: for a handful of
+    blocks (each adds a condition to the statement)."""
+    if not versions:
+        return {}
+    condition = Q()
+    for block_id, version_id in versions.items():
+        condition |= Q(block_id=block_id, pk__lte=version_id)
+    return dict(
+        BlockUpdate.objects.filter(condition)
+        .order_by()
+        .values("block_id")
+        .annotate(n=Count("id"))
+        .values_list("block_id", "n")
+    )
 
 
 def block_diff(

@@ -309,16 +309,18 @@ def _block_event(
         if len(_co_edit_recorded) > 10_000:
             _co_edit_recorded.clear()
         _co_edit_recorded[key] = now
+    details = {"label": block.label, "change_type": change_type}
+    # Every agent of the constellation reads its activity, but only a
+    # constellation block's content is theirs to read: an agent's own block
+    # (shared or not) is named without the words of its change.
+    if block.owner_id is None:
+        details["summary"] = summary[:160]
     event_record(
         actor=actor,
         agent=block.owner if actor.agent is None else None,
         constellation_id=block.constellation_id,
         event_type=EventType.MEMORY_BLOCK_UPDATED,
-        details={
-            "label": block.label,
-            "change_type": change_type,
-            "summary": summary[:160],
-        },
+        details=details,
     )
 
 

@@ -17,6 +17,7 @@ from memory.longterm.schemas import (
     ARCHIVAL_MEMORY_INSERT,
     ARCHIVAL_MEMORY_SEARCH,
     RECALL_TOOL,
+    SEARCH_EXAMPLES,
     SEARCH_TOOL,
     ArchivalEntryIn,
     ArchivalEntryOut,
@@ -147,6 +148,9 @@ def delete_archival_entry(request: HttpRequest, entry_id: Id) -> Any:
     tags=["search"],
     summary="Search memory",
     description=SEARCH_TOOL,
+    openapi_extra={
+        "requestBody": {"content": {"application/json": {"examples": SEARCH_EXAMPLES}}}
+    },
 )
 def search_tool(request: HttpRequest, payload: SearchIn) -> Any:
     return tools.search_tool(actor=request_actor(request), args=payload)

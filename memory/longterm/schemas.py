@@ -11,9 +11,15 @@ from coordination.apitypes import Id, InputSchema, Moment
 # endpoints' OpenAPI descriptions and the MCP tool descriptions alike.
 SEARCH_TOOL = """Search memory by meaning and by words. `domain`: archival_memory
 (your long-term facts, the default), conversations (your past messages),
-constellation_messages (messages across your constellation) or all. `mode`:
-fts (words), vector (meaning), hybrid (both) or auto. Narrow with `filters`
-(tags, metadata keys, time range, role, conversation)."""
+constellation_messages (messages across your constellation), files (passages
+of the folders attached to you), activity (what happened in your
+constellation), blocks (the memory blocks you can read) or all (every domain;
+its messages are the constellation's). Each result says its `kind`: archival,
+message, file, activity or block. `mode`: fts (words), vector (meaning),
+hybrid (both) or auto; activity and blocks are matched by words. With domain
+blocks, `as_of` (an ISO date-time) searches the blocks as they were then;
+a block result names its label and version. Narrow with `filters` (tags,
+metadata keys, time range, role, conversation)."""
 
 
 RECALL_TOOL = """Your long-term archival memory, entry by entry.
@@ -34,7 +40,13 @@ returns up to `top_k` entries, optionally only those with all of `tags` or
 created between `start_datetime` and `end_datetime`."""
 
 SearchDomain = Literal[
-    "archival_memory", "conversations", "constellation_messages", "all"
+    "archival_memory",
+    "conversations",
+    "constellation_messages",
+    "files",
+    "activity",
+    "blocks",
+    "all",
 ]
 
 
@@ -119,6 +131,45 @@ class SearchIn(InputSchema):
         description="Humans in several constellations: which one.",
         examples=[None],
     )
+    as_of: Moment | None = Field(
+        None,
+        description="Domain blocks only: search the blocks as they were at "
+        "this time (naive means UTC).",
+        examples=[None],
+    )
+
+
+# Named examples of the search tool's request body, one per kind of search.
+SEARCH_EXAMPLES = {
+    "archival": {
+        "summary": "Your archival memory (the default domain)",
+        "value": {"query": "when is Ana visiting"},
+    },
+    "everything": {
+        "summary": "Every domain at once, by words only",
+        "value": {"query": "budget review", "domain": "all", "mode": "fts"},
+    },
+    "files": {
+        "summary": "Passages of the folders attached to you",
+        "value": {"query": "hotel check-in time", "domain": "files", "limit": 5},
+    },
+    "activity": {
+        "summary": "What happened in the constellation this month",
+        "value": {
+            "query": "approval rejected",
+            "domain": "activity",
+            "filters": {"since": "2026-05-01T00:00:00Z"},
+        },
+    },
+    "blocks_as_of": {
+        "summary": "Memory blocks as they were on a past day",
+        "value": {
+            "query": "Ana visit",
+            "domain": "blocks",
+            "as_of": "2026-05-01T12:00:00Z",
+        },
+    },
+}
 
 
 class ScoresOut(Schema):
@@ -138,18 +189,43 @@ class ScoresOut(Schema):
 
 
 class SearchHitOut(Schema):
-    kind: Literal["archival", "message"]
-    id: int
-    agent_id: int
-    agent_name: str
+    kind: Literal["archival", "message", "file", "activity", "block"]
+    id: int | str = Field(
+        description="The entry's, message's, passage's or event's id; a block's UUID."
+    )
+    agent_id: int | None = Field(
+        None,
+        description="Whose it is; None for files, constellation blocks and "
+        "events no agent caused.",
+    )
+    agent_name: str | None = None
     content: str
     snippet_html: str
-    created_at: datetime
+    created_at: datetime = Field(
+        description="When it was written; a file passage: when its file "
+        "last changed; a block: when the version found was made."
+    )
     label: str | None = None
     tags: list[str] = []
     conversation_id: int | None = None
     role: str | None = None
     position: int | None = None
+    # Files.
+    folder: str | None = None
+    folder_id: int | None = None
+    file_id: int | None = None
+    path: str | None = None
+    start_line: int | None = None
+    end_line: int | None = None
+    cite: str | None = Field(None, description="folder/path:start-end")
+    # Activity.
+    event_type: str | None = None
+    importance: str | None = None
+    # Blocks (``label`` too).
+    block_id: str | None = None
+    version: int | None = Field(
+        None, description="The block's version found (1 = its first)."
+    )
     provenance: dict[str, Any]
     scores: ScoresOut
     duplicates: list[int]

@@ -1,9 +1,10 @@
-"""Searching long-term memory as a caller may see it (archival, messages)."""
+"""Searching memory as a caller may see it: archival entries and messages
+here, and the domains other apps register (``memory.longterm.domains``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db.models import QuerySet
@@ -16,6 +17,14 @@ from coordination.agents.selectors import (
     constellation_for_actor,
 )
 from coordination.errors import InvalidInput
+from memory.longterm.domains import (
+    DomainQuery,
+    SearchDomain,
+    SearchFilters,
+    search_domain,
+    search_domain_of_kind,
+    search_domains,
+)
 from memory.longterm.indexes import ARCHIVAL_INDEX, MESSAGE_INDEX
 from memory.longterm.models import Message, RetrievalConfig
 from memory.longterm.permissions import longterm_own_agent
@@ -38,17 +47,6 @@ from memory.search.engine import (
 from pattern_site.db.compiled import CompiledQuery
 
 
-@dataclass(frozen=True)
-class SearchFilters:
-    agent_id: int | None = None
-    tags: tuple[str, ...] = ()
-    metadata_keys: tuple[str, ...] = ()
-    since: datetime | None = None
-    until: datetime | None = None
-    role: str | None = None
-    conversation_id: int | None = None
-
-
 @dataclass
 class SearchResult:
     """Results of a search over one or more domains, best first."""
@@ -65,6 +63,13 @@ class SearchResult:
     @property
     def archival_ids(self) -> list[int]:
         return [hit.row.pk for kind, hit in self.hits if kind == "archival"]
+
+
+def search_domain_names() -> tuple[str, ...]:
+    """Every domain a caller may name: long-term memory's, the registered
+    ones, then ``all``."""
+    own = tuple(name for name in SEARCH_DOMAINS if name != "all")
+    return (*own, *(d.name for d in search_domains()), "all")
 
 
 def _filtered(qs: QuerySet, filters: SearchFilters, *, messages: bool) -> QuerySet:
@@ -100,29 +105,39 @@ def memory_search(
     limit: int = 10,
     filters: SearchFilters | None = None,
     constellation_id: int | None = None,
+    as_of: datetime | None = None,
 ) -> SearchResult:
-    """Search long-term memory as ``actor`` may see it.
+    """Search memory as ``actor`` may see it.
 
     Domains: ``archival_memory`` (an agent's own entries; a human's
     constellation's), ``conversations`` (an agent's own messages),
-    ``constellation_messages`` (every message of the constellation) and
-    ``all`` (archival_memory plus constellation_messages); and
-    ``recall`` (archival_memory plus conversations, the recall tool's).
+    ``constellation_messages`` (every message of the constellation), each
+    registered domain (``memory.longterm.domains``: files, activity,
+    blocks) and ``all`` (archival_memory, constellation_messages and every
+    registered domain); and ``recall`` (archival_memory plus conversations,
+    the recall tool's).  ``as_of`` (domains that keep versions: blocks)
+    searches the rows as they were at that time.  Hits of every domain
+    merge by score.
     """
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("the search query is empty; give some words to look for")
     if len(query) > MAX_QUERY_CHARS:
         query = query[:MAX_QUERY_CHARS]
-    if domain not in (*SEARCH_DOMAINS, RECALL_DOMAIN):
+    registered = search_domain(domain)
+    if registered is None and domain not in (*SEARCH_DOMAINS, RECALL_DOMAIN):
         raise InvalidInput(
-            f"unknown domain {domain!r}; use one of {', '.join(SEARCH_DOMAINS)}"
+            f"unknown domain {domain!r}; use one of {', '.join(search_domain_names())}"
         )
     if mode not in SEARCH_MODES:
         raise InvalidInput(
             f"unknown mode {mode!r}; use one of {', '.join(SEARCH_MODES)}"
         )
+    if as_of is not None:
+        _as_of_check(registered, domain)
+        as_of = _utc(as_of)
     limit = max(1, min(int(limit), MAX_SEARCH_LIMIT))
     filters = filters or SearchFilters()
+    filters = replace(filters, since=_utc(filters.since), until=_utc(filters.until))
     constellation = constellation_for_actor(
         actor=actor, constellation_id=constellation_id, what="search"
     )
@@ -149,6 +164,9 @@ def memory_search(
         targets.append(
             ("message", MESSAGE_INDEX, _filtered(qs, filters, messages=True), owners)
         )
+    others: tuple[SearchDomain, ...] = (
+        search_domains() if domain == "all" else (registered,) if registered else ()
+    )
 
     status = embedding_status()
     cache: dict[str, Any] = {}
@@ -175,6 +193,20 @@ def memory_search(
             degraded_reason=status.reason,
         )
         outcomes.append((kind, outcome))
+    asked = DomainQuery(
+        actor=actor,
+        constellation=constellation,
+        text=query,
+        mode=mode,
+        limit=limit,
+        filters=filters,
+        fusion=fusion,
+        rerank=rerank,
+        query_vector=query_vector,
+        degraded_reason=status.reason,
+        as_of=as_of,
+    )
+    outcomes += [(other.kind, other.search(asked)) for other in others]
     merged = sorted(
         ((kind, hit) for kind, outcome in outcomes for hit in outcome.hits),
         key=lambda pair: -pair[1].score,
@@ -197,6 +229,24 @@ def memory_search(
         timings_ms=timings,
         quantised=any(outcome.quantised for _kind, outcome in outcomes),
     )
+
+
+def _as_of_check(registered: SearchDomain | None, domain: str) -> None:
+    if registered is None or not registered.as_of:
+        takes = " or ".join(repr(d.name) for d in search_domains() if d.as_of)
+        raise InvalidInput(
+            f"as_of searches rows as they were at a time, which only domain "
+            f"{takes or '(none)'} can; domain {domain!r} is searched as it is "
+            "now: leave as_of out",
+            extra={"field": "as_of"},
+        )
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    """A time filter as an aware datetime (naive means UTC)."""
+    if moment is None or not timezone.is_naive(moment):
+        return moment
+    return moment.replace(tzinfo=UTC)
 
 
 # Read on every search: compiled once (the ORM's compile costs ten times
@@ -232,15 +282,9 @@ def _owner(filters: SearchFilters) -> list[int] | None:
 
 def search_hit_payload(kind: str, hit: Hit) -> dict[str, Any]:
     """One result as the API and the dashboard show it, with provenance."""
-    row = hit.row
-    payload: dict[str, Any] = {
+    common = {
         "kind": kind,
-        "id": row.pk,
-        "agent_id": row.agent_id,
-        "agent_name": row.agent.name,
-        "content": row.content,
         "snippet_html": hit.snippet_html,
-        "created_at": row.created_at,
         "duplicates": hit.duplicates,
         "scores": {
             "fts_rank": hit.fts_rank,
@@ -253,6 +297,20 @@ def search_hit_payload(kind: str, hit: Hit) -> dict[str, Any]:
             "relevance": hit.relevance,
             "score": hit.score,
         },
+    }
+    if kind not in ("archival", "message"):
+        other = search_domain_of_kind(kind)
+        if other is None:
+            raise LookupError(f"no search domain has hits of kind {kind!r}")
+        return {**other.payload(hit), **common}
+    row = hit.row
+    payload: dict[str, Any] = {
+        "id": row.pk,
+        "agent_id": row.agent_id,
+        "agent_name": row.agent.name,
+        "content": row.content,
+        "created_at": row.created_at,
+        **common,
     }
     if kind == "archival":
         payload.update(

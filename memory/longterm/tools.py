@@ -74,6 +74,7 @@ def search_tool(*, actor: Actor, args: SearchIn) -> dict[str, Any]:
             conversation_id=args.filters.conversation_id,
         ),
         constellation_id=args.constellation_id,
+        as_of=args.as_of,
     )
     return _search_out(result)
 

@@ -79,6 +79,9 @@ SEARCH_KINDS = {
     "all": "Everything",
     "archival_memory": "Archival entries",
     "constellation_messages": "Messages",
+    "blocks": "Memory blocks",
+    "files": "Files",
+    "activity": "Activity",
 }
 
 

@@ -52,6 +52,7 @@ from memory.search.query import (
     MARK_OPEN,
     MAX_QUERY_TERMS,
     SNIPPET_TOKENS,
+    STOP_WORDS,
     TERM,
     fts_query,
     highlight,
@@ -478,6 +479,58 @@ def search(
     return SearchOutcome(
         final, mode, used, degraded, timings, quantised=quantised and used != "fts"
     )
+
+
+def words_search(
+    rows: Iterable[tuple[Any, str]],
+    *,
+    text: str,
+    limit: int,
+    fusion: Fusion | None = None,
+    rerank: Rerank | None = None,
+) -> list[Hit]:
+    """The ``limit`` rows of ``rows`` (each with its text) best matching the
+    words of ``text``, for rows with no index of their own (read from
+    elsewhere, or few).
+
+    A row scores by the share of the query's words it holds (stop words
+    and single letters left out unless the query has nothing else; a query
+    word matches the words that start with it, as snippets mark them);
+    ties keep the order of ``rows``.  Each hit's ``fts_rank`` is its rank
+    and its ``bm25`` minus that share, so ``fusion`` scales them as it
+    scales an index's keyword list and the scores merge with the index
+    searches'.  Rows holding none of the words are left out; ``rerank``
+    weighs the rest by importance, recency and accesses as for an index
+    search.
+    """
+    fusion = fusion or Fusion()
+    words = [w.casefold() for w in TERM.findall(text)[:MAX_QUERY_TERMS]]
+    # A one-letter word ("s" of "Ana's") would match most rows as a prefix.
+    meaningful = [w for w in words if len(w) > 1 and w not in STOP_WORDS]
+    terms = list(dict.fromkeys(meaningful or words))
+    if not terms:
+        return []
+    scored: list[tuple[float, int, Any, str]] = []
+    for position, (row, row_text) in enumerate(rows):
+        held = set(TERM.findall(row_text.casefold()))
+        found = sum(1 for t in terms if any(w.startswith(t) for w in held))
+        if found:
+            scored.append((found / len(terms), position, row, row_text))
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    ranked = [
+        (Hit(row=row, snippet_html="", fts_rank=rank, bm25=-share), row_text)
+        for rank, (share, _position, row, row_text) in enumerate(scored, start=1)
+    ]
+    fusion.fuse((hit for hit, _text in ranked), both=False)
+    for hit, _text in ranked:
+        hit.score = hit.fused_score
+        if rerank is not None:
+            hit.relevance = rerank.relevance(hit.row)
+            hit.score *= hit.relevance
+    ranked.sort(key=lambda pair: -pair[0].score)
+    for hit, row_text in ranked[:limit]:
+        hit.snippet_html = highlight(row_text, terms)
+    return [hit for hit, _text in ranked[:limit]]
 
 
 def _dedup(

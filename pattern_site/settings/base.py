@@ -420,6 +420,9 @@ GROUPS_POLL_SECONDS = env.float("PATTERN_GROUPS_POLL_SECONDS", default=1.0)
 # checked (each group also waits its own check_interval).
 GROUPS_SWEEP_SECONDS = env.float("PATTERN_GROUPS_SWEEP_SECONDS", default=15.0)
 GROUPS_SLEEPTIME_SECONDS = env.float("PATTERN_GROUPS_SLEEPTIME_SECONDS", default=60.0)
+# An agent answered by the LLM: its streamed answer becomes a TextChunk event
+# at most this often (the first piece at once).
+GROUPS_LLM_CHUNK_SECONDS = env.float("PATTERN_GROUPS_LLM_CHUNK_SECONDS", default=0.5)
 CELERY_BEAT_SCHEDULE["groups-run-deadlines-sweep"] = {
     "task": "groups.run_deadlines_sweep",
     "schedule": GROUPS_SWEEP_SECONDS,

@@ -43,6 +43,15 @@ def _events(record: Any, agent: Any, flux: Any) -> None:
     )
 
 
+def _sent_elsewhere(record: Any, stranger: Any, summary: str) -> None:
+    """An event of another constellation."""
+    record(
+        actor=Actor.for_agent(stranger),
+        event_type=EventType.MESSAGE_SENT,
+        details={"target": "Bluesky", "summary": summary},
+    )
+
+
 def test_agent_lists_its_constellations_activity_newest_first(
     agent_client: Client, agent: Any, flux: Any, record: Any
 ) -> None:
@@ -94,11 +103,7 @@ def test_search_finds_events_by_every_word_within_the_constellation(
     record: Any,
 ) -> None:
     _events(record, agent, flux)
-    record(
-        actor=Actor.for_agent(stranger),
-        event_type=EventType.MESSAGE_SENT,
-        details={"target": "Bluesky", "summary": "async Rust elsewhere"},
-    )
+    _sent_elsewhere(record, stranger, "async Rust elsewhere")
     body = agent_client.get("/api/activity/search?q=Rust async").json()
     assert [e["text"] for e in body] == [
         "Flux sent a message to Bluesky: async Rust thread"
@@ -233,3 +238,42 @@ def test_notable_values_of_the_wrong_type_or_range_are_refused(
     )
     assert response.status_code == 422, response.content
     assert not ActivityEvent.objects.filter(event_type=EventType.NOTABLE).exists()
+
+
+def test_search_tool_finds_activity_of_the_callers_constellation_only(
+    agent_client: Client,
+    stranger_client: Client,
+    agent: Any,
+    flux: Any,
+    stranger: Any,
+    record: Any,
+) -> None:
+    _events(record, agent, flux)
+    _sent_elsewhere(record, stranger, "Rust project elsewhere")
+
+    def search(client: Client, body: dict[str, Any]) -> list[dict[str, Any]]:
+        response = client.post(
+            "/api/tools/search",
+            {"domain": "activity", **body},
+            content_type="application/json",
+        )
+        assert response.status_code == 200, response.content
+        return response.json()["results"]
+
+    found = search(agent_client, {"query": "async Rust project"})
+    # Holding more of the words ranks first; nothing of the other constellation.
+    assert [h["content"] for h in found] == [
+        "Flux sent a message to Bluesky: async Rust thread",
+        "Entropy flagged: Partner paused project-X",
+    ]
+    assert {h["kind"] for h in found} == {"activity"}
+    assert all("elsewhere" not in h["content"] for h in found)
+    by_flux = search(
+        agent_client, {"query": "Rust project", "filters": {"agent_id": flux.pk}}
+    )
+    assert [h["agent_name"] for h in by_flux] == ["Flux"]
+    assert search(agent_client, {"query": "Rust", "filters": {"tags": ["x"]}}) == []
+    theirs = search(stranger_client, {"query": "Rust project"})
+    assert [h["content"] for h in theirs] == [
+        "Stranger sent a message to Bluesky: Rust project elsewhere"
+    ]

@@ -38,7 +38,29 @@ def test_a_block_append_records_one_block_update(
         if e.details["change_type"] == "edit"
     ]
     assert event.agent == agent and event.details["label"] == "journal"
-    assert "met Flux" in event.details["summary"]
+    # Other agents read the activity stream, not this agent's block.
+    assert "summary" not in event.details
+    assert "met Flux" not in event.text
+
+
+def test_a_constellation_block_change_carries_its_summary(
+    agent: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    block = block_create(
+        actor=Actor.system(),
+        constellation=agent.constellation,
+        label="plans",
+        template="custom",
+        schema={"kind": "text"},
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        block_append(actor=Actor.for_agent(agent), block=block, content="met Flux")
+    (event,) = [
+        e
+        for e in _events(EventType.MEMORY_BLOCK_UPDATED)
+        if e.details["change_type"] == "edit"
+    ]
+    assert "met Flux" in event.details["summary"] and "met Flux" in event.text
 
 
 def test_a_rolled_back_change_records_nothing(

@@ -36,6 +36,9 @@ class Member:
     capabilities: tuple[str, ...] = ()
     available: bool = True
     last_routed_at: datetime | None = None
+    # The site answers for this member through the LLM provider; the
+    # services act on it, patterns route such a member like any other.
+    answered_by_llm: bool = False
 
     @property
     def responds(self) -> bool:

@@ -124,7 +124,8 @@ class Command(BaseCommand):
         for m in group.memberships.select_related("agent"):
             extra = f" [{m.domain}]" if m.domain else ""
             available = "" if m.agent.is_active else " (unavailable)"
-            self.stdout.write(f"  {m.agent.name}: {m.role}{extra}{available}")
+            llm = f" (LLM: {m.agent.model_name})" if m.agent.answered_by_llm else ""
+            self.stdout.write(f"  {m.agent.name}: {m.role}{extra}{available}{llm}")
         self.stdout.write("Configuration:")
         self.stdout.write(document_dumps(group_export(group=group)["config"]).strip())
         self.stdout.write(f"State: {group.state}")

@@ -1,12 +1,9 @@
-"""The OpenAI path against a small OpenAI-compatible server on loopback:
-canned Chat Completions answers, every request recorded."""
+"""The OpenAI path against a small OpenAI-compatible server on loopback
+(``tests.fake_llm``): canned Chat Completions answers, every request
+recorded."""
 
 import json
-import threading
-import time
-from collections.abc import Iterator
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -22,77 +19,7 @@ from activity.summaries.services import (
 from activity.summaries.summarizers import SummaryMessage, summarizer_status
 from coordination.actors import Actor
 from coordination.errors import LimitExceeded
-
-
-def completion(content: str, tokens: int = 120) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-test",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "test-model",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {
-            "prompt_tokens": tokens - 20,
-            "completion_tokens": 20,
-            "total_tokens": tokens,
-        },
-    }
-
-
-class FakeLLM:
-    def __init__(self) -> None:
-        self.answers: list[tuple[int, Any, float]] = []
-        self.requests: list[dict[str, Any]] = []
-
-    def answer(self, body: Any, *, status: int = 200, delay: float = 0.0) -> None:
-        self.answers.append((status, body, delay))
-
-
-@pytest.fixture
-def llm(settings: Any) -> Iterator[FakeLLM]:
-    fake = FakeLLM()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers["Content-Length"])
-            fake.requests.append(
-                {"path": self.path, "body": json.loads(self.rfile.read(length))}
-            )
-            status, body, delay = (
-                fake.answers.pop(0) if fake.answers else (500, {"error": {}}, 0)
-            )
-            time.sleep(delay)
-            data = json.dumps(body).encode()
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except OSError:
-                pass  # the client gave up waiting
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    settings.LLM_BASE_URL = f"http://127.0.0.1:{server.server_port}/v1"
-    settings.LLM_API_KEY = "test-key"
-    settings.LLM_MODEL = "test-model"
-    settings.LLM_MAX_RETRIES = 2
-    settings.LLM_TIMEOUT = 5.0
-    settings.ACTIVITY_EMBEDDER = ""
-    yield fake
-    server.shutdown()
-    server.server_close()
+from tests.fake_llm import FakeLLM, completion
 
 
 def _messages(now: Any) -> list[SummaryMessage]:
@@ -241,3 +168,47 @@ def test_json_of_the_wrong_shape_twice_falls_back_to_extraction(
     assert summary.is_extractive
     assert summary.key_decisions == ["Pause project-X"]
     assert len(llm.requests) == 2
+
+
+def _streamed(agent: Any) -> tuple[Any, list[str]]:
+    client = chat_client(model="agent-model")
+    assert client is not None
+    received: list[str] = []
+    done = client.complete_streamed(
+        constellation_id=agent.constellation_id,
+        messages=[{"role": "user", "content": "hello"}],
+        on_text=received.append,
+    )
+    return done, received
+
+
+def test_a_streamed_answer_arrives_piece_by_piece_and_is_charged(
+    agent: Any, llm: FakeLLM
+) -> None:
+    llm.answer_streamed(["Tuesday ", "at ", "nine."], tokens=75)
+    done, received = _streamed(agent)
+    assert received == ["Tuesday ", "at ", "nine."]
+    assert done.text == "Tuesday at nine." and done.tokens == 75
+    body = llm.requests[0]["body"]
+    assert body["stream"] is True and body["model"] == "agent-model"
+    assert body["stream_options"] == {"include_usage": True}
+    assert LLMUsage.objects.get().tokens == 75
+
+
+def test_a_stream_cut_before_its_end_is_refused_and_still_charged(
+    agent: Any, llm: FakeLLM
+) -> None:
+    llm.answer_streamed(["Tuesday ", "at "], cut=True)
+    with pytest.raises(LLMUnavailable, match="stopped before it was finished"):
+        _streamed(agent)
+    # No usage reported: the prompt and what arrived are estimated.
+    assert LLMUsage.objects.get().tokens > 0
+
+
+def test_a_streamed_answer_respects_the_budget(
+    agent: Any, llm: FakeLLM, settings: Any
+) -> None:
+    settings.LLM_DAILY_TOKEN_BUDGET = 500
+    with pytest.raises(LimitExceeded, match="of its 500 LLM tokens"):
+        _streamed(agent)
+    assert llm.requests == []

@@ -47,3 +47,49 @@ def test_counts_from_hourly_rollups_match_the_events(
         got[(agent_id, user_id, kind)] += n
     assert got == expected
     assert sum(expected.values()) > 0
+
+
+def test_search_any_finds_events_holding_some_words_within_filters(
+    agent: Any, flux: Any, record: Any, constellation: Any, now: datetime
+) -> None:
+    from activity.stream.selectors import activity_search_any
+
+    def sent(who: Any, summary: str, hours: int) -> None:
+        record(
+            actor=Actor.for_agent(who),
+            event_type=EventType.MESSAGE_SENT,
+            details={"target": "Partner", "summary": summary},
+            ago=timedelta(hours=hours),
+        )
+
+    sent(agent, "budget review moved", 30)
+    sent(flux, "review the garden plan", 20)
+    sent(flux, "budget approved", 10)
+    sent(agent, "lunch at noon", 5)
+
+    def texts(**kwargs: Any) -> list[str]:
+        found = activity_search_any(constellation=constellation, **kwargs)
+        return [e.text.split(": ", 1)[1] for e in found]
+
+    assert texts(query="budget review") == [
+        "budget approved",
+        "review the garden plan",
+        "budget review moved",
+    ]
+    assert texts(query="budget review", agent_id=flux.pk) == [
+        "budget approved",
+        "review the garden plan",
+    ]
+    assert texts(
+        query="budget review",
+        since=now - timedelta(hours=25),
+        until=now - timedelta(hours=15),
+    ) == ["review the garden plan"]
+    # Each word brings its newest events; those holding every word, however
+    # old, come too.
+    assert texts(query="budget review", limit=1) == [
+        "budget approved",
+        "review the garden plan",
+        "budget review moved",
+    ]
+    assert texts(query="the !") == []

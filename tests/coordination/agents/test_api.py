@@ -114,3 +114,32 @@ def test_malformed_json_gets_a_clear_error(partner, agent):
     assert response.status_code in (400, 422)
     agent.refresh_from_db()
     assert agent.role == "Test agent"
+
+
+def test_a_human_gives_an_agent_a_model_that_answers_for_it(partner, agent):
+    client = Client()
+    client.force_login(partner)
+    response = client.patch(
+        f"/api/agents/{agent.pk}",
+        {"model_name": " gpt-4o-mini ", "answered_by_llm": True},
+        content_type="application/json",
+    )
+    assert response.status_code == 200, response.json()
+    assert response.json()["model_name"] == "gpt-4o-mini"
+    assert response.json()["answered_by_llm"] is True
+    agent.refresh_from_db()
+    assert agent.answered_by_llm and agent.model_name == "gpt-4o-mini"
+
+
+def test_answered_by_the_llm_without_a_model_is_refused(partner, agent):
+    client = Client()
+    client.force_login(partner)
+    response = client.patch(
+        f"/api/agents/{agent.pk}",
+        {"answered_by_llm": True},
+        content_type="application/json",
+    )
+    assert response.status_code == 422
+    assert "set model_name" in response.json()["detail"]
+    agent.refresh_from_db()
+    assert agent.answered_by_llm is False

@@ -1,8 +1,10 @@
-"""Deadlines are kept by a real Celery worker, with nobody connected."""
+"""Deadlines and LLM answers are kept by a real Celery worker, with nobody
+connected."""
 
 import pytest
 
 from coordination.actors import Actor
+from coordination.agents.services import agent_update
 from coordination.groups.models import GroupRun, RunStatus
 from coordination.groups.services import (
     delivery_complete,
@@ -59,3 +61,31 @@ def test_a_worker_closes_a_vote_at_its_timeout(
     )
     run.refresh_from_db()
     assert run.result["decision"] == "b"
+
+
+@pytest.fixture
+def llm_for_workers(llm, settings, monkeypatch):
+    """The fake LLM server, for the processes started after this fixture."""
+    monkeypatch.setenv("PATTERN_LLM_BASE_URL", settings.LLM_BASE_URL)
+    monkeypatch.setenv("PATTERN_LLM_MAX_RETRIES", "0")
+    return llm
+
+
+def test_a_worker_answers_for_an_agent_answered_by_the_llm(
+    llm_for_workers, celery_worker_process, make_group, agents
+):
+    agent_update(agent=agents["Flux"], model_name="gpt-4o-mini", answered_by_llm=True)
+    group = make_group("round_robin", [("Flux", "regular")])
+    llm_for_workers.answer_streamed(["Nine ", "to eleven."])
+    run = group_message_route(actor=Actor.system(), group=group, message="plan")
+    wait_until(
+        lambda: GroupRun.objects.get(pk=run.pk).status != RunStatus.RUNNING, timeout=30
+    )
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED
+    assert run.deliveries.get().answer == "Nine to eleven."
+    (request,) = llm_for_workers.requests
+    assert request["body"]["messages"][0]["content"].startswith("You are Flux")
+    types = list(run.events.order_by("seq").values_list("type", flat=True))
+    assert types[:3] == ["Started", "AgentStarted", "TextChunk"]
+    assert types[-2:] == ["AgentCompleted", "Complete"]

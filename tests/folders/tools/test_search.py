@@ -1,6 +1,12 @@
 import pytest
+from django.test import Client
 
+from coordination.actors import Actor
+from coordination.agents.services import agent_token_issue
+from folders.files import services
 from folders.tools.search import folder_search, passage_hit_payload
+from memory.longterm.search import memory_search
+from tests.factories import ConstellationFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -54,11 +60,64 @@ def test_search_narrows_to_one_file(indexed):
 def test_search_never_returns_another_folders_passages(
     indexed, upload, human, constellation
 ):
-    from folders.files import services
-
     other = services.folder_create(
         actor=human, constellation_id=constellation.pk, name="other"
     )
     upload(other, ("dog.md", b"A dog sleeps in the park.\n"))
     outcome = folder_search(folders=[other], query="dog park", mode="hybrid")
     assert {passage_hit_payload(h)["folder"] for h in outcome.hits} == {"other"}
+
+
+def _search_tool(agent, body):
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {agent_token_issue(agent=agent).raw}")
+    response = client.post("/api/tools/search", body, content_type="application/json")
+    assert response.status_code == 200, response.content
+    return response.json()["results"]
+
+
+def test_files_domain_finds_passages_of_folders_attached_to_the_agent(
+    folder, upload, reader
+):
+    upload(folder, *[(name, text.encode()) for name, text in DOCS.items()])
+    found = _search_tool(
+        reader, {"query": "quarterly budget", "domain": "files", "mode": "fts"}
+    )
+    assert [(h["kind"], h["cite"]) for h in found] == [("file", "docs/finance.md:1-1")]
+    hit = found[0]
+    assert hit["folder"] == "docs" and hit["path"] == "finance.md"
+    assert hit["provenance"] == {
+        "store": "folder",
+        "folder": "docs",
+        "path": "finance.md",
+        "cite": "docs/finance.md:1-1",
+    }
+    assert "<mark>budget</mark>" in hit["snippet_html"]
+    everything = _search_tool(
+        reader, {"query": "quarterly budget", "domain": "all", "mode": "fts"}
+    )
+    assert "docs/finance.md:1-1" in [h.get("cite") for h in everything]
+
+
+def test_files_domain_never_reaches_a_folder_not_attached_or_elsewhere(
+    folder, upload, reader, agent, human, constellation
+):
+    upload(folder, ("finance.md", b"The quarterly budget review.\n"))
+    private = services.folder_create(
+        actor=human, constellation_id=constellation.pk, name="private"
+    )
+    upload(private, ("salary.md", b"The budget for salaries is secret.\n"))
+    body = {"query": "budget", "domain": "files", "mode": "fts"}
+    # The reader has docs only; the agent no folder at all.
+    assert {h["folder"] for h in _search_tool(reader, body)} == {"docs"}
+    assert _search_tool(agent, body) == []
+    everything = _search_tool(agent, {**body, "domain": "all"})
+    assert [h for h in everything if h["kind"] == "file"] == []
+    # The humans of the constellation read every folder of it; others none.
+    found = memory_search(actor=human, query="budget", domain="files", mode="fts")
+    assert {h.row.file.path for _k, h in found.hits} == {"finance.md", "salary.md"}
+    outsider = UserFactory(username="outsider")
+    ConstellationFactory(partner=outsider, name="Elsewhere")
+    theirs = memory_search(
+        actor=Actor.for_user(outsider), query="budget", domain="files", mode="fts"
+    )
+    assert theirs.hits == []

@@ -7,7 +7,11 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from activity.stream.services import activity_record
+from coordination.actors import Actor
 from coordination.agents.services import agent_token_issue
+from coordination.events import EventType
+from memory.blocks.services import block_create
 from memory.longterm import access
 from memory.longterm.access import archival_access_flush
 from memory.longterm.services import (
@@ -475,3 +479,91 @@ def test_partner_can_file_an_entry_for_an_agent_but_not_a_strangers(
     )
     assert other.status_code == 404
     assert ArchivalEntry.objects.filter(agent=stranger).count() == 0
+
+
+def test_unknown_domains_and_as_of_outside_blocks_are_a_clear_422(
+    agent_client: Client,
+):
+    unknown = post(agent_client, "/api/tools/search", {"query": "x", "domain": "web"})
+    assert unknown.status_code == 422
+    assert "blocks" in json.dumps(unknown.json()["errors"])
+    then = "2026-05-01T12:00:00Z"
+    for domain in ("all", "files", "activity", "archival_memory"):
+        wrong = post(
+            agent_client,
+            "/api/tools/search",
+            {"query": "x", "domain": domain, "as_of": then},
+        )
+        assert wrong.status_code == 422, domain
+        detail = wrong.json()["detail"]
+        assert "as_of" in detail and "'blocks'" in detail and repr(domain) in detail
+    for bad in ("yesterday", "1714564800", 1714564800, "2026-13-45T00:00:00Z"):
+        response = post(
+            agent_client,
+            "/api/tools/search",
+            {"query": "x", "domain": "blocks", "as_of": bad},
+        )
+        assert response.status_code == 422, bad
+        assert response.json()["errors"][0]["loc"][-1] == "as_of"
+    naive = post(
+        agent_client,
+        "/api/tools/search",
+        {"query": "x", "domain": "blocks", "as_of": "2026-05-01T12:00:00"},
+    )
+    assert naive.status_code == 200, naive.content
+
+
+@pytest.mark.parametrize("query", HOSTILE_QUERIES)
+def test_any_user_text_is_a_valid_query_in_every_domain(
+    agent: Any, query: str, django_capture_on_commit_callbacks: Any
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        archival_entry_create(agent=agent, content="foo bar content word start")
+        block_create(
+            actor=Actor.system(), owner=agent, label="notes", content="foo word"
+        )
+    response = post(
+        client_for(agent),
+        "/api/tools/search",
+        {"query": query, "domain": "all", "mode": "fts"},
+    )
+    assert response.status_code == 200, response.content
+    assert isinstance(response.json()["results"], list)
+
+
+def test_all_merges_every_domain_by_score_each_hit_saying_its_kind(
+    agent: Any, sibling: Any, django_capture_on_commit_callbacks: Any
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        archival_entry_create(agent=agent, content="the heron nests by the lake")
+        block_create(
+            actor=Actor.system(), owner=agent, label="birds", content="heron count: 3"
+        )
+        activity_record(
+            actor=Actor.for_agent(sibling),
+            event_type=EventType.NOTABLE,
+            details={"description": "A heron visited the pond"},
+        )
+    body = post(
+        client_for(agent),
+        "/api/tools/search",
+        {"query": "heron", "domain": "all", "mode": "fts"},
+    ).json()
+    kinds = {hit["kind"] for hit in body["results"]}
+    assert {"archival", "block", "activity"} <= kinds
+    scores = [hit["scores"]["score"] for hit in body["results"]]
+    assert scores == sorted(scores, reverse=True)
+    event = next(h for h in body["results"] if h.get("event_type") == "notable")
+    assert event["kind"] == "activity"
+    assert event["content"] == "Flux flagged: A heron visited the pond"
+    assert event["agent_name"] == "Flux"
+    assert "<mark>heron</mark>" in event["snippet_html"]
+    block = next(h for h in body["results"] if h["kind"] == "block")
+    assert (block["label"], block["version"]) == ("birds", 1)
+    # Searching one domain gives that domain's hits only.
+    only = post(
+        client_for(agent),
+        "/api/tools/search",
+        {"query": "heron", "domain": "activity", "mode": "fts"},
+    ).json()
+    assert {h["kind"] for h in only["results"]} == {"activity"}

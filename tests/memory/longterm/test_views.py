@@ -4,6 +4,10 @@ from typing import Any
 
 from django.test import Client
 
+from activity.stream.services import activity_record
+from coordination.actors import Actor
+from coordination.events import EventType
+from memory.blocks.services import block_create
 from memory.longterm.services import (
     archival_entry_create,
     conversation_start,
@@ -30,6 +34,30 @@ def test_search_page_shows_snippets_provenance_and_scores(
     assert "<mark>heron</mark>" in html
     assert "&lt;b&gt;" in html  # stored text is escaped, only marks are HTML
     assert "keyword rank 1" in html and agent.name in html
+
+
+def test_search_page_shows_blocks_and_activity_with_their_own_provenance(
+    agent: Any, partner_client: Client, django_capture_on_commit_callbacks: Any
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        block = block_create(
+            actor=Actor.system(), owner=agent, label="birds", content="heron: 3"
+        )
+        activity_record(
+            actor=Actor.for_agent(agent),
+            event_type=EventType.NOTABLE,
+            details={"description": "a heron landed"},
+        )
+    page = partner_client.get("/memory/search/", {"q": "heron", "mode": "fts"})
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert f'<a href="/memory/blocks/{block.pk}/">birds</a>' in html
+    assert "version 1" in html
+    assert 'data-kind="activity"' in html and "Entropy flagged: a" in html
+    only = partner_client.get(
+        "/memory/search/", {"q": "heron", "mode": "fts", "kind": "blocks"}
+    ).content.decode()
+    assert 'data-kind="block"' in only and 'data-kind="activity"' not in only
 
 
 def test_search_page_explains_an_empty_query_and_hostile_text(

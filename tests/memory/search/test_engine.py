@@ -1,7 +1,7 @@
 """The search engine on a labelled corpus, hostile queries and degradation."""
 
 import json
-from datetime import date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from memory.longterm.services import archival_entry_create
 from memory.models import ArchivalEntry
 from memory.search import chunks, permitted
 from memory.search.chunks import chunks_readable
-from memory.search.engine import Fusion, Hit, vector_candidates
+from memory.search.engine import Fusion, Hit, Rerank, vector_candidates, words_search
 from memory.search.index import (
     date_words,
     index_clear,
@@ -24,6 +24,8 @@ from memory.search.index import (
     index_put_vectors,
 )
 from memory.search.pipeline import embedding_backfill
+
+NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)
 
 CORPUS = json.loads((Path(__file__).parent / "corpus.json").read_text())
 
@@ -272,3 +274,45 @@ def test_date_words_name_a_day_as_questions_do():
     assert date_words(date(2024, 1, 7)) == "7 January Jan Sunday 2024"
     assert date_words(datetime(2023, 12, 29, 22, 42)) == "29 December Dec Friday 2023"
     assert date_words(None) == ""
+
+
+def test_words_search_ranks_by_the_share_of_query_words_a_row_holds():
+    rows = [
+        ("weather", "Rain is expected on the weekend."),
+        ("visit", "Ana is visiting in June; her flight lands at noon."),
+        ("flight", "The flight to Lisbon was cancelled."),
+        ("nothing", "Shopping list: tea, rice."),
+    ]
+    hits = words_search(rows, text="When is Ana's flight?", limit=10)
+    # "when" and "is" are stop words, the "s" of "Ana's" a single letter.
+    assert [h.row for h in hits] == ["visit", "flight"]
+    assert [h.fts_rank for h in hits] == [1, 2]
+    assert hits[0].score == 1.0 and 0 < hits[1].score < hits[0].score
+    assert "<mark>Ana</mark>" in hits[0].snippet_html
+    # A query word matches the words starting with it, as snippets mark them.
+    prefixed = words_search(rows, text="visit", limit=10)
+    assert [h.row for h in prefixed] == ["visit"]
+    assert "<mark>visiting</mark>" in prefixed[0].snippet_html
+    assert words_search(rows, text="🦊 ((", limit=10) == []
+    assert len(words_search(rows, text="the flight", limit=1)) == 1
+
+
+def test_words_search_scores_on_the_fusion_scale_and_reranks_by_age():
+    rows = [("a", "budget review"), ("b", "budget")]
+    rrf = words_search(rows, text="budget review", limit=5, fusion=Fusion("rrf"))
+    assert [round(h.score, 5) for h in rrf] == [round(1 / 61, 5), round(1 / 62, 5)]
+
+    class Dated:
+        def __init__(self, name: str, hours: int) -> None:
+            self.name = name
+            self.created_at = NOW - timedelta(hours=hours)
+
+    old, new = Dated("old", 500), Dated("new", 1)
+    ranked = words_search(
+        [(old, "budget review"), (new, "budget review")],
+        text="budget review",
+        limit=5,
+        rerank=Rerank(decay_rate=0.99, now=NOW),
+    )
+    assert [h.row.name for h in ranked] == ["new", "old"]
+    assert ranked[0].relevance > ranked[1].relevance

@@ -753,3 +753,33 @@ def test_a_folder_not_attached_answers_as_over_http(
     assert all(m["path"].startswith("docs/") for m in answered(grep)["matches"])
     assert {hit["folder"] for hit in answered(search)["results"]} == {"docs"}
     assert http_get(daphne_server, token, "/tools/files/open") == []
+
+
+def test_search_tool_searches_files_and_blocks_as_over_http(
+    daphne_server, agent_token, memory, folders
+):
+    token = agent_token.raw
+    blocks = {"query": "tea", "domain": "blocks", "mode": "fts"}
+    files = {"query": "budget tea", "domain": "files", "mode": "fts"}
+    as_of_all = {"query": "tea", "domain": "all", "as_of": "2026-05-01T12:00:00Z"}
+    got_blocks, got_files, refused = call_all(
+        daphne_server,
+        token,
+        [("search", blocks), ("search", files), ("search", as_of_all)],
+    )
+    over_http = http_post(daphne_server, token, "/tools/search", blocks).json()
+    assert without_timings(answered(got_blocks)) == without_timings(over_http)
+    [hit] = over_http["results"]
+    assert (hit["kind"], hit["label"], hit["version"]) == ("block", "persona", 1)
+    found_files = answered(got_files)["results"]
+    assert (
+        found_files
+        == http_post(daphne_server, token, "/tools/search", files).json()["results"]
+    )
+    # The folder attached to the agent only, never "private".
+    assert {h["kind"] for h in found_files} == {"file"}
+    assert {h["cite"].split("/")[0] for h in found_files} == {"docs"}
+    http = http_post(daphne_server, token, "/tools/search", as_of_all)
+    assert http.status_code == 422
+    assert refused.is_error
+    assert refused.content[0].text == http.json()["detail"]

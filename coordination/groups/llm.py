@@ -1,0 +1,175 @@
+"""Deliveries the site answers: agents answered by the LLM.
+
+When a run delivers to an agent with ``answered_by_llm``, a Celery task
+(queued after commit) claims the delivery (``AgentStarted``), builds the
+agent's context (``memory.context``) as the system prompt, sends the
+delivery's content as the user message to the agent's ``model_name``
+through the activity app's LLM client, and posts what comes back through
+the services an external agent's program uses: the streamed pieces as
+``TextChunk`` events (``delivery_chunk_add``, the first at once, then at
+most one every ``GROUPS_LLM_CHUNK_SECONDS``), the answer with
+``delivery_complete``, and a provider error, timeout, spent budget or
+refused answer with ``delivery_fail``.  The run and its pattern see no
+difference between this agent and one with a program of its own.
+
+A vote is asked for as JSON (``{"vote", "reason"}``, checked against the
+run's options; a wrong answer is asked again as ``LLM_JSON_RETRIES``
+says).  A leader answers itself: delegating takes the tool API.
+"""
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from activity.llm.client import ChatClient, LLMUnavailable, chat_client
+from coordination.agents.services import agent_touch
+from coordination.errors import ApplicationError, Conflict
+from coordination.groups import services
+from coordination.groups.models import DeliveryKind, RunDelivery
+from coordination.groups.patterns.voting import normalise
+from memory.context import context_build
+
+logger = logging.getLogger(__name__)
+
+
+class DeliveryEnded(Exception):
+    """The delivery ended while the model was answering (its deadline
+    passed, or the run ended); nothing more is posted."""
+
+
+def delivery_llm_answer(*, delivery_id: int) -> None:
+    """Answer a pending delivery with its agent's model; nothing when the
+    delivery was already claimed or its run has ended."""
+    delivery = services.delivery_claim(delivery_id=delivery_id)
+    if delivery is None or delivery.kind == DeliveryKind.OBSERVE:
+        return
+    model = delivery.agent.model_name
+    try:
+        text, vote = _answer(delivery)
+    except DeliveryEnded:
+        return
+    except ApplicationError as exc:
+        # LLMUnavailable (errors, timeouts, no provider) and LimitExceeded
+        # (the day's token budget) say what went wrong.
+        _post(services.delivery_fail, delivery, reason=f"model {model}: {exc.message}")
+        return
+    except Exception as exc:
+        logger.exception("delivery %s: the model's answer failed", delivery_id)
+        _post(
+            services.delivery_fail,
+            delivery,
+            reason=f"model {model}: the site could not get an answer"
+            f" ({type(exc).__name__})",
+        )
+        return
+    try:
+        _post(services.delivery_complete, delivery, text=text, vote=vote)
+    except ApplicationError as exc:
+        _post(
+            services.delivery_fail,
+            delivery,
+            reason=f"model {model}: its answer was refused: {exc.message}",
+        )
+
+
+def _post(service: Callable[..., Any], delivery: RunDelivery, **kwargs: Any) -> None:
+    """Call a delivery service; a delivery that ended meanwhile takes nothing."""
+    try:
+        service(delivery=delivery, **kwargs)
+    except Conflict as exc:
+        logger.info("delivery %s: %s", delivery.pk, exc.message)
+
+
+def _answer(delivery: RunDelivery) -> tuple[str, str]:
+    """The model's answer and, for a vote, its vote."""
+    agent = delivery.agent
+    client = chat_client(model=agent.model_name)
+    if client is None:
+        raise LLMUnavailable("no LLM provider is configured (set PATTERN_LLM_BASE_URL)")
+    system = context_build(agent=agent).system_prompt
+    # Answering is the agent being active: its next context has no
+    # catch-up digest for the time it was answering.
+    agent_touch(agent_id=agent.pk, at=timezone.now())
+    if delivery.kind == DeliveryKind.VOTE:
+        return _vote(client, delivery, system)
+    chunks = ChunkPoster(delivery)
+    completion = client.complete_streamed(
+        constellation_id=agent.constellation_id,
+        messages=[
+            {"role": "system", "content": system},
+            {"role": "user", "content": delivery.content},
+        ],
+        on_text=chunks.add,
+    )
+    chunks.flush()
+    return completion.text, ""
+
+
+class ChunkPoster:
+    """Streamed pieces posted as ``TextChunk`` events: the first at once,
+    then what arrived, at most every ``GROUPS_LLM_CHUNK_SECONDS``."""
+
+    def __init__(self, delivery: RunDelivery) -> None:
+        self.delivery = delivery
+        self.pending: list[str] = []
+        self.sent_at: float | None = None
+
+    def add(self, text: str) -> None:
+        self.pending.append(text)
+        if (
+            self.sent_at is None
+            or time.monotonic() - self.sent_at >= settings.GROUPS_LLM_CHUNK_SECONDS
+        ):
+            self.flush()
+
+    def flush(self) -> None:
+        text = "".join(self.pending)
+        if not text:
+            return
+        self.pending, self.sent_at = [], time.monotonic()
+        try:
+            services.delivery_chunk_add(delivery=self.delivery, text=text)
+        except Conflict as exc:
+            raise DeliveryEnded(exc.message) from exc
+
+
+def vote_prompt(message: str, options: list[str]) -> str:
+    choose = (
+        f"Choose exactly one of: {', '.join(options)}."
+        if options
+        else "Name your choice in a few words."
+    )
+    return (
+        f"Vote on this:\n\n{message}\n\n{choose} Answer with a JSON object"
+        ' only: {"vote": "<your choice>", "reason": "<one or two sentences>"}'
+    )
+
+
+def vote_parse(value: Any, options: list[str]) -> tuple[str, str]:
+    """``(vote, reason)`` from the model's JSON; ``ValueError`` (shown to
+    the model when it is asked again) when it is not a vote allowed here."""
+    raw = value.get("vote") if isinstance(value, dict) else None
+    if not isinstance(raw, str) or not raw.strip():
+        raise ValueError('answer with a JSON object whose "vote" is your choice')
+    vote = normalise(raw)
+    if options and vote not in options:
+        raise ValueError(f'"vote" must be one of: {", ".join(options)}; {raw!r} is not')
+    reason = value.get("reason")
+    return vote, reason.strip() if isinstance(reason, str) else ""
+
+
+def _vote(client: ChatClient, delivery: RunDelivery, system: str) -> tuple[str, str]:
+    options = list(delivery.run.options)
+    (vote, reason), _ = client.complete_json(
+        constellation_id=delivery.agent.constellation_id,
+        messages=[
+            {"role": "system", "content": system},
+            {"role": "user", "content": vote_prompt(delivery.content, options)},
+        ],
+        validate=lambda value: vote_parse(value, options),
+    )
+    return reason or vote, vote

@@ -1,0 +1,139 @@
+"""A small OpenAI-compatible server on loopback for the LLM paths: canned
+Chat Completions answers (whole, or streamed as Server-Sent Events), every
+request recorded.  The ``llm`` fixture points the LLM settings at it."""
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+
+def completion(content: str, tokens: int = 120) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "test-model",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": tokens - 20,
+            "completion_tokens": 20,
+            "total_tokens": tokens,
+        },
+    }
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """A streamed answer: ``pieces`` as content deltas, then (unless
+    ``cut``, a stream that stops before it finished) the finish reason and
+    the usage chunk when ``tokens`` is given."""
+
+    pieces: list[str]
+    tokens: int | None = 120
+    cut: bool = False
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        head = {"id": "chatcmpl-test", "object": "chat.completion.chunk"}
+        head |= {"created": 0, "model": "test-model"}
+        for piece in self.pieces:
+            yield head | {
+                "choices": [
+                    {"index": 0, "delta": {"content": piece}, "finish_reason": None}
+                ]
+            }
+        if self.cut:
+            return
+        yield head | {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        if self.tokens is not None:
+            yield head | {
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": self.tokens - 20,
+                    "completion_tokens": 20,
+                    "total_tokens": self.tokens,
+                },
+            }
+
+
+class FakeLLM:
+    def __init__(self) -> None:
+        self.answers: list[tuple[int, Any, float]] = []
+        self.requests: list[dict[str, Any]] = []
+
+    def answer(self, body: Any, *, status: int = 200, delay: float = 0.0) -> None:
+        self.answers.append((status, body, delay))
+
+    def answer_streamed(
+        self, pieces: list[str], *, tokens: int | None = 120, cut: bool = False
+    ) -> None:
+        self.answers.append((200, Streamed(pieces, tokens, cut), 0.0))
+
+
+@pytest.fixture
+def llm(settings: Any) -> Iterator[FakeLLM]:
+    fake = FakeLLM()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers["Content-Length"])
+            fake.requests.append(
+                {"path": self.path, "body": json.loads(self.rfile.read(length))}
+            )
+            status, body, delay = (
+                fake.answers.pop(0) if fake.answers else (500, {"error": {}}, 0)
+            )
+            time.sleep(delay)
+            try:
+                if isinstance(body, Streamed):
+                    self._send_stream(body)
+                else:
+                    self._send_json(status, body)
+            except OSError:
+                pass  # the client gave up waiting
+
+        def _send_json(self, status: int, body: Any) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _send_stream(self, body: Streamed) -> None:
+            # HTTP/1.0: the stream ends when the connection closes.
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            for event in body.events():
+                self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                self.wfile.flush()
+            if not body.cut:
+                self.wfile.write(b"data: [DONE]\n\n")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    settings.LLM_BASE_URL = f"http://127.0.0.1:{server.server_port}/v1"
+    settings.LLM_API_KEY = "test-key"
+    settings.LLM_MODEL = "test-model"
+    settings.LLM_MAX_RETRIES = 2
+    settings.LLM_TIMEOUT = 5.0
+    settings.ACTIVITY_EMBEDDER = ""
+    yield fake
+    server.shutdown()
+    server.server_close()
