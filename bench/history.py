@@ -1,6 +1,7 @@
 """Benchmark memory history: "changes since you last looked" for an agent
-with many shared blocks, and blame of a long-edited block, each beside
-loading a block measured in the same run.
+with many shared blocks, and blame of a long-edited block (shown again,
+right after an edit, and with its history not read before in the process),
+each beside loading a block measured in the same run.
 
 Run: ``.venv/bin/python bench/history.py`` (50 shared blocks of 10,000
 edits each); ``--quick`` for 5 blocks of 1,000 edits; ``--blocks``,
@@ -41,7 +42,7 @@ from coordination.agents.services import (
     user_get_or_create,
 )
 from memory.blocks import doc_cache, documents
-from memory.blocks.blame import block_blame
+from memory.blocks.blame import blame_histories_clear, block_blame
 from memory.blocks.schemas import ChangesIn
 from memory.blocks.selectors import block_document_load
 from memory.blocks.services import SERVER_PEER, block_append
@@ -152,7 +153,9 @@ def bench_changes(viewer, others: list[Actor], blocks, rounds: int) -> None:
     figures("changes since last look, nothing changed", quiet, "reference", None)
 
 
-def bench_blame(block, runs: int) -> None:
+def bench_blame(block, author: Actor, runs: int) -> None:
+    """Blame of a long-edited block: as the block page shows it again,
+    right after an edit, and in a process that never read its history."""
     blame = timed(lambda: block_blame(block=block), runs)
     loads = timed(lambda: block_document_load(block=block), runs)
 
@@ -160,15 +163,24 @@ def bench_blame(block, runs: int) -> None:
         doc_cache.clear()
         block_document_load(block=block)
 
+    def edited() -> float:
+        block_append(actor=author, block=block, content="one more line")
+        return timed(lambda: block_blame(block=block), 1)[0]
+
+    def unread() -> None:
+        blame_histories_clear()
+        block_blame(block=block)
+
     cold_loads = timed(cold, runs)
     spans = len(block_blame(block=block).parts[0].spans)
-    figures(
-        f"blame of a {block.version:,}-edit block ({block.size:,} chars, "
-        f"{spans} spans)",
-        blame,
-        "p95 <= 30 ms",
-        30,
+    name = (
+        f"blame of a {block.version:,}-edit block ({block.size:,} chars, {spans} spans)"
     )
+    after_edit = [edited() for _ in range(runs)]
+    not_read = timed(unread, runs)
+    figures(name, blame, "p95 <= 30 ms", 30)
+    figures("blame of that block right after an edit", after_edit, "reference", None)
+    figures("blame of it, history not read before", not_read, "reference", None)
     figures("load of that block (cached document)", loads, "reference", None)
     figures("load of that block (from the database)", cold_loads, "reference", None)
 
@@ -208,7 +220,7 @@ def main() -> None:
         f"seeded {blocks_n} blocks x {edits:,} edits in "
         f"{time.perf_counter() - start:.1f} s\n"
     )
-    bench_blame(blocks[0], args.rounds)
+    bench_blame(blocks[0], authors[0], args.rounds)
     bench_changes(viewer, authors[:3], blocks, args.rounds)
     print(json.dumps({"blocks": blocks_n, "edits": edits, "rounds": args.rounds}))
 

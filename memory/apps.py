@@ -8,8 +8,13 @@ class MemoryConfig(AppConfig):
     def ready(self) -> None:
         # Registers archival entries and messages as searchable tables, and
         # the search tool's domains of this app beyond them.
+        from activity.summaries.digest import catch_up_section_register
         from memory.blocks.search import block_hit_payload, blocks_domain_search
-        from memory.context import changes_since_render, context_section_register
+        from memory.context import (
+            changes_since_render,
+            changes_while_away_lines,
+            context_section_register,
+        )
         from memory.longterm import indexes  # noqa: F401
         from memory.longterm.activity import (
             activity_domain_search,
@@ -20,6 +25,10 @@ class MemoryConfig(AppConfig):
         # What others changed in shared blocks since the agent looked.
         context_section_register(
             name="changes_since_last_look", render=changes_since_render, order=20
+        )
+        # The blocks others changed while the agent was away, in its digest.
+        catch_up_section_register(
+            title="Memory Changes", lines=changes_while_away_lines, order=25
         )
         search_domain_register(
             name="activity",

@@ -25,6 +25,7 @@ import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 from django.conf import settings
@@ -35,7 +36,7 @@ from coordination.actors import Actor
 from coordination.agents.models import Agent
 from coordination.agents.selectors import agent_get_private
 from coordination.errors import InvalidInput
-from memory.blocks.changes import block_changes_for_agent
+from memory.blocks.changes import BlockChangesSince, block_changes_for_agent
 from memory.blocks.models import BlockType, MemoryBlock
 from memory.blocks.permissions import block_permission_label
 from memory.blocks.seen import blocks_seen_record_later
@@ -188,20 +189,19 @@ def context_section_register(
     _SECTIONS[name] = ContextSection(name=name, render=render, order=order)
 
 
-def changes_since_render(agent: Agent) -> str:
-    """``<changes_since_last_look>``: shared and constellation blocks others
-    changed since ``agent`` last looked (a block it never looked at has no
-    "since" and is left out), newest first, one line per block
-    and author (how many changes, when the latest, its summary), within
-    ``settings.MEMORY_CHANGES_CONTEXT_TOKENS``.  Looks are not moved: the
-    agent takes the changes themselves with the memory_changes tool."""
-    found = block_changes_for_agent(
-        agent=agent, others_only=True, looked_only=True, with_diffs=False
-    )
-    lines: list[tuple[Any, str]] = []
+def _changes_lines(
+    found: list[BlockChangesSince], *, since: datetime | None = None
+) -> list[str]:
+    """The changes ``found``, made at or after ``since``, as one line per
+    block and author (how many changes, when the latest, its summary),
+    newest first."""
+    lines: list[tuple[datetime, str]] = []
     for entry in found:
+        recent = [c for c in entry.changes if since is None or c.created_at >= since]
+        # Older changes were left out of ``found``: some may be recent too.
+        uncounted = entry.earlier and len(recent) == len(entry.changes)
         by_author: dict[tuple[str, str], list[Any]] = {}
-        for change in entry.changes:
+        for change in recent:
             by_author.setdefault((change.actor_kind, change.actor_id), []).append(
                 change
             )
@@ -215,12 +215,35 @@ def changes_since_render(agent: Agent) -> str:
                     f"({latest.actor_kind}), {count} change"
                     f"{'s' if count != 1 else ''}, latest "
                     f"{latest.created_at:%Y-%m-%d %H:%M} UTC: {latest.summary}"
-                    + (" (earlier changes not counted)" if entry.earlier else ""),
+                    + (" (earlier changes not counted)" if uncounted else ""),
                 )
             )
+    lines.sort(key=lambda line: line[0], reverse=True)
+    return [text for _, text in lines]
+
+
+def changes_while_away_lines(agent: Agent, since: datetime, now: datetime) -> list[str]:
+    """The catch-up digest's Memory Changes: the blocks ``agent`` can read
+    that others changed since ``since`` and it has not received since (its
+    looks, as for the memory_changes tool), one line per block and author,
+    newest first.  Looks are not moved."""
+    found = block_changes_for_agent(agent=agent, with_diffs=False)
+    return _changes_lines(found, since=since)
+
+
+def changes_since_render(agent: Agent) -> str:
+    """``<changes_since_last_look>``: shared and constellation blocks others
+    changed since ``agent`` last looked (a block it never looked at has no
+    "since" and is left out), newest first, one line per block
+    and author (how many changes, when the latest, its summary), within
+    ``settings.MEMORY_CHANGES_CONTEXT_TOKENS``.  Looks are not moved: the
+    agent takes the changes themselves with the memory_changes tool."""
+    found = block_changes_for_agent(
+        agent=agent, others_only=True, looked_only=True, with_diffs=False
+    )
+    lines = _changes_lines(found)
     if not lines:
         return ""
-    lines.sort(key=lambda line: line[0], reverse=True)
     head = (
         "<changes_since_last_look>\nOthers changed these shared blocks since "
         "you last looked (memory_changes shows what changed):"
@@ -228,7 +251,7 @@ def changes_since_render(agent: Agent) -> str:
     tail = "</changes_since_last_look>"
     budget = settings.MEMORY_CHANGES_CONTEXT_TOKENS - estimate_tokens(head + tail)
     shown = []
-    for _, line in lines:
+    for line in lines:
         cost = estimate_tokens(line)
         if cost > budget:
             break

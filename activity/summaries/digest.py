@@ -3,7 +3,9 @@
 Sections: What's Happened (event counts by kind, then by agent and human),
 Key Decisions (notable events of at least medium importance), Open Threads
 (from constellation summaries of the period), Agent Activity (each other
-agent's latest summary and last-active time).  Nothing is returned for an
+agent's latest summary and last-active time), and the sections capabilities
+above this one register (:func:`catch_up_section_register`: memory adds the
+blocks others changed while the agent was away).  Nothing is returned for an
 absence shorter than ``ACTIVITY_CATCH_UP_AFTER_MINUTES``.  The digest
 fits a token budget that grows with time away, from
 ``ACTIVITY_CATCH_UP_MIN_TOKENS`` (an hour) to
@@ -13,6 +15,7 @@ are left out and counted.
 
 import math
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -54,6 +57,30 @@ class CatchUp:
     budget_tokens: int
     tokens: int
     omitted_lines: int
+
+
+@dataclass(frozen=True)
+class CatchUpSection:
+    """A section of the digest: ``lines(agent, since, now)`` gives its
+    lines (none: the section is left out); sections come by ``order``."""
+
+    title: str
+    lines: Callable[[Agent, datetime, datetime], list[str]]
+    order: int
+    joiner: str = "\n"
+
+
+_SECTIONS: dict[str, CatchUpSection] = {}
+
+
+def catch_up_section_register(
+    *, title: str, lines: Callable[[Agent, datetime, datetime], list[str]], order: int
+) -> None:
+    """Add a section to every digest (from the registering app's
+    ``AppConfig.ready``).  The digest's own sections are ordered 10 (What's
+    Happened), 20 (Key Decisions), 30 (Open Threads) and 40 (Agent
+    Activity); lines past the token budget go from the last section first."""
+    _SECTIONS[title] = CatchUpSection(title=title, lines=lines, order=order)
 
 
 def catch_up_budget(away: timedelta) -> int:
@@ -108,7 +135,7 @@ def _whats_happened(agent: Agent, since: datetime, now: datetime) -> list[str]:
     return lines
 
 
-def _key_decisions(agent: Agent, since: datetime) -> list[str]:
+def _key_decisions(agent: Agent, since: datetime, now: datetime) -> list[str]:
     notables = ActivityEvent.objects.filter(
         constellation_id=agent.constellation_id,
         event_type=EventType.NOTABLE,
@@ -119,7 +146,7 @@ def _key_decisions(agent: Agent, since: datetime) -> list[str]:
     return [f"- {d}" for d in dict.fromkeys(descriptions)]
 
 
-def _open_threads(agent: Agent, since: datetime) -> list[str]:
+def _open_threads(agent: Agent, since: datetime, now: datetime) -> list[str]:
     summaries = list(
         ConstellationSummary.objects.filter(
             constellation_id=agent.constellation_id, period_end__gte=since
@@ -129,7 +156,7 @@ def _open_threads(agent: Agent, since: datetime) -> list[str]:
     return [f"- {t}" for t in threads]
 
 
-def _agent_activity(agent: Agent, now: datetime) -> list[str]:
+def _agent_activity(agent: Agent, since: datetime, now: datetime) -> list[str]:
     others = Agent.objects.filter(constellation_id=agent.constellation_id).exclude(
         pk=agent.pk
     )
@@ -152,6 +179,14 @@ def _agent_activity(agent: Agent, now: datetime) -> list[str]:
     return entries
 
 
+_OWN_SECTIONS = (
+    CatchUpSection("What's Happened", _whats_happened, 10),
+    CatchUpSection("Key Decisions", _key_decisions, 20),
+    CatchUpSection("Open Threads", _open_threads, 30),
+    CatchUpSection("Agent Activity", _agent_activity, 40, joiner="\n\n"),
+)
+
+
 def catch_up_build(
     *, agent: Agent, since: datetime | None = None, now: datetime | None = None
 ) -> CatchUp | None:
@@ -166,13 +201,12 @@ def catch_up_build(
     out = [f"## Constellation Update (you were last active {ago(away)})"]
     used = estimate_tokens(out[0])
     omitted = 0
-    sections = [
-        ("What's Happened", _whats_happened(agent, since, now), "\n"),
-        ("Key Decisions", _key_decisions(agent, since), "\n"),
-        ("Open Threads", _open_threads(agent, since), "\n"),
-        ("Agent Activity", _agent_activity(agent, now), "\n\n"),
-    ]
-    for title, items, joiner in sections:
+    sections = sorted(
+        [*_OWN_SECTIONS, *_SECTIONS.values()], key=lambda section: section.order
+    )
+    for section in sections:
+        title, joiner = section.title, section.joiner
+        items = section.lines(agent, since, now)
         if not items:
             continue
         heading = f"\n### {title}"

@@ -40,6 +40,7 @@ from memory.blocks.schemas import (
     ChangesIn,
     ChangesOut,
     ContextToolIn,
+    ContextToolOut,
     CoreMemoryIn,
     CoreMemoryReplaceIn,
     CoreMemoryUpdateIn,
@@ -117,9 +118,9 @@ def _approval_out(approval: BlockApproval) -> dict[str, Any]:
 
 @router.post(
     "/tools/context",
-    response={200: ChangeOut, **error_responses(403, 404, 409, body=True)},
+    response={200: ContextToolOut, **error_responses(403, 404, 409, body=True)},
     tags=["tools"],
-    summary="context: append, replace, archive, load, swap",
+    summary="context: append, replace, archive, load, swap, changes",
     description=CONTEXT_TOOL,
     operation_id="context",
 )

@@ -15,17 +15,22 @@ changes.  Advancing the looks: ``memory.blocks.seen``.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.db import connection
+from django.db.models import FilteredRelation, Q
+from django.db.models.expressions import RawSQL
 from loro import Frontiers, LoroDoc
 
 from coordination.actors import Actor
 from coordination.agents.models import Agent
 from memory.blocks import diffs, documents
-from memory.blocks.models import BlockSeen, BlockUpdate, MemoryBlock
-from memory.blocks.selectors import block_document_load, block_list_for_actor
+from memory.blocks.models import BlockUpdate, MemoryBlock
+from memory.blocks.selectors import block_history_document, block_list_for_actor
+from pattern_site.db.compiled import CompiledQuery
 
 # Changes per block reported at most (the newest); older ones are counted.
 CHANGES_PER_BLOCK = 20
@@ -67,7 +72,31 @@ class BlockChangesSince:
 
 
 _EMPTY = Frontiers().encode()
-_ROW = ("pk", "frontiers", "created_at", "actor_kind", "actor_id", "actor_name")
+_BLOCK_KEY = MemoryBlock._meta.pk
+
+
+@functools.cache
+def _newest_versions(limit: int) -> CompiledQuery:
+    """A block's newest ``limit`` versions from version id ``after`` on,
+    newest first: compiled once (this runs for every changed block)."""
+    return CompiledQuery(
+        lambda block_id, after: (
+            BlockUpdate.objects.filter(
+                block_id=RawSQL("%s", (block_id,)), pk__gte=after
+            )
+            .order_by("-pk")
+            .only(
+                "frontiers",
+                "created_at",
+                "actor_kind",
+                "actor_id",
+                "actor_name",
+                "summary",
+            )[:limit]
+        ),
+        block_id="\x00block",
+        after=-7_406_195,
+    )
 
 
 def block_changes_for_agent(
@@ -90,20 +119,18 @@ def block_changes_for_agent(
         blocks = blocks.filter(label__in=labels)
     if others_only:
         blocks = blocks.exclude(owner=agent)
-    looks = {
-        row[0]: SeenMark(row[0], row[1], bytes(row[2]), row[3])
-        for row in BlockSeen.objects.filter(agent=agent).values_list(
-            "block_id", "upto", "frontiers", "version"
-        )
-    }
-    # Which blocks moved, from their version counters alone: model
-    # instances only for those.
-    moved = [
-        pk
-        for pk, version in blocks.values_list("pk", "version")
-        if (pk in looks and version != looks[pk].version)
-        or (pk not in looks and not looked_only)
-    ]
+    # Which blocks moved, from their version counters and the agent's looks
+    # alone (one query): model instances only for those.
+    looks: dict[Any, SeenMark] = {}
+    moved = []
+    listed = blocks.annotate(
+        look=FilteredRelation("seen_by", condition=Q(seen_by__agent=agent))
+    ).values_list("pk", "version", "look__upto", "look__frontiers", "look__version")
+    for pk, version, upto, frontiers, seen in listed:
+        if upto is not None:
+            looks[pk] = SeenMark(pk, upto, bytes(frontiers), seen)
+        if (upto is not None and version != seen) or (upto is None and not looked_only):
+            moved.append(pk)
     out = []
     for block in blocks.filter(pk__in=moved).order_by("label"):
         look = looks.get(block.pk)
@@ -127,18 +154,30 @@ def _changes(
     limit: int,
     with_diffs: bool,
 ) -> BlockChangesSince:
-    qs = BlockUpdate.objects.filter(block=block)
-    if look is not None:
-        qs = qs.filter(pk__gte=look.upto)
     # The newest ``limit`` versions and one before them, whose version is
     # where the first reported change starts.
-    rows = list(qs.order_by("-pk").values_list(*_ROW, "summary")[: limit + 2])
-    rows.reverse()
+    newest_first = _newest_versions(limit + 2).all(
+        block_id=_BLOCK_KEY.get_db_prep_value(block.pk, connection),
+        after=look.upto if look is not None else 0,
+    )
+    rows = [
+        (
+            u.pk,
+            u.frontiers,
+            u.created_at,
+            u.actor_kind,
+            u.actor_id,
+            u.actor_name,
+            u.summary,
+        )
+        for u in reversed(newest_first)
+    ]
     result = BlockChangesSince(block=block)
     if not rows:
         return result
     newest = rows[-1]
-    result.mark = SeenMark(block.pk, newest[0], bytes(newest[1]), block.version)
+    upto = bytes(newest[1])
+    result.mark = SeenMark(block.pk, newest[0], upto, block.version)
     start: bytes | None
     if look is not None and rows[0][0] == look.upto:
         # The look's own version starts the changes; it is one of them
@@ -152,7 +191,9 @@ def _changes(
         rows = rows[-(limit + 1) :]
         start, rows = bytes(rows[0][1]), rows[1:]
         after = look.upto if look is not None else 0
-        result.earlier = qs.filter(pk__gt=after).count() - len(rows)
+        result.earlier = BlockUpdate.objects.filter(
+            block=block, pk__gt=after
+        ).count() - len(rows)
     me = str(agent.pk)
     theirs = [
         (before, row)
@@ -166,7 +207,8 @@ def _changes(
     if not with_diffs:
         result.changes.extend(_change(row, {}) for _, row in theirs)
         return result
-    doc = block_document_load(block=block)
+    # Past versions only are read: the cached document serves, uncopied.
+    doc = block_history_document(block=block, upto=upto)
     if block.schema["kind"] == "text":
         # From the changes' operations: checking out past versions costs
         # time that grows with the history.

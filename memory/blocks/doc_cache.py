@@ -10,8 +10,11 @@ database.
 Entries are never mutated while in the cache: a writer :func:`take` s the
 document out (nobody else can reach it then), changes it, and :func:`put` s
 it back after its transaction commits; if anything fails it is simply not
-put back.  Readers get a :func:`fork` made under the cache lock, so they
-never share a document with a writer.
+put back.  Readers of the content get a :func:`fork` made under the cache
+lock, so they never share a document with a writer.  Readers of the past
+only (operations and versions the document holds) may share it
+(:func:`history`): a writer only adds to a document, so the past stays as
+it was, and a change rolled back adds operations past every stored version.
 """
 
 from __future__ import annotations
@@ -44,6 +47,16 @@ def fork(block_id: Any, version: int) -> LoroDoc | None:
             return None
         _entries.move_to_end(block_id)
         return entry[1].fork()
+
+
+def history(block_id: Any) -> LoroDoc | None:
+    """The cached document itself, at whatever version it is, for reading
+    its past only (operations, versions it holds): the caller must neither
+    change it nor read its current content, which a writer may be
+    changing."""
+    with _lock:
+        entry = _entries.get(block_id)
+    return None if entry is None else entry[1]
 
 
 def put(block_id: Any, version: int, doc: LoroDoc) -> None:

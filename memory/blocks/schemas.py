@@ -5,7 +5,7 @@ from typing import Annotated, Any, Literal, Union
 from uuid import UUID
 
 from ninja import Field, Schema
-from pydantic import ConfigDict, create_model, model_validator
+from pydantic import ConfigDict, RootModel, create_model, model_validator
 
 from coordination.apitypes import Id, InputSchema, Label
 from coordination.errors import InvalidInput
@@ -22,6 +22,10 @@ your context).
 - archive: move working block `label` to archival memory (frees context space).
 - load: bring archival block `label` into working memory.
 - swap: archive working block `label` and load `archival_label` in one step.
+- changes: what others (agents or humans) changed in the blocks you can read
+  since you last looked: each change with who, when, its summary and a
+  compact diff.  `labels` (or `label`) limits it to those blocks.  Your look
+  then moves to now, so each change is told once; with `peek` it stays.
 Blocks have a character limit; an error tells you the size, the limit and how
 much your change adds. Blocks with Partner or Human permission queue your
 change for a human's approval."""
@@ -310,11 +314,13 @@ class ImportOut(Schema):
 
 
 class ContextToolIn(InputSchema):
-    operation: Literal["append", "replace", "archive", "load", "swap"] = Field(
-        examples=["append"]
+    operation: Literal["append", "replace", "archive", "load", "swap", "changes"] = (
+        Field(examples=["append"])
     )
-    label: str = Field(
-        description="The block to act on (for swap: the working one).",
+    label: str | None = Field(
+        None,
+        description="The block to act on (for swap: the working one); "
+        "changes: only this block.  Every operation but changes needs it.",
         examples=["human"],
     )
     content: str | None = Field(
@@ -335,6 +341,14 @@ class ContextToolIn(InputSchema):
         None,
         description="swap: the archival block to bring into working memory.",
         examples=[None],
+    )
+    labels: list[str] | None = Field(
+        None,
+        description="changes: only these blocks (default: every block you can read).",
+        examples=[None],
+    )
+    peek: bool = Field(
+        False, description="changes: look without moving your look.", examples=[False]
     )
 
 
@@ -452,3 +466,8 @@ class BlockChangesOut(Schema):
 class ChangesOut(Schema):
     blocks: list[BlockChangesOut]
     advanced: bool = Field(description="Whether your look moved to now.")
+
+
+class ContextToolOut(RootModel[ChangeOut | ChangesOut]):
+    """The context tool's answer: ``ChangesOut`` for the changes operation,
+    ``ChangeOut`` for every other."""

@@ -1,7 +1,9 @@
 """Where each agent's look at each block stands (``BlockSeen``): advanced
 when the agent takes its changes (:func:`blocks_seen_advance`), and after
-reads (its built context, a tool read) in batches off the read's path
-(:func:`blocks_seen_record_later`).
+reads (its built context, a tool read) and what its sync sockets received
+(the document on joining a block's room, each change relayed to it) in
+batches off their path (:func:`blocks_seen_record_later`,
+:func:`blocks_seen_received`).
 
 A read knows only the block's ``version`` counter (from the row it already
 has); the batch resolves it to the newest version and document version
@@ -13,7 +15,7 @@ is reported twice, never missed.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from django.db import transaction
@@ -99,11 +101,12 @@ def _send_looks(pending: dict[tuple[int, str], int]) -> None:
 
 
 # Looks gathered in this process are recorded by one task a second (or as
-# soon as 500 wait), so that a read does no write of its own.
+# soon as 500 wait), so that a read does no write of its own.  Of two looks
+# at one block the later counter wins, whatever order they came in.
 _LOOKS: Batcher[tuple[int, str], int] = Batcher(
     name="block looks",
     send=_send_looks,
-    merge=lambda old, new: new,
+    merge=lambda old, new: new if old is None else max(old, new),
     delay=1.0,
     max_items=500,
     eager=lambda: bool(blocks_seen_record_task.app.conf.task_always_eager),
@@ -116,6 +119,13 @@ def blocks_seen_record_later(*, agent: Agent, blocks: Iterable[MemoryBlock]) -> 
     looks = [((agent.pk, str(b.pk)), b.version) for b in blocks]
     if looks:
         transaction.on_commit(lambda: _LOOKS.add(looks))
+
+
+def blocks_seen_received(*, looks: Mapping[tuple[int, str], int]) -> None:
+    """Mark blocks as received by agents' sync sockets: ``(agent id, block
+    id) -> the block's version counter`` of the newest document or change
+    sent, in the same batch as reads (a socket writes nothing itself)."""
+    _LOOKS.add(looks.items())
 
 
 def blocks_seen_flush() -> int:

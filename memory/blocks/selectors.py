@@ -183,6 +183,13 @@ def block_document_load(*, block: MemoryBlock) -> LoroDoc:
     committed between the two reads; the snapshot then holds it, so read
     again.
     """
+    return block_document_versioned(block=block)[0]
+
+
+def block_document_versioned(*, block: MemoryBlock) -> tuple[LoroDoc, int]:
+    """:func:`block_document_load`, with the block's ``version`` counter
+    the document holds at least (a commit read along with the log may be
+    in it too: the row has moved past that counter then)."""
     version = (
         MemoryBlock.objects.filter(pk=block.pk)
         .values_list("version", flat=True)
@@ -192,7 +199,7 @@ def block_document_load(*, block: MemoryBlock) -> LoroDoc:
         raise NotFound(f"block {block.label!r} no longer exists")
     cached = doc_cache.fork(block.pk, version)
     if cached is not None:
-        return cached
+        return cached, version
     for _ in range(5):
         row = MemoryBlock.objects.filter(pk=block.pk).values_list(
             "snapshot_row__data", "snapshot_upto", "version"
@@ -209,8 +216,21 @@ def block_document_load(*, block: MemoryBlock) -> LoroDoc:
             # transaction's content must never be cached under a version
             # number that a later write will reuse.
             transaction.on_commit(partial(doc_cache.put, block.pk, version, doc))
-            return doc.fork()
+            return doc.fork(), version
     raise RuntimeError(f"block {block.pk} kept compacting while being read")
+
+
+def block_history_document(*, block: MemoryBlock, upto: bytes) -> LoroDoc:
+    """A document holding the block's history up to version ``upto``
+    (frontiers), for reading past versions only, never to be changed: the
+    cached one itself when it holds that version (no copy, no query), else
+    the block's document, loaded."""
+    doc = doc_cache.history(block.pk)
+    if doc is not None:
+        with documents.loro_guard("not a valid version"):
+            if doc.frontiers_to_vv(documents.frontiers_decode(upto)) is not None:
+                return doc
+    return block_document_load(block=block)
 
 
 def block_value(*, block: MemoryBlock, doc: LoroDoc | None = None) -> Any:

@@ -270,10 +270,12 @@ def _block_change(
             rendered=rendered,
         )
     _cache_on_commit(locked, doc)
-    block_id = locked.pk
+    block_id, version = locked.pk, locked.version
 
     def broadcast() -> None:  # a def: Django's robust on_commit logs __qualname__
-        block_broadcast(block_id=block_id, updates=[data], origin=origin)
+        block_broadcast(
+            block_id=block_id, updates=[data], origin=origin, version=version
+        )
 
     transaction.on_commit(broadcast, robust=True)
     _block_event(actor=actor, block=locked, change_type=change_type, summary=summary)

@@ -95,8 +95,18 @@ def block_detail_by_label(*, actor: Actor, label: str) -> dict[str, Any]:
 
 
 def context_tool(*, actor: Actor, args: ContextToolIn) -> dict[str, Any]:
-    agent, block = _labelled(actor, args.label)
+    """The context tool (``ContextToolOut``): its changes operation is the
+    memory_changes tool's (``ChangesOut``), every other one changes block
+    ``args.label`` (``ChangeOut``)."""
     op = args.operation
+    if op == "changes":
+        labels = [*([args.label] if args.label else []), *(args.labels or [])]
+        return block_changes_tool(
+            actor=actor, args=ChangesIn(peek=args.peek, labels=labels or None)
+        )
+    if not args.label:
+        raise InvalidInput(f"{op} needs 'label', the block to act on")
+    agent, block = _labelled(actor, args.label)
     if op == "append":
         change = block_append(
             actor=actor, block=block, content=args.content or "", section=args.section

@@ -22,7 +22,7 @@ from coordination.agents.selectors import (
 from coordination.errors import ApplicationError, InvalidInput
 from coordination.web import form_action, form_retry, page_actor
 from memory.blocks import documents, forms
-from memory.blocks.blame import blame_texts, block_blame
+from memory.blocks.blame import blame_covers, block_blame
 from memory.blocks.models import BlockType, Permission, SharedAccess
 from memory.blocks.permissions import approval_can_decide, block_access_for_actor
 from memory.blocks.selectors import (
@@ -103,7 +103,7 @@ def block_detail_page(request: HttpRequest, block_id: UUID) -> HttpResponse:
             "block_types": BlockType.choices,
             "shared_access": SharedAccess.choices,
             "is_text": block.schema.get("kind") == "text",
-            "has_blame": bool(blame_texts(block.schema)),
+            "has_blame": blame_covers(block.schema),
             "blame": _blame_context(block, doc) if request.GET.get("blame") else None,
         },
     )
@@ -178,6 +178,7 @@ def _blame_context(block: Any, doc: Any = None) -> dict[str, Any]:
     parts = [
         {
             "name": part.name,
+            "kind": part.kind,
             "spans": [
                 {
                     "text": span.text,

@@ -37,7 +37,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from ninja import Schema
 from ninja.responses import NinjaJSONEncoder
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from activity import tools as activity_tools
 from activity.schemas import NotableIn, NotableOut
@@ -77,6 +77,7 @@ from memory.blocks.schemas import (
     ChangesIn,
     ChangesOut,
     ContextToolIn,
+    ContextToolOut,
     CoreMemoryIn,
     CoreMemoryReplaceIn,
     CoreMemoryUpdateIn,
@@ -103,7 +104,8 @@ from pattern_site.mcp.caller import CALLER_SCOPE_KEY, Caller
 SERVER_NAME = "pattern-site"
 INSTRUCTIONS = (
     "Your memory on this Pattern site: core and working blocks (context, "
-    "core_memory_*), archival memory (recall, archival_memory_*), search "
+    "core_memory_*; what others changed in them: context's changes "
+    "operation), archival memory (recall, archival_memory_*), search "
     "across memory and conversations, and the system prompt built from it "
     "(build_context). Blocks are readable as memory://blocks/{label}. "
     "Work with the other agents of your constellation through coord (tasks, "
@@ -123,7 +125,7 @@ class AgentTool:
     name: str
     description: str
     args: type[Schema]
-    out: type[Schema]
+    out: type[BaseModel]
     run: Callable[..., Any]
     many: bool = False
     read_only: bool = False
@@ -136,7 +138,7 @@ class AgentTool:
         return {"result": value} if self.many else value
 
 
-def response_body(schema: type[Schema], value: Any, *, many: bool = False) -> str:
+def response_body(schema: type[BaseModel], value: Any, *, many: bool = False) -> str:
     """``value`` as the HTTP API's response body: through the output schema
     and ninja's JSON encoder."""
     if many:
@@ -156,7 +158,11 @@ TOOLS: dict[str, AgentTool] = {
     tool.name: tool
     for tool in (
         AgentTool(
-            "context", CONTEXT_TOOL, ContextToolIn, ChangeOut, block_tools.context_tool
+            "context",
+            CONTEXT_TOOL,
+            ContextToolIn,
+            ContextToolOut,
+            block_tools.context_tool,
         ),
         AgentTool(
             "core_memory_append",

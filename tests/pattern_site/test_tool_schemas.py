@@ -93,6 +93,7 @@ def test_arguments_valid_for_a_tool_schema_are_accepted_by_its_endpoint(
         },
         "archival_memory_insert": {"content": "Ana visits in June", "tags": ["family"]},
         "archival_memory_search": {"query": "Ana"},
+        "context": {"operation": "changes", "labels": ["human"], "peek": True},
     }
     for name, args in calls.items():
         Draft202012Validator(tools[name]).validate(args)

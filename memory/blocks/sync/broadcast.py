@@ -73,7 +73,9 @@ class RoomPeer:
 
     ``agent_id`` is the agent the socket joined as (None: a human);
     ``recheck`` checks the socket's rights again after a revocation, during
-    which its frames are held (``suspended``).
+    which its frames are held (``suspended``).  ``received`` is told the
+    block's version counter once the frames of a change at that version
+    went out to the socket (held ones: when they are sent).
     """
 
     room_id: str
@@ -83,6 +85,8 @@ class RoomPeer:
     agent_id: int | None = None
     recheck: Callable[[], Awaitable[None]] | None = None
     suspended: bool = False
+    received: Callable[[int], None] | None = None
+    held_version: int | None = None
 
     async def open(self) -> None:
         """Send what was held since the join, then send as updates come."""
@@ -91,6 +95,13 @@ class RoomPeer:
             for frame in frames:
                 await self.send(frame)
         self.held = None
+        version, self.held_version = self.held_version, None
+        self.sent(version)
+
+    def sent(self, version: int | None) -> None:
+        """The frames of a change at ``version`` went out to the socket."""
+        if version is not None and self.received is not None:
+            self.received(version)
 
 
 async def block_room_join(*, block_id: uuid.UUID | str, peer: RoomPeer) -> None:
@@ -114,12 +125,17 @@ async def block_rights_unwatch(*, block_id: uuid.UUID | str, peer: RoomPeer) -> 
 
 
 def block_broadcast(
-    *, block_id: uuid.UUID | str, updates: list[bytes], origin: str | None
+    *,
+    block_id: uuid.UUID | str,
+    updates: list[bytes],
+    origin: str | None,
+    version: int | None = None,
 ) -> None:
     """Send committed updates to every peer of the block, in any process.
 
     ``origin`` names the sender (e.g. a consumer's channel name) so it can
-    skip its own echo; None for changes made outside any room.
+    skip its own echo; None for changes made outside any room.  ``version``
+    is the block's version counter after the change (``RoomPeer.received``).
 
     Cheap in every process: local peers are reached through their hubs'
     loops without waiting; the channel-layer send runs on the ASGI server's
@@ -132,7 +148,7 @@ def block_broadcast(
     updates = list(updates)
     key = _key(block_id)
     for hub in _RoomHub.serving(key):
-        hub.deliver_threadsafe(key, updates, origin)
+        hub.deliver_threadsafe(key, updates, origin, version)
     layer = get_channel_layer()
     if layer is None:
         return
@@ -146,6 +162,7 @@ def block_broadcast(
             "block_id": str(block_id),
             "updates": updates,
             "origin": origin,
+            "version": version,
             "process": _process_mark(),
         },
     )
@@ -238,9 +255,11 @@ class _RoomHub:
                 del rooms[key]
         await self._listen(key)
 
-    async def deliver(self, key: str, updates: list[bytes], origin: Any) -> None:
-        """Send ``updates`` to the block's peers but ``origin``, each distinct
-        room id encoded once."""
+    async def deliver(
+        self, key: str, updates: list[bytes], origin: Any, version: int | None = None
+    ) -> None:
+        """Send ``updates`` (the block at ``version``) to the block's peers
+        but ``origin``, each distinct room id encoded once."""
         frames: dict[str, list[bytes]] = {}
         batch_id = sp.new_batch_id()
         for peer in list(self.rooms.get(key, ())):
@@ -252,28 +271,37 @@ class _RoomHub:
                 )
             if peer.held is not None:
                 peer.held.extend(frames[peer.room_id])
+                if version is not None:
+                    peer.held_version = max(peer.held_version or 0, version)
                 continue
             try:
                 for frame in frames[peer.room_id]:
                     await peer.send(frame)
             except Exception:
                 logger.exception("relaying an update of block %s failed", key)
+                continue
+            peer.sent(version)
 
     # --- from any thread ----------------------------------------------------
 
-    def deliver_threadsafe(self, key: str, updates: list[bytes], origin: Any) -> None:
+    def deliver_threadsafe(
+        self, key: str, updates: list[bytes], origin: Any, version: int | None
+    ) -> None:
+        args = (key, updates, origin, version)
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
         if running is self.loop:
-            self._start_delivery(key, updates, origin)
+            self._start_delivery(*args)
             return
         with contextlib.suppress(RuntimeError):  # the loop closed in between
-            self.loop.call_soon_threadsafe(self._start_delivery, key, updates, origin)
+            self.loop.call_soon_threadsafe(self._start_delivery, *args)
 
-    def _start_delivery(self, key: str, updates: list[bytes], origin: Any) -> None:
-        task = self.loop.create_task(self.deliver(key, updates, origin))
+    def _start_delivery(
+        self, key: str, updates: list[bytes], origin: Any, version: int | None
+    ) -> None:
+        task = self.loop.create_task(self.deliver(key, updates, origin, version))
         self.deliveries.add(task)  # the loop keeps only weak references
         task.add_done_callback(self.deliveries.discard)
 
@@ -344,6 +372,7 @@ class _RoomHub:
                     _key(message["block_id"]),
                     list(message["updates"]),
                     message.get("origin"),
+                    message.get("version"),
                 )
             elif message.get("type") == rights.MESSAGE_TYPE:
                 self.revoke(message.get("block_id"), message.get("agent_id"))

@@ -21,6 +21,12 @@ refused with ``permission_denied``.  The write path decides again as it
 stores an update (``memory.blocks.permissions.block_access_now``), so an
 update sent before the socket's check refuses all the same.
 
+An agent's socket is a look at the block (``memory.blocks.seen``): the
+document sent on joining and each change relayed to it advance the agent's
+``BlockSeen`` to that change's version counter, through the batch the reads
+use; a task per socket hands the counters over, merging what arrives
+meanwhile, so no frame waits for it.  Human sockets record nothing.
+
 A frame that is not a message of the protocol closes the socket with
 :data:`CLOSE_PROTOCOL_ERROR` (4002): WebSocket's own 1002 is reserved to the
 websocket layer, and Daphne lets an application close only with 1000 or
@@ -33,6 +39,7 @@ permission module's and the services'.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import logging
 import time
@@ -59,7 +66,8 @@ from coordination.errors import (
 from memory.blocks import documents
 from memory.blocks.models import MemoryBlock
 from memory.blocks.permissions import block_access_for_actor
-from memory.blocks.selectors import block_document_load, block_get_for_actor
+from memory.blocks.seen import blocks_seen_received
+from memory.blocks.selectors import block_document_versioned, block_get_for_actor
 from memory.blocks.services import block_update_import
 from memory.blocks.sync import protocol as sp
 from memory.blocks.sync.broadcast import (
@@ -172,10 +180,11 @@ def _permission(access: str) -> sp.Permission:
 
 def _backfill(
     *, block: MemoryBlock, client_version: bytes
-) -> tuple[bytes, bytes] | None:
-    """The server's version and what a client at ``client_version`` lacks;
-    None when the client's version cannot be read."""
-    doc = block_document_load(block=block)
+) -> tuple[bytes, bytes, int] | None:
+    """The server's version, what a client at ``client_version`` lacks and
+    the block's version counter that holds; None when the client's version
+    cannot be read."""
+    doc, counter = block_document_versioned(block=block)
     server_version = doc.oplog_vv
     if client_version:
         try:
@@ -186,7 +195,7 @@ def _backfill(
         missing = doc.export(loro.ExportMode.Updates(from_=client_vv))
     else:
         missing = doc.export(loro.ExportMode.Snapshot())
-    return server_version.encode(), missing
+    return server_version.encode(), missing, counter
 
 
 class BlockSyncConsumer(AsyncWebsocketConsumer):
@@ -237,6 +246,9 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         )
         self._reaper: asyncio.TimerHandle | None = None
         self.rate_limit = _RateLimit(settings.PATTERN_SYNC_RATE_LIMIT)
+        # (agent id, block id) -> version counter received, not handed over.
+        self._looks: dict[tuple[int, str], int] = {}
+        self._looks_task: asyncio.Task[None] | None = None
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
@@ -244,6 +256,8 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             self._reaper.cancel()
         for room in list(getattr(self, "rooms", {}).values()):
             await self._leave(room)
+        if getattr(self, "_looks_task", None) is not None:
+            await asyncio.shield(self._looks_task)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Channels' dispatch without its per-message database clean-up.
@@ -344,6 +358,9 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             await self._join_presence(message, actor, block)
             return
         room, peer = self._room(message, _permission(access), actor, block)
+        if peer.agent_id is not None:
+            agent_id, block_key = peer.agent_id, str(block.pk)
+            peer.received = lambda version: self._received(agent_id, block_key, version)
         # Join the room before computing the backfill, so that an update
         # committed in between is relayed rather than lost (held until the
         # backfill is out).
@@ -358,12 +375,37 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
                 message, sp.JoinErrorCode.VERSION_UNKNOWN, "unreadable version"
             )
             return
-        version, missing = backfill
+        version, missing, counter = backfill
         await self._send_message(
             sp.JoinResponseOk(message.crdt, message.room_id, room.permission, version)
         )
         await self._send_updates(room, [missing], sp.new_batch_id())
+        peer.sent(counter)
         await peer.open()
+
+    def _received(self, agent_id: int, block_id: str, counter: int) -> None:
+        """Agent ``agent_id``'s client got block ``block_id`` at version
+        counter ``counter``: hand it to the looks' batch (see module doc)."""
+        key = (agent_id, block_id)
+        self._looks[key] = max(self._looks.get(key, 0), counter)
+        if self._looks_task is None:
+            # In a context of its own: a relay may be delivered in a copy of
+            # the context of the sync call that committed the change, where
+            # asgiref refuses another sync call as a deadlock.
+            self._looks_task = asyncio.get_running_loop().create_task(
+                self._looks_hand_over(), context=contextvars.Context()
+            )
+
+    async def _looks_hand_over(self) -> None:
+        try:
+            while self._looks:
+                looks, self._looks = self._looks, {}
+                await database_sync_to_async(blocks_seen_received)(looks=looks)
+        except Exception:
+            # A look not recorded costs a change told twice, never a lost one.
+            logger.exception("recording what a sync socket received failed")
+        finally:
+            self._looks_task = None
 
     def _room(
         self,

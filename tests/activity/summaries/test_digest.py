@@ -5,6 +5,10 @@ from activity.stream.models import EventType, Importance
 from activity.summaries.digest import catch_up_budget, catch_up_build
 from activity.summaries.models import AgentSummary, ConstellationSummary
 from coordination.actors import Actor
+from memory.blocks.models import BlockUpdate
+from memory.blocks.schemas import ChangesIn
+from memory.blocks.services import block_append, block_create, block_share
+from memory.blocks.tools import block_changes_tool
 from tests.factories import AgentFactory
 
 
@@ -188,3 +192,37 @@ def test_a_decision_flagged_twice_is_listed_once(
     catch_up = catch_up_build(agent=agent, now=now)
     assert catch_up is not None
     assert catch_up.text.count("- Tone review for Flux's post") == 1
+
+
+def test_catch_up_lists_blocks_others_changed_while_away_and_not_yet_seen(
+    agent: Any, flux: Any, partner: Any, now: datetime
+) -> None:
+    _set_last_active(agent, now - timedelta(hours=2))
+    system = Actor.system()
+    plan = block_create(actor=system, owner=agent, label="plan", content="start")
+    read = block_create(actor=system, owner=agent, label="read", content="start")
+    for block in (plan, read):
+        block_share(actor=system, block=block, agent=flux, access="read_write")
+    block_append(actor=Actor.for_agent(flux), block=plan, content="before")
+    # What was written before the absence is not news of it.
+    BlockUpdate.objects.filter(block__in=[plan, read]).update(
+        created_at=now - timedelta(hours=3)
+    )
+    block_append(actor=Actor.for_agent(flux), block=plan, content="during")
+    block_append(actor=Actor.for_agent(flux), block=plan, content="again")
+    block_append(actor=Actor.for_user(partner), block=plan, content="mine")
+    block_append(actor=Actor.for_agent(agent), block=plan, content="own")
+    block_append(actor=Actor.for_agent(flux), block=read, content="seen")
+    # The agent took the changes of "read" already.
+    block_changes_tool(actor=Actor.for_agent(agent), args=ChangesIn(labels=["read"]))
+
+    catch_up = catch_up_build(agent=agent, now=now)
+
+    assert catch_up is not None
+    section = catch_up.text.split("### Memory Changes\n")[1].split("\n\n")[0]
+    lines = section.strip().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("- plan: partner (human), 1 change, latest ")
+    assert lines[0].endswith(" UTC: append: mine")
+    assert lines[1].startswith("- plan: Flux (agent), 2 changes, latest ")
+    assert lines[1].endswith(" UTC: append: again")

@@ -6,12 +6,13 @@ from loro import ExportMode
 
 from coordination.actors import Actor
 from coordination.errors import InvalidInput
-from memory.blocks.blame import block_blame
-from memory.blocks.selectors import block_document_load, block_history
+from memory.blocks.blame import blame_histories_clear, block_blame
+from memory.blocks.selectors import block_document_load, block_history, block_value
 from memory.blocks.services import (
     block_append,
     block_compact,
     block_create,
+    block_operate,
     block_replace,
     block_rollback,
     block_share,
@@ -130,6 +131,31 @@ def test_blame_survives_compaction_of_the_update_log(
     assert [w for _, w in _who(after)] == [str(agent.pk), str(other_agent.pk)] * 2
 
 
+def test_blame_after_new_versions_is_the_blame_read_from_scratch(
+    shared, agent, other_agent, partner
+):
+    a, b = Actor.for_agent(agent), Actor.for_agent(other_agent)
+    block_append(actor=a, block=shared, content="alpha")
+    block_blame(block=shared)  # its history is kept from here
+    # A burst of live edits: its one version grows with each update.
+    _human_edit(shared, partner, lambda t: t.insert(0, "H1 "))()
+    block_blame(block=shared)
+    _human_edit(shared, partner, lambda t: t.insert(0, "H2 "))()
+    block_append(actor=b, block=shared, content="beta")
+
+    kept = block_blame(block=shared)
+    blame_histories_clear()
+    fresh = block_blame(block=shared)
+
+    assert kept == fresh
+    assert _who(kept) == [
+        ("H2 H1 ", str(partner.pk)),
+        ("alpha", str(agent.pk)),
+        ("\nbeta", str(other_agent.pk)),
+    ]
+    assert len(kept.versions) == 3
+
+
 def test_blame_covers_each_text_section_of_a_composite_block(agent, make_block):
     block = make_block("scratch", template="scratchpad")
     block_append(
@@ -143,10 +169,189 @@ def test_blame_covers_each_text_section_of_a_composite_block(agent, make_block):
     assert [s.text for s in blame.parts[1].spans] == ["plan"]
 
 
-def test_blame_of_a_map_block_is_a_clear_error(make_block):
-    block = make_block("me", template="persona")
-    with pytest.raises(InvalidInput, match="text blocks"):
+def test_blame_of_a_log_block_is_a_clear_error(make_block):
+    block = make_block("events", template="custom", schema={"kind": "log"})
+    with pytest.raises(InvalidInput, match="text, map and list blocks"):
         block_blame(block=block)
+
+
+def _fields(blame):
+    """{part name: [(text, actor_id)]} of a structured block's blame."""
+    return {part.name: _who(blame, n) for n, part in enumerate(blame.parts)}
+
+
+def _set(actor, block, field, value):
+    block_operate(
+        actor=actor,
+        block=block,
+        operations=[{"op": "set_field", "field": field, "value": value}],
+    )
+
+
+def _human_sets(block, human, field, value):
+    """A browser's write of a field: a Loro peer of its own, on the document
+    as it is now, sent as an update (``send()``)."""
+    doc = block_document_load(block=block)
+    doc.peer_id = 987_654_321
+    before = doc.oplog_vv
+    doc.get_map("fields").insert(field, value)
+    doc.commit()
+    return lambda: block_update_import(
+        block=block,
+        actor=Actor.for_user(human),
+        updates=[doc.export(ExportMode.Updates(before))],
+    )
+
+
+@pytest.fixture
+def card(agent, other_agent, make_block):
+    block = make_block("sam", template="human")
+    block_share(actor=SYSTEM, block=block, agent=other_agent, access="read_write")
+    return block
+
+
+def test_blame_of_a_map_block_names_who_set_each_field(
+    card, agent, other_agent, partner, settings
+):
+    settings.MEMORY_COMPACT_UPDATES = 3
+    a, b = Actor.for_agent(agent), Actor.for_agent(other_agent)
+    _set(a, card, "name", "Sam")
+    block_operate(
+        actor=b,
+        block=card,
+        operations=[
+            {"op": "append_to_list_field", "field": "preferences", "value": "tea"}
+        ],
+    )
+    _human_sets(card, partner, "context", "Works from home")()
+    for n in range(5):  # many later writes, none to name or context
+        block_operate(
+            actor=a if n % 2 else b,
+            block=card,
+            operations=[
+                {"op": "append_to_list_field", "field": "preferences", "value": f"p{n}"}
+            ],
+        )
+    block_compact(block=card)
+
+    blame = block_blame(block=card)
+
+    assert [p.name for p in blame.parts] == ["name", "preferences", "context"]
+    assert [p.kind for p in blame.parts] == ["field", "field", "field"]
+    assert _fields(blame) == {
+        "name": [("Sam", str(agent.pk))],
+        "preferences": [
+            ("tea\n", str(other_agent.pk)),
+            ("p0\n", str(other_agent.pk)),
+            ("p1\n", str(agent.pk)),
+            ("p2\n", str(other_agent.pk)),
+            ("p3\n", str(agent.pk)),
+            ("p4", str(other_agent.pk)),
+        ],
+        "context": [("Works from home", str(partner.pk))],
+    }
+    by_number = {v.number: v for v in blame.versions}
+    assert by_number[blame.parts[2].spans[0].version].actor_kind == "human"
+
+
+def test_blame_of_a_field_is_the_write_that_holds_not_the_newest_one(
+    card, agent, partner
+):
+    a = Actor.for_agent(agent)
+    # A browser writes the name on the document as it is now and sends it
+    # late; meanwhile the agent wrote twice, the name last.  Loro keeps the
+    # write with the higher clock, the agent's, whatever came in last.
+    send = _human_sets(card, partner, "name", "Samantha")
+    _set(a, card, "context", "Office")
+    _set(a, card, "name", "Sam")
+    send()
+
+    blame = block_blame(block=card)
+
+    assert block_value(block=card)["name"] == "Sam"
+    assert _fields(blame)["name"] == [("Sam", str(agent.pk))]
+    assert blame.versions[-1].actor_kind == "agent"
+
+
+def test_blame_of_a_map_block_after_a_rollback(card, agent, other_agent, partner):
+    a, b = Actor.for_agent(agent), Actor.for_agent(other_agent)
+    _set(a, card, "name", "Sam")
+    _set(b, card, "context", "Office")
+    _set(Actor.for_user(partner), card, "name", "Samuel")
+    target = block_history(block=card, limit=1)[0].id
+    _set(b, card, "context", "Home")
+    block_rollback(actor=Actor.for_user(partner), block=card, version_id=target)
+
+    blame = block_blame(block=card)
+
+    rollback = max(v.number for v in blame.versions)
+    assert block_value(block=card)["context"] == "Office"
+    # The rollback wrote the context back; the name it left alone.
+    assert _fields(blame)["name"] == [("Samuel", str(partner.pk))]
+    assert [(s.text, s.version) for s in blame.parts[2].spans] == [("Office", rollback)]
+    assert blame.versions[-1].summary.startswith("rolled back to version")
+    assert _fields(blame)["preferences"] == []
+
+
+def test_blame_covers_the_map_sections_and_counters_of_a_composite_block(
+    agent, other_agent, make_block
+):
+    block = make_block(
+        "desk",
+        template="custom",
+        schema={
+            "kind": "composite",
+            "sections": [
+                {"name": "notes", "schema": {"kind": "text"}},
+                {
+                    "name": "status",
+                    "schema": {
+                        "kind": "map",
+                        "fields": [
+                            {"name": "mood", "type": "text"},
+                            {"name": "done", "type": "counter"},
+                            {"name": "busy", "type": "boolean"},
+                        ],
+                    },
+                },
+            ],
+        },
+    )
+    block_share(actor=SYSTEM, block=block, agent=other_agent, access="read_write")
+    a, b = Actor.for_agent(agent), Actor.for_agent(other_agent)
+    ops = [
+        (a, {"op": "set_field", "field": "mood", "value": "calm"}),
+        (a, {"op": "increment_counter", "field": "done"}),
+        (b, {"op": "set_field", "field": "busy", "value": True}),
+        (b, {"op": "increment_counter", "field": "done", "delta": 2}),
+        (a, {"op": "append_text", "text": "plan"}),
+    ]
+    for actor, op in ops:
+        section = "notes" if op["op"] == "append_text" else "status"
+        block_operate(actor=actor, block=block, operations=[{**op, "section": section}])
+
+    blame = block_blame(block=block)
+
+    assert _fields(blame) == {
+        "notes": [("plan", str(agent.pk))],
+        "status/mood": [("calm", str(agent.pk))],
+        "status/done": [("3", str(other_agent.pk))],
+        "status/busy": [("true", str(other_agent.pk))],
+    }
+
+
+def test_blame_endpoint_gives_a_map_block_a_part_per_field(agent_client, card, agent):
+    _set(Actor.for_agent(agent), card, "name", "Sam")
+
+    data = agent_client.get(f"/api/blocks/{card.pk}/blame").json()
+
+    assert data["parts"] == [
+        {"name": "name", "spans": [{"start": 0, "text": "Sam", "version": 1}]},
+        {"name": "preferences", "spans": []},
+        {"name": "context", "spans": []},
+    ]
+    assert [v["number"] for v in data["versions"]] == [1]
+    assert data["versions"][0]["actor_id"] == str(agent.pk)
 
 
 def test_blame_endpoint_shows_spans_and_versions_and_hides_others_blocks(
@@ -191,6 +396,21 @@ def test_block_created_with_content_is_blamed_on_its_creation(constellation):
     blame = block_blame(block=block)
     assert [(s.text, s.version) for s in blame.parts[0].spans] == [("start", 1)]
     assert blame.versions[0].actor_kind == "system"
+
+
+def test_block_page_shows_who_set_each_field_of_a_map_block(
+    partner_client, card, agent
+):
+    _set(Actor.for_agent(agent), card, "name", "Sam")
+
+    page = partner_client.get(f"/memory/blocks/{card.pk}/")
+    fragment = partner_client.get(f"/memory/blocks/{card.pk}/blame/").content.decode()
+
+    assert 'data-testid="blame-toggle"' in page.content.decode()
+    assert 'data-blame-part="name"' in fragment
+    assert ">Sam</span>" in fragment
+    assert "Version 1 · Entropy (agent)" in fragment
+    assert 'data-blame-part="context"' in fragment
 
 
 def test_block_page_renders_blame_without_javascript(partner_client, agent, make_block):

@@ -4,7 +4,7 @@ memory.blocks.seen (the looks), the tool and its endpoint."""
 import pytest
 
 from coordination.actors import Actor
-from memory.blocks import diffs
+from memory.blocks import diffs, doc_cache, selectors
 from memory.blocks.changes import block_changes_for_agent
 from memory.blocks.models import BlockSeen
 from memory.blocks.schemas import ChangesIn
@@ -195,3 +195,99 @@ def test_changes_endpoint_lists_only_readable_blocks_and_peeks(
 
 def test_changes_are_for_agents(partner_client):
     assert partner_client.get("/api/blocks/changes").status_code in (403, 404)
+
+
+def _post(client, url, body):
+    return client.post(url, body, content_type="application/json")
+
+
+def test_context_tool_changes_operation_answers_as_memory_changes(
+    agent_client, shared, agent, other_agent, make_block
+):
+    _take(agent)
+    block_append(actor=Actor.for_agent(other_agent), block=shared, content="news")
+    elsewhere = make_block("elsewhere", template="custom", schema={"kind": "text"})
+    block_append(actor=SYSTEM, block=elsewhere, content="aside")
+
+    peeked = _post(
+        agent_client, "/api/tools/context", {"operation": "changes", "peek": True}
+    )
+    same = _post(agent_client, "/api/tools/memory_changes", {"peek": True})
+    one = _post(
+        agent_client,
+        "/api/tools/context",
+        {"operation": "changes", "label": "plan", "peek": True},
+    )
+    taken = _post(
+        agent_client, "/api/tools/context", {"operation": "changes", "labels": ["plan"]}
+    )
+
+    assert peeked.status_code == 200, peeked.content
+    assert peeked.json() == same.json()
+    assert [b["label"] for b in peeked.json()["blocks"]] == ["elsewhere", "plan"]
+    assert [b["label"] for b in one.json()["blocks"]] == ["plan"]
+    assert taken.json()["advanced"] is True
+    assert taken.json()["blocks"] == one.json()["blocks"]
+    assert [c["summary"] for c in taken.json()["blocks"][0]["changes"]] == [
+        "append: news"
+    ]
+    left = _post(agent_client, "/api/tools/memory_changes", {}).json()["blocks"]
+    assert [b["label"] for b in left] == ["elsewhere"]
+
+
+def test_context_tool_block_operations_still_need_a_label(agent_client, make_block):
+    make_block("plan", template="custom", schema={"kind": "text"})
+
+    response = _post(
+        agent_client, "/api/tools/context", {"operation": "append", "content": "x"}
+    )
+
+    assert response.status_code == 422
+    assert response.json()["detail"] == "append needs 'label', the block to act on"
+    applied = _post(
+        agent_client,
+        "/api/tools/context",
+        {"operation": "append", "label": "plan", "content": "x"},
+    )
+    assert applied.json()["status"] == "applied"
+
+
+def test_context_tool_documents_both_answers(client, db):
+    openapi = client.get("/api/openapi.json").json()
+    ok = openapi["paths"]["/api/tools/context"]["post"]["responses"]["200"]
+    ref = ok["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+    shapes = openapi["components"]["schemas"][ref]["anyOf"]
+
+    assert {s["$ref"].rsplit("/", 1)[1] for s in shapes} == {"ChangeOut", "ChangesOut"}
+    request = openapi["components"]["schemas"]["ContextToolIn"]["properties"]
+    assert "changes" in request["operation"]["enum"]
+    assert {"labels", "peek"} <= set(request)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_changes_read_the_cached_document_without_copying_it(
+    agent, other_agent, make_block, monkeypatch
+):
+    block = make_block("plan", template="custom", schema={"kind": "text"})
+    block_share(actor=SYSTEM, block=block, agent=other_agent, access="read_write")
+    _take(agent)
+    block_append(actor=Actor.for_agent(other_agent), block=block, content="one")
+    block_replace(actor=Actor.for_agent(other_agent), block=block, old="one", new="1")
+    cached = doc_cache.history(block.pk)
+    assert cached is not None, "the last write cached its document"
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the document was loaded or copied")
+
+    monkeypatch.setattr(selectors, "block_document_load", no_load)
+    monkeypatch.setattr(doc_cache, "fork", no_load)
+    [found] = block_changes_for_agent(agent=agent)
+
+    assert [c.diff["spans"] for c in found.changes] == [
+        [{"op": "insert", "at": 0, "text": "one"}],
+        [
+            {"op": "delete", "at": 0, "text": "one"},
+            {"op": "insert", "at": 0, "text": "1"},
+        ],
+    ]
+    assert doc_cache.history(block.pk) is cached

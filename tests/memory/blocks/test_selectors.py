@@ -6,15 +6,18 @@ import pytest
 
 from coordination.actors import Actor
 from coordination.errors import InvalidInput, NotFound
+from memory.blocks import doc_cache
 from memory.blocks.selectors import (
     approval_list_for_actor,
     approval_pending_count_for_actor,
     approval_preview,
     block_counts_by_owner,
+    block_document_load,
     block_get_by_label_for_agent,
     block_get_for_actor,
     block_history,
     block_history_count,
+    block_history_document,
     block_history_numbered,
     block_shared_from,
     block_value,
@@ -22,7 +25,7 @@ from memory.blocks.selectors import (
     block_version_number,
 )
 from memory.blocks.services import block_create, block_operate, block_share
-from memory.models import Permission
+from memory.models import BlockUpdate, Permission
 from tests.factories import UserFactory
 
 SYSTEM = Actor(kind="system")
@@ -151,3 +154,30 @@ def test_approval_preview_diffs_the_block_with_the_request_applied(agent, partne
     agent.constellation.members.add(member)
     assert approval_pending_count_for_actor(actor=Actor.for_user(member)) == 0
     assert approval_pending_count_for_actor(actor=Actor.for_agent(agent)) == 0
+
+
+def test_history_document_is_the_cached_one_only_when_it_holds_the_version(agent):
+    block = block_create(actor=Actor.system(), owner=agent, label="notes")
+    block_operate(
+        actor=Actor.system(),
+        block=block,
+        operations=[{"op": "append_text", "text": "one"}],
+    )
+    old = block_document_load(block=block)
+    block_operate(
+        actor=Actor.system(),
+        block=block,
+        operations=[{"op": "append_text", "text": " two"}],
+    )
+    newest = BlockUpdate.objects.filter(block=block).latest("pk").frontiers
+    first = BlockUpdate.objects.filter(block=block).earliest("pk").frontiers
+
+    doc_cache.put(block.pk, 1, old)
+    try:
+        assert block_history_document(block=block, upto=bytes(first)) is old
+        loaded = block_history_document(block=block, upto=bytes(newest))
+    finally:
+        doc_cache.discard(block.pk)
+
+    assert loaded is not old
+    assert loaded.get_text("content").to_string() == "one two"

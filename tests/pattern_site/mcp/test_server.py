@@ -266,6 +266,23 @@ def test_each_tool_answers_what_the_http_api_answers(
     assert json.loads(got["context_resource"]) == built
 
 
+def test_context_tools_changes_answer_what_memory_changes_answers(
+    daphne_server, agent_token, memory
+):
+    token = agent_token.raw
+
+    async def body(client: Client) -> types.CallToolResult:
+        return await client.call_tool("context", {"operation": "changes", "peek": True})
+
+    result = with_client(daphne_server, token, body)
+
+    assert not result.is_error, result.content
+    http = http_post(daphne_server, token, "/tools/memory_changes", {"peek": True})
+    assert result.structured_content == http.json()
+    assert json.loads(result.content[0].text) == http.json()
+    assert "persona" in [b["label"] for b in http.json()["blocks"]]
+
+
 def test_tool_errors_carry_the_http_apis_messages(daphne_server, agent_token, memory):
     token = agent_token.raw
     missing = {"operation": "replace", "label": "persona", "old": "coffee", "new": "x"}

@@ -1,6 +1,8 @@
 """BlockSyncConsumer (/ws/sync/) driven frame by frame with WebsocketCommunicator."""
 
+import asyncio
 import secrets
+import time
 
 import loro
 import pytest
@@ -11,6 +13,7 @@ from django.test import Client
 from coordination.actors import Actor
 from coordination.agents import services as agent_services
 from coordination.agents.services import agent_token_issue, agent_token_revoke
+from memory.blocks import seen
 from memory.blocks import services as block_services
 from memory.blocks.selectors import block_document_load
 from memory.blocks.services import (
@@ -23,7 +26,8 @@ from memory.blocks.services import (
 from memory.blocks.sync import consumer as consumer_module
 from memory.blocks.sync import protocol as sp
 from memory.blocks.sync.consumer import CLOSE_PROTOCOL_ERROR, BlockSyncConsumer
-from memory.models import BlockUpdate
+from memory.blocks.tasks import blocks_seen_record_task
+from memory.models import BlockSeen, BlockUpdate, MemoryBlock
 from pattern_site.asgi import application
 from tests.conftest import daphne
 from tests.factories import AgentFactory, ConstellationFactory
@@ -812,3 +816,75 @@ async def test_a_recheck_that_fails_asks_the_client_to_join_again(
     assert message == sp.RoomError(
         LOR, room, sp.RoomErrorCode.REJOIN_SUGGESTED, message.message
     )
+
+
+# --- what an agent's socket received --------------------------------------
+
+
+async def _until(predicate, timeout: float = 10.0):
+    """``predicate()`` (run in a thread: it reads the database) once true."""
+    deadline = time.monotonic() + timeout
+    while not (value := await sync_to_async(predicate)()):
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)
+    return value
+
+
+def _look(agent, block) -> int | None:
+    """The block's version counter as the agent last received it."""
+    looks = BlockSeen.objects.filter(agent=agent, block=block)
+    return looks.values_list("version", flat=True).first()
+
+
+def _counter(block) -> int:
+    return MemoryBlock.objects.values_list("version", flat=True).get(pk=block.pk)
+
+
+async def test_an_agent_socket_that_received_a_change_is_not_told_it_again(
+    partner, agent, agent_token, agent_client, block
+):
+    room = str(block.pk)
+    reader = await Peer.open(peer_id=61)
+    await reader.join(room, token=agent_token.raw)
+    # The join sent the document: the agent has seen the block as it is.
+    await _until(lambda: _look(agent, block) == _counter(block))
+    writer = await Peer.open(user=partner, peer_id=62)
+    await writer.join(room)
+
+    assert (await writer.edit(room, " from Sam")).status == sp.UpdateStatus.OK
+    relayed = await reader.receive()
+    reader.doc.import_batch(list(relayed.updates))
+
+    assert reader.text() == "hello from Sam"
+    await _until(lambda: _look(agent, block) == _counter(block))
+    changes = await sync_to_async(agent_client.get)("/api/blocks/changes")
+    assert changes.json()["blocks"] == []
+
+
+async def test_an_agent_sockets_looks_are_merged_and_written_off_its_path(
+    partner, agent, agent_token, block, monkeypatch
+):
+    sent: list[list] = []
+    monkeypatch.setitem(blocks_seen_record_task.app.conf, "task_always_eager", False)
+    monkeypatch.setattr(blocks_seen_record_task, "delay", sent.append)
+    monkeypatch.setattr(seen._LOOKS, "_delay", 600.0)  # sent by flush only
+    room = str(block.pk)
+    reader = await Peer.open(peer_id=63)
+    await reader.join(room, token=agent_token.raw)
+    writer = await Peer.open(user=partner, peer_id=64)
+    await writer.join(room)
+
+    for n in range(5):
+        assert (await writer.edit(room, f" {n}")).status == sp.UpdateStatus.OK
+    for _ in range(5):
+        reader.doc.import_batch(list((await reader.receive()).updates))
+    newest = await sync_to_async(_counter)(block)
+    await _until(lambda: seen._LOOKS._pending.get((agent.pk, room)) == newest)
+
+    # Nothing written, nothing sent, while the frames went out.
+    assert sent == []
+    assert await sync_to_async(_look)(agent, block) is None
+    assert seen.blocks_seen_flush() == 1
+    assert sent == [[[agent.pk, room, newest]]]
+    await sync_to_async(blocks_seen_record_task)(sent[0])
+    assert await sync_to_async(_look)(agent, block) == newest
