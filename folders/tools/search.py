@@ -5,6 +5,12 @@ The same engine, modes and fusion as archival search
 filtered to the searched folders (the index's owner column) and the
 candidates to the rows the caller may see.  A hit cites
 ``folder/path:start-end``.
+
+Past ``SEARCH_QUANTISED_ABOVE`` passages in the constellation, vector
+searches take the engine's quantised path (binary KNN, re-scored exactly)
+like hybrid ones: an exact search scans every vector, which at 100,000
+passages alone costs more than the search's latency target.  Archival
+search keeps ``vector`` mode exact.
 """
 
 from collections.abc import Sequence
@@ -14,7 +20,12 @@ from coordination.errors import InvalidInput
 from folders.files.index import FILE_PASSAGE_INDEX
 from folders.files.models import FilePassage, Folder
 from memory.search.embedder import embed_query, embedding_status
-from memory.search.engine import SEARCH_MODES, SearchOutcome, search
+from memory.search.engine import (
+    SEARCH_MODES,
+    SearchOutcome,
+    scope_is_large,
+    search,
+)
 
 MAX_QUERY_CHARS = 2000
 MAX_LIMIT = 50
@@ -27,10 +38,12 @@ def folder_search(
     mode: str = "auto",
     limit: int = 10,
     path: str | None = None,
+    quantised: bool | None = None,
 ) -> SearchOutcome:
     """Passages of ``folders`` (permission-checked by the caller, all of one
     constellation) best matching ``query``; ``path``: one file, or a
-    directory prefix ending in "/"."""
+    directory prefix ending in "/".  ``quantised`` None: the quantised path
+    for vector and hybrid searches of a large constellation (above)."""
     if not query.strip():
         raise InvalidInput("the search query is empty; give some words to look for")
     if mode not in SEARCH_MODES:
@@ -55,16 +68,20 @@ def folder_search(
             else allowed.filter(file__path=path)
         )
     status = embedding_status()
+    scope_id = scopes.pop()
+    if quantised is None and mode == "vector":
+        quantised = scope_is_large(FILE_PASSAGE_INDEX, scope_id=scope_id)
     return search(
         FILE_PASSAGE_INDEX,
         text=query[:MAX_QUERY_CHARS],
         allowed=allowed,
-        scope_id=scopes.pop(),
+        scope_id=scope_id,
         owner_ids=ids,
         mode=mode,
         limit=limit,
         query_vector=embed_query if status.available else None,
         degraded_reason=status.reason,
+        quantised=quantised,
     )
 
 

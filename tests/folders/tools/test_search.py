@@ -62,3 +62,28 @@ def test_search_never_returns_another_folders_passages(
     upload(other, ("dog.md", b"A dog sleeps in the park.\n"))
     outcome = folder_search(folders=[other], query="dog park", mode="hybrid")
     assert {passage_hit_payload(h)["folder"] for h in outcome.hits} == {"other"}
+
+
+@pytest.mark.sqlite
+def test_vector_and_hybrid_search_take_the_quantised_path_in_a_large_constellation(
+    indexed, settings
+):
+    from memory.search.engine import scope_sizes_forget
+
+    def run(mode: str):
+        scope_sizes_forget()
+        return folder_search(folders=[indexed], query="puppy outdoors", mode=mode)
+
+    settings.SEARCH_QUANTISED_ABOVE = 0
+    exact = run("vector")
+    settings.SEARCH_QUANTISED_ABOVE = 2
+    large = run("vector")
+    assert (exact.quantised, large.quantised, run("hybrid").quantised) == (
+        False,
+        True,
+        True,
+    )
+    assert passage_hit_payload(large.hits[0])["path"] == "pets.md"
+    assert [h.row.pk for h in large.hits] == [h.row.pk for h in exact.hits]
+    settings.SEARCH_QUANTISED_ABOVE = 3
+    assert not run("vector").quantised
