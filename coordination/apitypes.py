@@ -138,7 +138,7 @@ class ErrorOut(Schema):
         description="Stable machine-readable kind: not_found, invalid_input, "
         "validation_error, auth_required, auth_failed, permission_denied, "
         "conflict, limit_exceeded, malformed_body, payload_too_large, "
-        "method_not_allowed.",
+        "too_many_files, method_not_allowed.",
         examples=["not_found"],
     )
     errors: list[FieldErrorOut] | None = Field(

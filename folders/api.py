@@ -11,11 +11,13 @@ from typing import Any
 
 from django.http import HttpRequest
 from ninja import File, Router, UploadedFile
+from ninja.decorators import decorate_view
 from ninja.responses import Status
 
 from coordination.apitypes import Id, error_responses
 from coordination.auth import request_actor
 from folders.files import selectors, services
+from folders.files.ingest import MAX_PATH_CHARS, MAX_PATH_DEPTH
 from folders.files.models import Folder
 from folders.permissions import Right
 from folders.schemas import (
@@ -46,6 +48,7 @@ from folders.schemas import (
     WindowOut,
 )
 from folders.tools import agent
+from folders.uploads import keep_upload_paths, upload_path
 
 router = Router(tags=["folders"])
 
@@ -197,9 +200,16 @@ def list_files(request: HttpRequest, folder_id: Id) -> Any:
     summary="Upload files",
     description=(
         "Multipart upload of one or more files (field `files`); a `.zip` is"
-        " expanded with its directory tree.  Identical content is a no-op."
+        " expanded with its directory tree.  A part's file name may be a"
+        " relative path (`docs/specs/a.md`, as a browser sends a directory):"
+        " the file is stored there.  A path with `..`, a leading `/`,"
+        f" backslashes, control characters, more than {MAX_PATH_DEPTH} levels"
+        f" or over {MAX_PATH_CHARS} characters refuses the whole upload (422),"
+        " nothing stored."
+        "  Identical content is a no-op."
     ),
 )
+@decorate_view(keep_upload_paths)
 def upload_files(
     request: HttpRequest, folder_id: Id, files: File[list[UploadedFile]]
 ) -> Any:
@@ -207,7 +217,7 @@ def upload_files(
     folder = selectors.folder_get_for_actor(
         actor=actor, folder_id=folder_id, right=Right.WRITE
     )
-    uploads = [(f.name or "", f.read()) for f in files]
+    uploads = [(upload_path(f), f.read()) for f in files]
     changes = services.files_upload(actor=actor, folder=folder, uploads=uploads)
     return Status(201, {"changes": [_change_out(c) for c in changes]})
 

@@ -267,6 +267,11 @@ class FileSearchOut(Schema):
     mode_requested: str
     mode_used: str
     degraded: str
+    quantised: bool = Field(
+        False,
+        description="Vectors were searched by the quantised path (binary KNN,"
+        " re-scored exactly), as in folders of many passages.",
+    )
 
 
 # --- Letta-compatible shapes ----------------------------------------------------

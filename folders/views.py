@@ -8,6 +8,7 @@ posts call one service each; a domain error comes back as a message.
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -79,7 +80,7 @@ def _tree(files: list[Any]) -> list[dict[str, Any]]:
             directory = "/".join(parts[: depth + 1])
             if directory not in shown:
                 shown.add(directory)
-                rows.append({"dir": parts[depth], "depth": depth})
+                rows.append({"dir": parts[depth], "path": directory, "depth": depth})
         rows.append(
             {
                 "file": file,
@@ -122,6 +123,7 @@ def folder_page(request: HttpRequest, folder_id: int) -> HttpResponse:
             "modes": SEARCH_MODES,
             "hits": hits,
             "degraded": degraded,
+            "upload_max_files": settings.DATA_UPLOAD_MAX_NUMBER_FILES,
         },
     )
 

@@ -16,9 +16,11 @@ import functools
 import json
 from typing import Any
 
-from django.core.exceptions import RequestDataTooBig
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, TooManyFilesSent
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.multipartparser import MultiPartParserError
 from ninja import Field, NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
@@ -186,6 +188,27 @@ def model_validation_error(
 def request_too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
     return _error(
         request, 413, f"request body is too large: {exc}", "payload_too_large"
+    )
+
+
+@api.exception_handler(TooManyFilesSent)
+def too_many_files(request: HttpRequest, exc: TooManyFilesSent) -> HttpResponse:
+    limit = settings.DATA_UPLOAD_MAX_NUMBER_FILES
+    return _error(
+        request,
+        413,
+        f"a request may carry at most {limit} files; send the rest in further"
+        " requests, or as a .zip",
+        "too_many_files",
+    )
+
+
+@api.exception_handler(MultiPartParserError)
+def multipart_unreadable(
+    request: HttpRequest, exc: MultiPartParserError
+) -> HttpResponse:
+    return _error(
+        request, 400, f"the multipart body could not be read: {exc}", "malformed_body"
     )
 
 

@@ -1,7 +1,8 @@
 """Turning uploaded bytes and files on disk into checked paths and text.
 
 Every path is a relative POSIX path: empty parts, ``.``/``..``, absolute
-paths, backslashes and NUL are refused before anything is stored or read.
+paths, backslashes, NUL and other control characters, and paths too long or
+too deep are refused before anything is stored or read.
 Text, Markdown, source code, CSV, JSON and HTML (kept as its source text)
 are decoded as UTF-8; PDF text is extracted with pypdf; anything else is a
 binary file and refused with the list of what is accepted.  A zip is
@@ -28,6 +29,7 @@ from coordination.errors import InvalidInput, LimitExceeded
 
 ACCEPTED = "text, Markdown, source code, CSV, JSON, HTML and PDF files"
 MAX_PATH_CHARS = 1024
+MAX_PATH_DEPTH = 32  # directories above a file, plus the file
 _TEXT_TYPES = {
     ".md": "text/markdown",
     ".markdown": "text/markdown",
@@ -62,21 +64,37 @@ class Document:
 
 def clean_path(raw: str) -> str:
     """``raw`` as a normalised relative POSIX path, or InvalidInput."""
+    shown = _shown(raw)
     if not raw or "\x00" in raw:
-        raise InvalidInput(f"file path {raw!r} is empty or contains NUL")
+        raise InvalidInput(f"file path {shown} is empty or contains NUL")
+    if any(ord(c) < 32 or ord(c) == 127 for c in raw):
+        raise InvalidInput(f"file path {shown} contains a control character")
     if "\\" in raw:
-        raise InvalidInput(f"file path {raw!r} uses backslashes; use '/'")
+        raise InvalidInput(f"file path {shown} uses backslashes; use '/'")
     if raw.startswith("/"):
-        raise InvalidInput(f"file path {raw!r} is absolute; give a relative path")
+        raise InvalidInput(f"file path {shown} is absolute; give a relative path")
+    if raw.endswith("/"):
+        raise InvalidInput(f"file path {shown} ends with '/': it names a directory")
     parts = [p for p in raw.split("/") if p not in ("", ".")]
     if any(p == ".." for p in parts):
-        raise InvalidInput(f"file path {raw!r} leaves its folder ('..')")
+        raise InvalidInput(f"file path {shown} leaves its folder ('..')")
     if not parts:
-        raise InvalidInput(f"file path {raw!r} names no file")
+        raise InvalidInput(f"file path {shown} names no file")
+    if len(parts) > MAX_PATH_DEPTH:
+        raise InvalidInput(
+            f"file path {shown} is {len(parts)} levels deep; at most {MAX_PATH_DEPTH}"
+        )
     path = str(PurePosixPath(*parts))
     if len(path) > MAX_PATH_CHARS:
-        raise InvalidInput(f"file path is {len(path)} chars; at most {MAX_PATH_CHARS}")
+        raise InvalidInput(
+            f"file path {shown} is {len(path)} chars; at most {MAX_PATH_CHARS}"
+        )
     return path
+
+
+def _shown(raw: str) -> str:
+    # A refused path is quoted in the error, cut short: it may be huge.
+    return repr(raw) if len(raw) <= 120 else f"{raw[:120]!r}…"
 
 
 def document_from_bytes(path: str, data: bytes) -> Document:

@@ -156,6 +156,7 @@ def files_search_tool(*, actor: Actor, args: FileSearchIn) -> dict[str, Any]:
         "mode_requested": outcome.mode_requested,
         "mode_used": outcome.mode_used,
         "degraded": outcome.degraded,
+        "quantised": outcome.quantised,
     }
 
 

@@ -5,6 +5,12 @@ The same engine, modes and fusion as archival search
 filtered to the searched folders (the index's owner column) and the
 candidates to the rows the caller may see.  A hit cites
 ``folder/path:start-end``.
+
+Past ``SEARCH_QUANTISED_ABOVE`` passages in the constellation, vector
+searches take the engine's quantised path (binary KNN, re-scored exactly)
+like hybrid ones: an exact search scans every vector, which at 100,000
+passages alone costs more than the search's latency target.  Archival
+search keeps ``vector`` mode exact.
 """
 
 from collections.abc import Callable, Sequence
@@ -18,7 +24,14 @@ from folders.files.models import FilePassage, Folder
 from folders.files.selectors import folder_list_for_actor
 from memory.longterm.domains import DomainQuery
 from memory.search.embedder import embed_query, embedding_status
-from memory.search.engine import SEARCH_MODES, Fusion, Hit, SearchOutcome, search
+from memory.search.engine import (
+    SEARCH_MODES,
+    Fusion,
+    Hit,
+    SearchOutcome,
+    scope_is_large,
+    search,
+)
 
 MAX_QUERY_CHARS = 2000
 MAX_LIMIT = 50
@@ -33,12 +46,14 @@ def folder_search(
     path: str | None = None,
     fusion: Fusion | None = None,
     query_vector: Callable[[str], np.ndarray | None] | None = None,
+    quantised: bool | None = None,
 ) -> SearchOutcome:
     """Passages of ``folders`` (permission-checked by the caller, all of one
     constellation) best matching ``query``; ``path``: one file, or a
     directory prefix ending in "/".  ``fusion`` and ``query_vector``: those
     of a search over several domains (default: the engine's fusion, the
-    query embedded here)."""
+    query embedded here).  ``quantised`` None: the quantised path for
+    vector and hybrid searches of a large constellation (above)."""
     if not query.strip():
         raise InvalidInput("the search query is empty; give some words to look for")
     if mode not in SEARCH_MODES:
@@ -65,17 +80,21 @@ def folder_search(
     status = embedding_status()
     if query_vector is None and status.available:
         query_vector = embed_query
+    scope_id = scopes.pop()
+    if quantised is None and mode == "vector":
+        quantised = scope_is_large(FILE_PASSAGE_INDEX, scope_id=scope_id)
     return search(
         FILE_PASSAGE_INDEX,
         text=query[:MAX_QUERY_CHARS],
         allowed=allowed,
-        scope_id=scopes.pop(),
+        scope_id=scope_id,
         owner_ids=ids,
         mode=mode,
         limit=limit,
         query_vector=query_vector,
         fusion=fusion,
         degraded_reason=status.reason,
+        quantised=quantised,
     )
 
 

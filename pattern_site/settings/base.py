@@ -301,6 +301,9 @@ WHITENOISE_MIMETYPES = {".wasm": "application/wasm"}
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int(
     "PATTERN_MAX_REQUEST_BYTES", default=2 * 1024 * 1024
 )
+# Files one multipart request may carry (more: a clear 413); the folder
+# page sends a dropped directory in requests of at most this many files.
+DATA_UPLOAD_MAX_NUMBER_FILES = env.int("PATTERN_MAX_REQUEST_FILES", default=100)
 
 LOGGING = {
     "version": 1,

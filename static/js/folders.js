@@ -12,17 +12,16 @@ function setBar(bar, percent) {
   bar.classList.toggle("done", percent >= 100);
 }
 
-function fileRow(file) {
-  const tree = document.querySelector("[data-tree]");
-  let row = tree.querySelector(`[data-file-id="${file.id}"]`);
-  if (row) return row;
+// A new file's row; it takes its place in the tree in placeRows.
+function fileRow(file, tree) {
   tree.querySelector("[data-tree-empty]")?.remove();
-  row = document.createElement("li");
+  const row = document.createElement("li");
   row.dataset.fileId = file.id;
+  row.dataset.path = file.path;
   row.style.setProperty("--depth", file.path.split("/").length - 1);
   const link = document.createElement("a");
   link.href = `${summary.dataset.fileUrl}${file.id}/`;
-  link.textContent = file.path;
+  link.textContent = file.path.split("/").pop();
   link.title = file.path;
   const state = document.createElement("span");
   state.className = "badge";
@@ -38,15 +37,52 @@ function fileRow(file) {
   percent.dataset.filePercent = "";
   row.className = "tree-file";
   row.append(link, state, progress, percent);
-  tree.append(row);
   return row;
 }
 
-function showFile(file) {
-  const row = fileRow(file);
-  row.querySelector("[data-file-state]").textContent = file.state ?? file.index_state;
-  setBar(row.querySelector("[data-file-bar]"), file.percent);
-  row.querySelector("[data-file-percent]").textContent = `${file.percent}%`;
+// The tree as the server draws it: files by path, each directory's row
+// before its first file.
+function placeRows(tree) {
+  const files = [...tree.querySelectorAll("[data-file-id]")].sort((a, b) =>
+    a.dataset.path < b.dataset.path ? -1 : a.dataset.path > b.dataset.path ? 1 : 0,
+  );
+  const dirs = new Map([...tree.querySelectorAll("[data-dir]")].map((row) => [row.dataset.dir, row]));
+  const placed = new Set();
+  for (const file of files) {
+    const parts = file.dataset.path.split("/");
+    for (let depth = 0; depth < parts.length - 1; depth++) {
+      const path = parts.slice(0, depth + 1).join("/");
+      if (placed.has(path)) continue;
+      let row = dirs.get(path);
+      if (!row) {
+        row = document.createElement("li");
+        row.className = "tree-dir";
+        row.dataset.dir = path;
+        row.style.setProperty("--depth", depth);
+        row.textContent = `${parts[depth]}/`;
+      }
+      tree.append(row);
+      placed.add(path);
+    }
+    tree.append(file);
+  }
+}
+
+function showFiles(files) {
+  const tree = document.querySelector("[data-tree]");
+  let added = false;
+  for (const file of files) {
+    let row = tree.querySelector(`[data-file-id="${file.id}"]`);
+    if (!row) {
+      row = fileRow(file, tree);
+      tree.append(row);
+      added = true;
+    }
+    row.querySelector("[data-file-state]").textContent = file.state ?? file.index_state;
+    setBar(row.querySelector("[data-file-bar]"), file.percent);
+    row.querySelector("[data-file-percent]").textContent = `${file.percent}%`;
+  }
+  if (added) placeRows(tree);
 }
 
 function showFolder(counts) {
@@ -65,15 +101,50 @@ async function refresh() {
     fetch(`${api}/files`, { credentials: "same-origin" }).then((r) => r.json()),
   ]);
   showFolder(folder.counts);
-  files.forEach(showFile);
+  showFiles(files);
 }
 
-async function upload(files) {
-  const status = document.querySelector("[data-upload-status]");
-  if (!files.length) return;
+// A file inside a directory whose path has a part starting with "." (.git,
+// .DS_Store) is left out, as local folders leave it out of a rescan.
+function hidden(path) {
+  return path.includes("/") && path.split("/").some((part) => part.startsWith("."));
+}
+
+function readEntries(reader) {
+  return new Promise((resolve, reject) => reader.readEntries(resolve, reject));
+}
+
+// [file, path] pairs of a dropped entry; a directory is walked, each file
+// keeping its path below the drop ("notes/2024/a.md").
+async function entryFiles(entry, out) {
+  if (entry.isFile) {
+    const file = await new Promise((resolve, reject) => entry.file(resolve, reject));
+    out.push([file, entry.fullPath.replace(/^\/+/, "")]);
+  } else if (entry.isDirectory) {
+    const reader = entry.createReader();
+    // readEntries answers in batches, then with none.
+    for (let batch = await readEntries(reader); batch.length; batch = await readEntries(reader)) {
+      for (const child of batch) await entryFiles(child, out);
+    }
+  }
+}
+
+async function droppedFiles(transfer) {
+  // The drop's items are readable only during the event: take every entry
+  // and file before the first await.
+  const items = [...transfer.items].filter((item) => item.kind === "file");
+  const taken = items.map((item) => [item.webkitGetAsEntry?.(), item.getAsFile()]);
+  const out = [];
+  for (const [entry, file] of taken) {
+    if (entry) await entryFiles(entry, out);
+    else if (file) out.push([file, file.name]);
+  }
+  return out;
+}
+
+async function sendBatch(pairs) {
   const body = new FormData();
-  for (const file of files) body.append("files", file, file.name);
-  status.textContent = `Uploading ${files.length} file(s)…`;
+  for (const [file, path] of pairs) body.append("files", file, path);
   const response = await fetch(`${summary.dataset.folderApi}/files`, {
     method: "POST",
     body,
@@ -81,16 +152,44 @@ async function upload(files) {
     headers: { "X-CSRFToken": csrfToken() },
   });
   const result = await response.json();
-  if (!response.ok) {
-    status.textContent = result.detail || `Upload failed (${response.status})`;
-    status.classList.add("error-text");
+  if (!response.ok) throw new Error(result.detail || `Upload failed (${response.status})`);
+  return result.changes;
+}
+
+// Uploads [file, path] pairs in requests of at most the server's file
+// count per request; each request is stored whole or not at all.
+async function upload(pairs) {
+  const status = document.querySelector("[data-upload-status]");
+  const kept = pairs.filter(([, path]) => !hidden(path));
+  const skipped = pairs.length - kept.length;
+  if (!kept.length) {
+    if (skipped) status.textContent = `Only hidden files (${skipped}); nothing uploaded.`;
     return;
   }
+  status.classList.remove("error-text");
+  const size = Number(dropzone.dataset.maxFiles) || 100;
   const counts = {};
-  for (const change of result.changes) counts[change.status] = (counts[change.status] || 0) + 1;
-  status.textContent = Object.entries(counts)
-    .map(([what, n]) => `${n} ${what}`)
-    .join(", ");
+  let sent = 0;
+  try {
+    for (; sent < kept.length; sent += size) {
+      const batch = kept.slice(sent, sent + size);
+      status.textContent =
+        kept.length > size
+          ? `Uploading files ${sent + 1}–${sent + batch.length} of ${kept.length}…`
+          : `Uploading ${kept.length} file(s)…`;
+      for (const change of await sendBatch(batch)) {
+        counts[change.status] = (counts[change.status] || 0) + 1;
+      }
+    }
+  } catch (error) {
+    status.textContent = sent ? `${error.message} (${sent} files before it were stored)` : error.message;
+    status.classList.add("error-text");
+    await refresh();
+    return;
+  }
+  const parts = Object.entries(counts).map(([what, n]) => `${n} ${what}`);
+  if (skipped) parts.push(`${skipped} hidden skipped`);
+  status.textContent = parts.join(", ");
   await refresh();
 }
 
@@ -105,7 +204,7 @@ function listen(attempt = 0) {
     const message = JSON.parse(event.data);
     if (message.type !== "folder.progress") return;
     showFolder(message.folder);
-    message.files.forEach(showFile);
+    showFiles(message.files);
   });
   socket.addEventListener("close", () => {
     summary.dataset.live = "off";
@@ -116,6 +215,7 @@ function listen(attempt = 0) {
 const dropzone = document.querySelector("[data-dropzone]");
 if (dropzone) {
   const input = dropzone.querySelector("[data-file-input]");
+  const folderInput = dropzone.querySelector("[data-folder-input]");
   dropzone.addEventListener("dragover", (event) => {
     event.preventDefault();
     dropzone.classList.add("over");
@@ -124,10 +224,20 @@ if (dropzone) {
   dropzone.addEventListener("drop", (event) => {
     event.preventDefault();
     dropzone.classList.remove("over");
-    upload([...event.dataTransfer.files]);
+    droppedFiles(event.dataTransfer).then(upload);
   });
   dropzone.addEventListener("submit", (event) => event.preventDefault());
-  input.addEventListener("change", () => upload([...input.files]));
+  // Each input is emptied once read, so choosing the same again uploads again.
+  input.addEventListener("change", () => {
+    const pairs = [...input.files].map((file) => [file, file.name]);
+    input.value = "";
+    upload(pairs);
+  });
+  folderInput.addEventListener("change", () => {
+    const pairs = [...folderInput.files].map((file) => [file, file.webkitRelativePath || file.name]);
+    folderInput.value = "";
+    upload(pairs);
+  });
 }
 if (summary) listen();
 

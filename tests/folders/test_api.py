@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
+from urllib3 import encode_multipart_formdata
 
 from coordination.agents.services import agent_token_issue
 from folders.files import services
@@ -195,3 +196,81 @@ def test_detach_closes_the_agents_windows(folder, stored, writer, human):
         ).status_code
         == 404
     )
+
+
+def _post_parts(client: Client, folder: Any, parts: list[tuple[str, bytes]]) -> Any:
+    """Multipart ``files`` named as given (Django's test client would keep
+    only their last part)."""
+    body, content_type = encode_multipart_formdata(
+        [("files", (name, data, "text/plain")) for name, data in parts]
+    )
+    extra = {"HTTP_X_CSRFTOKEN": _csrf(client)} if "sessionid" in client.cookies else {}
+    return client.post(
+        f"/api/folders/{folder.pk}/files", body, content_type=content_type, **extra
+    )
+
+
+@pytest.mark.parametrize("who", ["agent", "partner"])
+def test_multipart_file_names_with_directories_keep_the_tree(
+    who, folder, writer, partner_client
+):
+    client = _client(writer) if who == "agent" else partner_client
+    parts = [
+        ("docs/specs/a.md", b"# A\n"),
+        ("docs/b.csv", b"x,y\n1,2\n"),
+        ("top.txt", b"top\n"),
+        ("docs/specs/a.md.bak/c.md", b"c\n"),
+    ]
+    response = _post_parts(client, folder, parts)
+    assert response.status_code == 201, response.content
+    stored = sorted(FolderFile.objects.values_list("path", flat=True))
+    assert stored == sorted(name for name, _data in parts)
+    assert sorted(c["path"] for c in response.json()["changes"]) == stored
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("../outside.md", "leaves its folder"),
+        ("docs/../../outside.md", "leaves its folder"),
+        ("..", "leaves its folder"),
+        ("docs/..", "leaves its folder"),
+        ("/etc/passwd", "is absolute"),
+        ("docs\\evil.md", "backslashes"),
+        ("docs/", "names a directory"),
+        ("a\x00b.md", "NUL"),
+        ("a\x01b.md", "control character"),
+        ("&#46;&#46;/outside.md", "leaves its folder"),
+        ("/".join(["d"] * 40) + "/a.md", "41 levels deep; at most 32"),
+    ],
+)
+def test_multipart_paths_leaving_the_folder_refuse_the_whole_upload(
+    name, reason, folder, writer
+):
+    response = _post_parts(
+        _client(writer), folder, [("ok.md", b"ok\n"), (name, b"x\n")]
+    )
+    assert response.status_code == 422, response.content
+    assert reason in response.json()["detail"]
+    assert not FolderFile.objects.exists()
+
+
+def test_a_file_name_past_the_part_header_limit_is_a_400(folder, writer):
+    # Django reads at most 1,024 bytes of a part's headers, so a name near
+    # the path length limit cannot arrive in a multipart body at all.
+    parts = [("ok.md", b"ok\n"), ("x" * 1100 + ".md", b"x\n")]
+    response = _post_parts(_client(writer), folder, parts)
+    assert response.status_code == 400, response.content
+    assert response.json()["code"] == "malformed_body"
+    assert "header size" in response.json()["detail"]
+    assert not FolderFile.objects.exists()
+
+
+def test_more_files_than_a_request_may_carry_is_a_413(folder, writer, settings):
+    settings.DATA_UPLOAD_MAX_NUMBER_FILES = 2
+    parts = [(f"d/{n}.md", b"x\n") for n in range(3)]
+    response = _post_parts(_client(writer), folder, parts)
+    assert response.status_code == 413, response.content
+    assert response.json()["code"] == "too_many_files"
+    assert "at most 2 files" in response.json()["detail"]
+    assert not FolderFile.objects.exists()

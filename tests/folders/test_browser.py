@@ -1,13 +1,16 @@
-"""Headless Chromium: drag and drop two files, watch indexing reach 100%."""
+"""Headless Chromium: drag and drop two files, watch indexing reach 100%;
+choose a folder, its tree is kept."""
 
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from coordination.actors import Actor
 from folders.files import services
+from folders.models import FolderFile
 from pattern_site.processes import daphne_command, free_port, wait_for_port
 from tests.conftest import subprocess_env
 from tests.factories import ConstellationFactory, UserFactory
@@ -45,9 +48,8 @@ def eager_daphne(transactional_db: None) -> Iterator[str]:
             proc.kill()
 
 
-def test_drag_and_drop_upload_reaches_100_percent(
-    transactional_db: None, eager_daphne: str, browser: Any
-) -> None:
+def _folder_page(server: str, browser: Any) -> tuple[Any, Any]:
+    """A logged-in partner's page of a new virtual folder, live."""
     user = UserFactory(username="dropper")
     user.set_password("drop-password-1")
     user.save()
@@ -56,24 +58,146 @@ def test_drag_and_drop_upload_reaches_100_percent(
         actor=Actor.for_user(user), constellation_id=constellation.pk, name="inbox"
     )
     page = browser.new_page()
-    page.goto(f"{eager_daphne}/login/")
+    page.goto(f"{server}/login/")
     page.fill("#id_username", "dropper")
     page.fill("#id_password", "drop-password-1")
     page.click("button[type=submit]")
-    page.goto(f"{eager_daphne}/folders/{folder.pk}/")
+    page.goto(f"{server}/folders/{folder.pk}/")
     page.wait_for_selector("[data-live=on]", timeout=10_000)
-    notes = "\n".join(f"meeting note {n} about the garden" for n in range(300))
-    page.evaluate(
-        DROP, ["[data-dropzone]", [["notes.md", notes], ["data.csv", "a,b\n1,2\n"]]]
-    )
+    return folder, page
+
+
+def _wait_indexed(page: Any, *, files: int) -> None:
+    """Until the tree shows ``files`` files, all indexed, and the upload's
+    answer is in (progress may arrive over the socket before it)."""
     page.wait_for_function(
-        "document.querySelectorAll('[data-file-id]').length === 2", timeout=20_000
+        f"document.querySelectorAll('[data-file-id]').length === {files}",
+        timeout=20_000,
     )
     page.wait_for_function(
         "document.querySelector('[data-folder-percent]').textContent === '100%'",
         timeout=60_000,
     )
+    _wait_answered(page)
+
+
+def _stored(folder: Any) -> list[str]:
+    return sorted(
+        FolderFile.objects.filter(folder=folder).values_list("path", flat=True)
+    )
+
+
+def _wait_answered(page: Any) -> None:
+    page.wait_for_function(
+        "document.querySelector('[data-upload-status]').textContent"
+        ".includes('created')",
+        timeout=20_000,
+    )
+
+
+def test_drag_and_drop_upload_reaches_100_percent(
+    transactional_db: None, eager_daphne: str, browser: Any
+) -> None:
+    _folder, page = _folder_page(eager_daphne, browser)
+    notes = "\n".join(f"meeting note {n} about the garden" for n in range(300))
+    page.evaluate(
+        DROP, ["[data-dropzone]", [["notes.md", notes], ["data.csv", "a,b\n1,2\n"]]]
+    )
+    _wait_indexed(page, files=2)
     percents = page.locator("[data-file-percent]").all_inner_texts()
     assert percents == ["100%", "100%"]
     assert "2 created" in page.inner_text("[data-upload-status]")
     assert "2 files" in page.inner_text("[data-folder-counts]")
+
+
+def test_choosing_a_folder_uploads_its_tree(
+    transactional_db: None, eager_daphne: str, browser: Any, tmp_path: Path
+) -> None:
+    root = tmp_path / "project"
+    (root / "docs" / "specs").mkdir(parents=True)
+    (root / "docs" / "specs" / "api.md").write_text("# API\nendpoints and tokens\n")
+    (root / "docs" / "guide.md").write_text("# Guide\nhow to start\n")
+    (root / "notes.txt").write_text("a note\n")
+    (root / ".git").mkdir()
+    (root / ".git" / "index").write_bytes(b"\x00binary index")  # left out
+    folder, page = _folder_page(eager_daphne, browser)
+    page.set_input_files("[data-folder-input]", str(root))
+    _wait_indexed(page, files=3)
+    assert page.inner_text("[data-upload-status]") == "3 created, 1 hidden skipped"
+    assert _stored(folder) == [
+        "project/docs/guide.md",
+        "project/docs/specs/api.md",
+        "project/notes.txt",
+    ]
+    # The live tree is drawn as the server draws it on a reload.
+    page.screenshot(path=str(tmp_path / "folder.png"), full_page=True)
+    rows = ["0 project/", "1 docs/", "2 guide.md", "2 specs/", "3 api.md"]
+    rows.append("1 notes.txt")
+    assert _tree_rows(page) == rows
+    page.reload()
+    assert _tree_rows(page) == rows
+
+
+def _tree_rows(page: Any) -> list[str]:
+    """Each tree row as "depth name" (a directory's name with its '/')."""
+    return page.eval_on_selector_all(
+        "[data-tree] li",
+        "rows => rows.map(r => r.style.getPropertyValue('--depth').trim() + ' '"
+        " + (r.dataset.dir !== undefined ? r.textContent.trim()"
+        " : r.querySelector('a').textContent))",
+    )
+
+
+# A dropped folder as Chromium hands it over: DataTransferItems whose
+# webkitGetAsEntry() is a directory entry, read in batches by readEntries
+# until it answers none.  A page cannot build real entries, so the drop
+# event carries look-alikes with the same interface.
+DROP_FOLDER = """
+([selector, tree]) => {
+  const entry = (path, node) => typeof node === "string"
+    ? { isFile: true, isDirectory: false, fullPath: path,
+        file: (ok) => ok(new File([node], path.split("/").pop())) }
+    : { isFile: false, isDirectory: true, fullPath: path,
+        createReader: () => {
+          const children = Object.entries(node)
+            .map(([n, c]) => entry(`${path}/${n}`, c));
+          const batches = [children.slice(0, 2), children.slice(2), []];
+          const next = (ok) => setTimeout(() => ok(batches.shift() || []), 5);
+          return { readEntries: next };
+        } };
+  const items = Object.entries(tree).map(([name, node]) => ({
+    kind: "file",
+    webkitGetAsEntry: () => entry(`/${name}`, node),
+    getAsFile: () => null,
+  }));
+  const drop = new Event("drop", { bubbles: true, cancelable: true });
+  Object.defineProperty(drop, "dataTransfer", { value: { items } });
+  document.querySelector(selector).dispatchEvent(drop);
+}
+"""
+
+
+def test_dropping_a_folder_walks_its_tree(
+    transactional_db: None, eager_daphne: str, browser: Any
+) -> None:
+    folder, page = _folder_page(eager_daphne, browser)
+    tree = {
+        "notes": {
+            "a.md": "alpha\n",
+            "b.md": "beta\n",
+            "2024": {"c.md": "gamma\n", "d.md": "delta\n", "e.csv": "x,y\n"},
+            ".git": {"HEAD": "ref\n"},
+        },
+        "loose.txt": "loose\n",
+    }
+    page.evaluate(DROP_FOLDER, ["[data-dropzone]", tree])
+    _wait_answered(page)
+    assert page.inner_text("[data-upload-status]") == "6 created, 1 hidden skipped"
+    assert _stored(folder) == [
+        "loose.txt",
+        "notes/2024/c.md",
+        "notes/2024/d.md",
+        "notes/2024/e.csv",
+        "notes/a.md",
+        "notes/b.md",
+    ]

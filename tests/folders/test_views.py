@@ -52,3 +52,12 @@ def test_folder_of_another_constellation_is_a_404_page(folder, client):
 
     client.force_login(UserFactory(username="nosy"))
     assert client.get(f"/folders/{folder.pk}/").status_code == 404
+
+
+def test_upload_area_offers_a_folder_and_sends_at_most_the_request_limit(
+    folder, partner_client, settings
+):
+    settings.DATA_UPLOAD_MAX_NUMBER_FILES = 7
+    page = partner_client.get(f"/folders/{folder.pk}/").content.decode()
+    assert 'data-max-files="7"' in page
+    assert 'type="file" webkitdirectory data-folder-input' in page

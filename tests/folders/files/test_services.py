@@ -121,12 +121,29 @@ def test_folder_size_limit_counts_files_already_there(folder, upload, settings):
 
 
 @pytest.mark.parametrize(
-    "path", ["../etc/passwd", "/etc/passwd", "a/../../b", "a\x00b", "a\\b"]
+    ("path", "reason"),
+    [
+        ("../etc/passwd", "leaves its folder"),
+        ("/etc/passwd", "is absolute"),
+        ("a/../../b", "leaves its folder"),
+        ("a\x00b", "NUL"),
+        ("a\\b", "backslashes"),
+        ("a\nb.md", "control character"),
+        ("docs/", "names a directory"),
+        ("/".join(["d"] * 32) + "/a.md", "33 levels deep; at most 32"),
+        ("a" * 1100 + ".md", "1103 chars; at most 1024"),
+    ],
 )
-def test_upload_paths_leaving_the_folder_are_refused(folder, upload, path):
-    with pytest.raises(InvalidInput):
-        upload(folder, (path, b"text\n"))
+def test_upload_paths_leaving_the_folder_are_refused(folder, upload, path, reason):
+    with pytest.raises(InvalidInput, match=reason):
+        upload(folder, ("fine.md", b"text\n"), (path, b"text\n"))
     assert not FolderFile.objects.exists()
+
+
+def test_upload_keeps_a_tree_at_the_deepest_allowed_level(folder, upload):
+    deep = "/".join(["d"] * 31) + "/a.md"
+    changes = upload(folder, (deep, b"deep\n"), ("./x//y.md", b"y\n"))
+    assert sorted(c.path for c in changes) == [deep, "x/y.md"]
 
 
 def _zip(members: dict[str, bytes]) -> bytes:
@@ -144,9 +161,16 @@ def test_zip_upload_expands_its_tree(folder, upload):
     assert FolderFile.objects.get(path="src/a.py").content_type == "text/x-python"
 
 
-def test_zip_with_traversal_member_is_refused(folder, upload):
-    with pytest.raises(InvalidInput, match="leaves its folder"):
-        upload(folder, ("evil.zip", _zip({"../../outside.txt": b"x\n"})))
+@pytest.mark.parametrize(
+    ("member", "reason"),
+    [
+        ("../../outside.txt", "leaves its folder"),
+        ("/".join(["d"] * 40) + "/a.md", "levels deep"),
+    ],
+)
+def test_zip_with_a_bad_member_path_is_refused(folder, upload, member, reason):
+    with pytest.raises(InvalidInput, match=reason):
+        upload(folder, ("evil.zip", _zip({"ok.md": b"x\n", member: b"x\n"})))
     assert not FolderFile.objects.exists()
 
 

@@ -121,3 +121,28 @@ def test_files_domain_never_reaches_a_folder_not_attached_or_elsewhere(
         actor=Actor.for_user(outsider), query="budget", domain="files", mode="fts"
     )
     assert theirs.hits == []
+
+
+@pytest.mark.sqlite
+def test_vector_and_hybrid_search_take_the_quantised_path_in_a_large_constellation(
+    indexed, settings
+):
+    from memory.search.engine import scope_sizes_forget
+
+    def run(mode: str):
+        scope_sizes_forget()
+        return folder_search(folders=[indexed], query="puppy outdoors", mode=mode)
+
+    settings.SEARCH_QUANTISED_ABOVE = 0
+    exact = run("vector")
+    settings.SEARCH_QUANTISED_ABOVE = 2
+    large = run("vector")
+    assert (exact.quantised, large.quantised, run("hybrid").quantised) == (
+        False,
+        True,
+        True,
+    )
+    assert passage_hit_payload(large.hits[0])["path"] == "pets.md"
+    assert [h.row.pk for h in large.hits] == [h.row.pk for h in exact.hits]
+    settings.SEARCH_QUANTISED_ABOVE = 3
+    assert not run("vector").quantised
