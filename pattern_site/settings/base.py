@@ -224,10 +224,22 @@ EMBEDDING_MODEL = env.str(
     "PATTERN_EMBEDDING_MODEL", default="sentence-transformers/all-MiniLM-L6-v2"
 )
 EMBEDDING_DIM = env.int("PATTERN_EMBEDDING_DIM", default=384)
-_default_model_dir = BASE_DIR.parent / "shared" / "models" / "all-MiniLM-L6-v2-onnx"
+# Where ``manage.py embedding_model_install`` writes the model by default.
+EMBEDDING_MODEL_INSTALL_DIR = DATA_DIR / "models" / "all-MiniLM-L6-v2-onnx"
+# The shared model directory first, else one built by embedding_model_install.
+_default_model_dir = next(
+    (
+        path
+        for path in (
+            BASE_DIR.parent / "shared" / "models" / "all-MiniLM-L6-v2-onnx",
+            EMBEDDING_MODEL_INSTALL_DIR,
+        )
+        if path.is_dir()
+    ),
+    None,
+)
 EMBEDDING_MODEL_DIR = env.str(
-    "PATTERN_EMBEDDING_MODEL_DIR",
-    default=str(_default_model_dir) if _default_model_dir.is_dir() else "",
+    "PATTERN_EMBEDDING_MODEL_DIR", default=str(_default_model_dir or "")
 )
 # ONNX Runtime threads per process embedding texts (0: one per core).  Two
 # worker processes with a thread per core each run slower together than one
