@@ -7,8 +7,10 @@ filters and the score breakdown are the engine's, shared by both vendors).
 Keywords: the terms and phrases of the engine's safe query
 (``memory.search.query.fts_query``), each turned into a tsquery by
 ``plainto_tsquery``/``phraseto_tsquery`` (which accept any text) and OR-ed,
-matched against the GIN-indexed ``tsv`` column, ranked by ``ts_rank_cd``,
-snippets from ``ts_headline``.  The ``bm25`` slot of a candidate holds the
+matched against the GIN-indexed ``tsv`` column (the row's text, its context
+and its date in words, told apart by weight labels), ranked by
+``ts_rank_cd`` with the engine's column weights, snippets from
+``ts_headline``.  The ``bm25`` slot of a candidate holds the
 negated ``ts_rank_cd`` (lower is better, as FTS5's bm25).
 
 Vectors: pgvector's HNSW index (cosine distance) gives
@@ -32,6 +34,7 @@ from memory.search.index import TextIndex, owner_sql
 from memory.search.postgres_index import (
     TS_CONFIG,
     pg_table,
+    tsv_weights,
     vector_from_binary,
     vector_literal,
 )
@@ -80,24 +83,36 @@ def pg_fts_candidates(
     scope_id: int,
     owner_ids: Sequence[int] | None,
     k: int,
+    context_weight: float = 0.0,
+    date_weight: float = 0.0,
 ) -> list[tuple[int, float, str]]:
-    """(row_id, -ts_rank_cd, snippet) of the best ``k`` keyword matches."""
+    """(row_id, -ts_rank_cd, snippet) of the best ``k`` keyword matches.
+
+    ``ts_rank_cd`` weighs a match in the row's text 1, in its context
+    ``context_weight``, in its date ``date_weight`` (the labels of ``tsv``,
+    ``TSV_LABELS``).  A row matched only where the weight is 0 ranks 0 and
+    is left out, as FTS5 leaves a column of weight 0 unsearched.  Snippets
+    come from the row's own text, for the returned rows only.
+    """
     tsquery, terms = tsquery_sql(query)
     if not tsquery:
         return []
     table = pg_table(index)
+    weights = tsv_weights(context_weight=context_weight, date_weight=date_weight)
     # The tsquery is written out where it is used, not taken from a CTE:
     # only a tsquery the planner sees as a constant uses the GIN index.
     sql = (
         f"SELECT row_id, -rank, ts_headline('{TS_CONFIG}',"
         f" replace(content, '<', %s), {tsquery}, %s)"
-        f" FROM (SELECT row_id, content, ts_rank_cd(tsv, {tsquery}) AS rank"
-        f" FROM {table} WHERE tsv @@ ({tsquery}) AND scope_id = %s"
-        f"{owner_sql(owner_ids, 'owner_id')}"
-        " ORDER BY rank DESC, row_id LIMIT %s) top ORDER BY rank DESC, row_id"
+        " FROM (SELECT row_id, content, rank"
+        f" FROM (SELECT row_id, content, ts_rank_cd(%s::float4[], tsv, {tsquery})"
+        f" AS rank FROM {table} WHERE tsv @@ ({tsquery}) AND scope_id = %s"
+        f"{owner_sql(owner_ids, 'owner_id')}) matched"
+        " WHERE rank > 0 ORDER BY rank DESC, row_id LIMIT %s) top"
+        " ORDER BY rank DESC, row_id"
     )
-    params: list[Any] = [_LT_STAND_IN, *terms, _headline_options(), *terms, *terms]
-    params += [scope_id, *(owner_ids or ()), k]
+    params: list[Any] = [_LT_STAND_IN, *terms, _headline_options(), weights]
+    params += [*terms, *terms, scope_id, *(owner_ids or ()), k]
     with connection.cursor() as cur:
         cur.execute(sql, params)
         return [

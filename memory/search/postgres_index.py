@@ -2,11 +2,15 @@
 
 One plain table per base table, ``<base_table>_pgsearch``, keyed like the
 SQLite index tables by the base row's primary key, with the two filter
-columns ``scope_id`` and ``owner_id``; it holds the text (the ``tsv``
-column, a generated ``tsvector`` under a GIN index, follows it), and the
-vector as a pgvector ``vector(384)`` under an HNSW index (cosine distance).
-A row may have a text and no vector or the reverse, as on SQLite.  The
-migrations create the tables (``memory/migrations/0007``); the functions
+columns ``scope_id`` and ``owner_id``; it holds the text in the three
+columns of the SQLite FTS5 table (``content``, ``context``: the rows
+before it, ``dated``: its date in words) and the vector as a pgvector
+``vector(384)`` under an HNSW index (cosine distance).  The ``tsv`` column,
+a generated ``tsvector`` under a GIN index, holds the three texts told
+apart by weight labels (``TSV_LABELS``), so that one index matches all
+three and the ranking weighs each as FTS5's column weights do.  A row may
+have a text and no vector or the reverse, as on SQLite.  The migrations
+create the tables (``memory/migrations/0010``, ``0011``); the functions
 here are the PostgreSQL side of ``memory.search.index``.
 """
 
@@ -22,6 +26,19 @@ if TYPE_CHECKING:
 # Text search configuration of the ``tsv`` column and of every query: the
 # same stemming as the SQLite side's porter tokenizer.
 TS_CONFIG = "english"
+
+
+# The weight label of each text column inside ``tsv``.  The row's own text
+# keeps ``to_tsvector``'s default label, D: a ``tsvector`` made from the
+# content alone ranks the same.  ``ts_rank_cd`` takes its weights in the
+# order D, C, B, A (``tsv_weights``).
+TSV_LABELS = {"content": "D", "context": "C", "dated": "B"}
+
+
+def tsv_weights(*, context_weight: float, date_weight: float) -> list[float]:
+    """The ``ts_rank_cd`` weights for these column weights (the content's
+    is 1, as in the engine's BM25; the unused label A gets 0)."""
+    return [1.0, float(context_weight), float(date_weight), 0.0]
 
 
 def pg_table(index: "TextIndex") -> str:
@@ -42,14 +59,17 @@ def vector_from_binary(data: bytes) -> np.ndarray:
 
 
 def pg_put_texts(
-    index: "TextIndex", *, rows: Sequence[tuple[int, int, int, str]]
+    index: "TextIndex", *, rows: Sequence[tuple[int, int, int, str, str, str]]
 ) -> None:
+    """Store (row_id, scope_id, owner_id, content, context, dated) rows."""
     with connection.cursor() as cur:
         cur.executemany(
-            f"INSERT INTO {pg_table(index)} (row_id, scope_id, owner_id, content)"
-            " VALUES (%s, %s, %s, %s) ON CONFLICT (row_id) DO UPDATE SET"
+            f"INSERT INTO {pg_table(index)}"
+            " (row_id, scope_id, owner_id, content, context, dated)"
+            " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (row_id) DO UPDATE SET"
             " scope_id = EXCLUDED.scope_id, owner_id = EXCLUDED.owner_id,"
-            " content = EXCLUDED.content",
+            " content = EXCLUDED.content, context = EXCLUDED.context,"
+            " dated = EXCLUDED.dated",
             [list(row) for row in rows],
         )
 

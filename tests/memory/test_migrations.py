@@ -45,3 +45,56 @@ def test_block_snapshots_move_into_their_own_rows():
     MemoryBlock = apps.get_model("memory", "MemoryBlock")
     assert bytes(MemoryBlock.objects.get(pk=full.pk).snapshot) == snapshot
     _migrate()
+
+
+@pytest.mark.pgvector
+@pytest.mark.django_db(transaction=True)
+def test_postgres_search_rows_get_their_context_and_date_in_words():
+    apps = _migrate(("memory", "0010_postgres_search"))
+    User = apps.get_model("auth", "User")
+    Constellation = apps.get_model("coordination", "Constellation")
+    Agent = apps.get_model("coordination", "Agent")
+    ArchivalEntry = apps.get_model("memory", "ArchivalEntry")
+    partner = User.objects.create(username="mig")
+    constellation = Constellation.objects.create(name="Mig", partner=partner)
+    agent = Agent.objects.create(constellation=constellation, name="Mig")
+    entries = [
+        ArchivalEntry.objects.create(
+            agent=agent,
+            constellation=constellation,
+            content=content,
+            content_hash=content,
+            metadata=metadata,
+        )
+        for content, metadata in (
+            ("the heron", {"date": "2024-01-07"}),
+            ("the lake", {"date": "not a date"}),
+            ("the reeds", {}),
+        )
+    ]
+    table = "memory_archivalentry_pgsearch"
+    with connection.cursor() as cur:
+        cur.executemany(
+            f"INSERT INTO {table} (row_id, scope_id, owner_id, content)"
+            " VALUES (%s, %s, %s, %s)",
+            [(e.pk, constellation.pk, agent.pk, e.content) for e in entries],
+        )
+
+    _migrate(("memory", "0011_pgsearch_context_and_date"))
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT context, dated FROM {table} ORDER BY row_id")
+        rows = cur.fetchall()
+        cur.execute(
+            f"SELECT row_id FROM {table} WHERE tsv @@ to_tsquery('english', 'heron:C')"
+        )
+        heron_in_context = sorted(row_id for (row_id,) in cur.fetchall())
+    assert [context for context, _dated in rows] == [
+        "",
+        "the heron",
+        "the heron\nthe lake",
+    ]
+    assert rows[0][1] == "7 January Jan Sunday 2024"
+    stored = entries[1].created_at.date()
+    assert rows[1][1].startswith(f"{stored.day} {stored:%B} ")
+    assert heron_in_context == [entries[1].pk, entries[2].pk]
+    _migrate()
