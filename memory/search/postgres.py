@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 
 from memory.search.index import TextIndex, owner_sql
 from memory.search.postgres_index import (
@@ -101,23 +101,26 @@ def pg_fts_candidates(
     weights = tsv_weights(context_weight=context_weight, date_weight=date_weight)
     # The tsquery is written out where it is used, not taken from a CTE:
     # only a tsquery the planner sees as a constant uses the GIN index.
+    # Every match is ranked (the order needs it), the headline is made for
+    # the returned rows only.  Rows ranked 0 (matched only in a column of
+    # weight 0) sort last and are dropped here: a ``rank > 0`` condition in
+    # the query would have ``ts_rank_cd`` computed twice per match.
     sql = (
         f"SELECT row_id, -rank, ts_headline('{TS_CONFIG}',"
         f" replace(content, '<', %s), {tsquery}, %s)"
-        " FROM (SELECT row_id, content, rank"
         f" FROM (SELECT row_id, content, ts_rank_cd(%s::float4[], tsv, {tsquery})"
         f" AS rank FROM {table} WHERE tsv @@ ({tsquery}) AND scope_id = %s"
-        f"{owner_sql(owner_ids, 'owner_id')}) matched"
-        " WHERE rank > 0 ORDER BY rank DESC, row_id LIMIT %s) top"
-        " ORDER BY rank DESC, row_id"
+        f"{owner_sql(owner_ids, 'owner_id')}"
+        " ORDER BY rank DESC, row_id LIMIT %s) top ORDER BY rank DESC, row_id"
     )
     params: list[Any] = [_LT_STAND_IN, *terms, _headline_options(), weights]
     params += [*terms, *terms, scope_id, *(owner_ids or ()), k]
     with connection.cursor() as cur:
         cur.execute(sql, params)
         return [
-            (row_id, float(rank), snippet.replace(_LT_STAND_IN, "<"))
-            for row_id, rank, snippet in cur.fetchall()
+            (row_id, float(negated), snippet.replace(_LT_STAND_IN, "<"))
+            for row_id, negated, snippet in cur.fetchall()
+            if negated < 0
         ]
 
 
@@ -148,19 +151,38 @@ def pg_vector_candidates(
         f" FROM ({inner}) candidates ORDER BY distance, row_id LIMIT %s"
     )
     params = [query, scope_id, *(owner_ids or ()), query, wanted, k]
-    # SET LOCAL needs a transaction: the settings end with it.
-    with transaction.atomic(), connection.cursor() as cur:
-        if exact:
-            cur.execute("SELECT set_config('enable_indexscan', 'off', true)")
-        else:
-            ef_search = max(settings.SEARCH_PG_EF_SEARCH, wanted)
-            cur.execute(
-                "SELECT set_config('hnsw.ef_search', %s, true),"
-                " set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-                [str(min(ef_search, 1000))],
-            )
-        cur.execute(sql, params)
+    if exact:
+        local = {"enable_indexscan": "off"}
+    else:
+        ef_search = max(settings.SEARCH_PG_EF_SEARCH, wanted)
+        local = {
+            "hnsw.ef_search": str(min(ef_search, 1000)),
+            "hnsw.iterative_scan": "relaxed_order",
+        }
+    with connection.cursor() as cur:
+        _execute_with_local_settings(cur, local, sql, params)
         return [
             (row_id, float(distance), vector_from_binary(data))
             for row_id, distance, data in cur.fetchall()
         ]
+
+
+def _execute_with_local_settings(
+    cur: Any, local: dict[str, str], sql: str, params: Sequence[Any]
+) -> None:
+    """Run ``sql`` with ``local`` settings, in one round trip to the server.
+
+    The settings are made by ``set_config(..., true)`` in a statement sent
+    with the query (Django's psycopg cursors bind parameters on the client,
+    so one execute may carry two statements): both run in one transaction,
+    the caller's or the implicit one of a multi-statement query, and the
+    settings end with it.  A transaction of its own (BEGIN, the settings,
+    the query, COMMIT) would cost three more round trips per search.  The
+    cursor is left on the query's rows.
+    """
+    configs = ", ".join(["set_config(%s, %s, true)"] * len(local))
+    cur.execute(
+        f"SELECT {configs}; {sql}",
+        [value for pair in local.items() for value in pair] + list(params),
+    )
+    cur.nextset()
