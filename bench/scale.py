@@ -73,7 +73,7 @@ def child(size: int, n_queries: int, seed: int) -> dict:
         # Bulk load: the HNSW index is built once afterwards, far faster than
         # row by row (as any bulk import into pgvector would do).
         with connection.cursor() as cur:
-            cur.execute("DROP INDEX memory_archivalentry_pgsearch_hnsw")
+            cur.execute("DROP INDEX memory_archivalentry_pgvector_hnsw")
     t0 = time.perf_counter()
     batch = 2000
     vectors = clustered(size)
@@ -105,11 +105,18 @@ def child(size: int, n_queries: int, seed: int) -> dict:
         with connection.cursor() as cur:
             cur.execute("SET maintenance_work_mem = '1GB'")
             cur.execute(
-                "CREATE INDEX memory_archivalentry_pgsearch_hnsw"
-                " ON memory_archivalentry_pgsearch"
+                "CREATE INDEX memory_archivalentry_pgvector_hnsw"
+                " ON memory_archivalentry_pgvector"
                 " USING hnsw (embedding vector_cosine_ops)"
             )
-            cur.execute("ANALYZE memory_archivalentry_pgsearch")
+            # Statistics of the loaded tables, as autovacuum would gather
+            # soon after a bulk load: without them the planner may answer
+            # the engine's permission check (a few dozen ids) by scanning
+            # every entry.
+            cur.execute(
+                "ANALYZE memory_archivalentry_pgsearch,"
+                " memory_archivalentry_pgvector, memory_archivalentry"
+            )
         loaded += time.perf_counter() - t0
     allowed = ArchivalEntry.objects.filter(agent=agent)
     queries = [
@@ -162,8 +169,8 @@ def child(size: int, n_queries: int, seed: int) -> dict:
         result["hnsw_recall_at_10"] = round(found / (10 * len(queries)), 4)
         with connection.cursor() as cur:
             cur.execute(
-                "EXPLAIN SELECT row_id FROM memory_archivalentry_pgsearch"
-                " WHERE embedding IS NOT NULL AND scope_id = %s AND owner_id = %s"
+                "EXPLAIN SELECT row_id FROM memory_archivalentry_pgvector"
+                " WHERE scope_id = %s AND owner_id = %s"
                 " ORDER BY embedding <=> %s::vector LIMIT 20",
                 [constellation.pk, agent.pk, "[" + ",".join(["0.1"] * DIM) + "]"],
             )

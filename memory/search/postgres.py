@@ -34,6 +34,7 @@ from memory.search.index import TextIndex, owner_sql
 from memory.search.postgres_index import (
     TS_CONFIG,
     pg_table,
+    pg_vector_table,
     tsv_weights,
     vector_from_binary,
     vector_literal,
@@ -136,12 +137,11 @@ def pg_vector_candidates(
     """(row_id, cosine distance, vector) of the nearest rows, nearest first."""
     if k <= 0:
         return []
-    table = pg_table(index)
+    table = pg_vector_table(index)
     query = vector_literal(vector)
     wanted = k if exact else max(k * settings.SEARCH_PG_OVERSAMPLE, k)
     inner = (
-        f"SELECT row_id, embedding FROM {table}"
-        " WHERE embedding IS NOT NULL AND scope_id = %s"
+        f"SELECT row_id, embedding FROM {table} WHERE scope_id = %s"
         f"{owner_sql(owner_ids, 'owner_id')}"
         " ORDER BY embedding <=> %s::vector LIMIT %s"
     )

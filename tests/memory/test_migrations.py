@@ -49,7 +49,7 @@ def test_block_snapshots_move_into_their_own_rows():
 
 @pytest.mark.pgvector
 @pytest.mark.django_db(transaction=True)
-def test_postgres_search_rows_get_their_context_and_date_in_words():
+def test_postgres_search_splits_into_text_with_context_and_date_and_vectors():
     apps = _migrate(("memory", "0010_postgres_search"))
     User = apps.get_model("auth", "User")
     Constellation = apps.get_model("coordination", "Constellation")
@@ -72,29 +72,54 @@ def test_postgres_search_rows_get_their_context_and_date_in_words():
             ("the reeds", {}),
         )
     ]
-    table = "memory_archivalentry_pgsearch"
+    heron, lake, reeds = (e.pk for e in entries)
+    c, a = constellation.pk, agent.pk
+    one, two = "[" + ",".join(["1"] * 384) + "]", "[" + ",".join(["2"] * 384) + "]"
+    search = "memory_archivalentry_pgsearch"
     with connection.cursor() as cur:
+        # The heron with text and a vector, the lake with text only, the
+        # reeds with a vector only (its text not indexed yet).
         cur.executemany(
-            f"INSERT INTO {table} (row_id, scope_id, owner_id, content)"
-            " VALUES (%s, %s, %s, %s)",
-            [(e.pk, constellation.pk, agent.pk, e.content) for e in entries],
+            f"INSERT INTO {search} (row_id, scope_id, owner_id, content, embedding)"
+            " VALUES (%s, %s, %s, %s, %s::vector)",
+            [
+                (heron, c, a, "the heron", one),
+                (lake, c, a, "the lake", None),
+                (reeds, c, a, None, two),
+            ],
         )
 
-    _migrate(("memory", "0011_pgsearch_context_and_date"))
+    _migrate(("memory", "0011_pgsearch_text_and_vector_tables"))
     with connection.cursor() as cur:
-        cur.execute(f"SELECT context, dated FROM {table} ORDER BY row_id")
-        rows = cur.fetchall()
+        cur.execute(f"SELECT row_id, context, dated FROM {search} ORDER BY row_id")
+        texts = cur.fetchall()
         cur.execute(
-            f"SELECT row_id FROM {table} WHERE tsv @@ to_tsquery('english', 'heron:C')"
+            f"SELECT row_id FROM {search} WHERE tsv @@ to_tsquery('english', 'heron:C')"
         )
-        heron_in_context = sorted(row_id for (row_id,) in cur.fetchall())
-    assert [context for context, _dated in rows] == [
-        "",
-        "the heron",
-        "the heron\nthe lake",
-    ]
-    assert rows[0][1] == "7 January Jan Sunday 2024"
+        heron_in_context = [row_id for (row_id,) in cur.fetchall()]
+        cur.execute(
+            "SELECT row_id, embedding::text FROM memory_archivalentry_pgvector"
+            " ORDER BY row_id"
+        )
+        vectors = cur.fetchall()
     stored = entries[1].created_at.date()
-    assert rows[1][1].startswith(f"{stored.day} {stored:%B} ")
-    assert heron_in_context == [entries[1].pk, entries[2].pk]
+    assert [(row_id, context) for row_id, context, _d in texts] == [
+        (heron, ""),
+        (lake, "the heron"),
+    ]
+    assert texts[0][2] == "7 January Jan Sunday 2024"
+    assert texts[1][2].startswith(f"{stored.day} {stored:%B} ")
+    assert heron_in_context == [lake]
+    assert vectors == [(heron, one), (reeds, two)]
+
+    _migrate(("memory", "0010_postgres_search"))
+    with connection.cursor() as cur:
+        cur.execute(
+            f"SELECT row_id, content, embedding::text FROM {search} ORDER BY row_id"
+        )
+        assert cur.fetchall() == [
+            (heron, "the heron", one),
+            (lake, "the lake", None),
+            (reeds, None, two),
+        ]
     _migrate()

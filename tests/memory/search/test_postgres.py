@@ -122,7 +122,7 @@ def test_hnsw_recall_at_10_against_exact_is_at_least_095(db: None, settings: Any
         # scope's rows, which is exact: the HNSW path under test must be the
         # plan (the test's transaction rolls both back).
         cur.execute("SET LOCAL enable_seqscan = off")
-        cur.execute("DROP INDEX memory_archivalentry_pgsearch_scope")
+        cur.execute("DROP INDEX memory_archivalentry_pgvector_scope")
     queries = centres[rng.integers(0, 40, 40)] + 0.6 * rng.standard_normal((40, 384))
     found = total = 0
     for query in queries:
@@ -155,7 +155,7 @@ def test_the_hnsw_settings_reach_the_search_they_are_sent_with(db: None):
     )
     with connection.cursor() as cur:
         cur.execute("SET LOCAL enable_seqscan = off")
-        cur.execute("DROP INDEX memory_archivalentry_pgsearch_scope")
+        cur.execute("DROP INDEX memory_archivalentry_pgvector_scope")
     query = rng.standard_normal(384)
     found = pg_vector_candidates(
         ARCHIVAL_INDEX, vector=query, scope_id=2, owner_ids=None, k=10
