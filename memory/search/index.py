@@ -1,8 +1,8 @@
 """The index tables beside a searchable base table: FTS5 for keywords, vec0
 for vectors (float, and binary-quantised for the coarse pass).
 
-On PostgreSQL the same functions keep one table of ``tsvector`` and pgvector
-columns instead (``memory.search.postgres_index``).
+On PostgreSQL the same functions keep a table of ``tsvector`` text and one
+of pgvector vectors instead (``memory.search.postgres_index``).
 """
 
 import json
@@ -81,8 +81,8 @@ class TextIndex:
 
 
 def backend_available() -> bool:
-    """FTS5 and vec0 on the embedded SQLite engine, the ``_pgsearch`` tables
-    (full text and pgvector) on PostgreSQL."""
+    """FTS5 and vec0 on the embedded SQLite engine, the ``_pgsearch`` (full
+    text) and ``_pgvector`` tables on PostgreSQL."""
     return connection.vendor in ("sqlite", "postgresql")
 
 
