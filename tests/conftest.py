@@ -115,6 +115,24 @@ def django_db_modify_db_settings(
 
 
 @pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """pytest-django's test database; on PostgreSQL, before it is dropped,
+    the sessions other threads of this process left open on it are ended
+    (the threads of ``sync_to_async`` keep their connections), since DROP
+    DATABASE refuses a database in use."""
+    yield
+    if not ON_POSTGRESQL:
+        return
+    from django.db import connection
+
+    with django_db_blocker.unblock(), connection.cursor() as cur:
+        cur.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
+@pytest.fixture(scope="session")
 def redis_url() -> str:
     import redis
 

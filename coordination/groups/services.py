@@ -378,7 +378,13 @@ def group_message_route(
 
 
 def _lock_run(run_id: int) -> GroupRun:
-    return GroupRun.objects.select_for_update().select_related("group").get(pk=run_id)
+    # The run's row only (``of``): on PostgreSQL a plain FOR UPDATE locks
+    # the joined group row as well, which every run of the group shares.
+    return (
+        GroupRun.objects.select_for_update(of=("self",))
+        .select_related("group")
+        .get(pk=run_id)
+    )
 
 
 def _context(run: GroupRun, members: tuple[Member, ...]) -> RunContext:
@@ -481,8 +487,11 @@ INBOX_MAX_ITEMS = 50
 def delivery_take(*, agent: Agent, limit: int = 10) -> list[RunDelivery]:
     """Claim the agent's pending deliveries (oldest first), at most ``limit``."""
     limit = max(1, min(limit, INBOX_MAX_ITEMS))
+    # The deliveries' rows only: their runs are locked one by one below;
+    # locking the joined run and group rows here too made concurrent takes
+    # lock the group's one row in different orders and deadlock.
     deliveries = list(
-        RunDelivery.objects.select_for_update()
+        RunDelivery.objects.select_for_update(of=("self",))
         .select_related("run__group")
         .filter(
             agent=agent,

@@ -178,13 +178,21 @@ def fts_candidates(
     BM25 weighs a match in the row's own text 1, in its ``context`` column
     (the rows before it) ``context_weight`` and in its ``dated`` column
     (its date in words) ``date_weight``; a column of weight 0 is not
-    searched (a match there alone would score 0).
+    searched (a match there alone would score 0).  On PostgreSQL
+    ``ts_rank_cd`` weighs the same three texts with the same weights
+    (``memory.search.postgres``).
     """
     if not query:
         return []
     if on_postgresql():
         return pg_fts_candidates(
-            index, query=query, scope_id=scope_id, owner_ids=owner_ids, k=k
+            index,
+            query=query,
+            scope_id=scope_id,
+            owner_ids=owner_ids,
+            k=k,
+            context_weight=context_weight,
+            date_weight=date_weight,
         )
     columns = ["content"]
     columns += ["context"] if context_weight else []

@@ -1,8 +1,8 @@
 """The index tables beside a searchable base table: FTS5 for keywords, vec0
 for vectors (float, and binary-quantised for the coarse pass).
 
-On PostgreSQL the same functions keep one table of ``tsvector`` and pgvector
-columns instead (``memory.search.postgres_index``).
+On PostgreSQL the same functions keep a table of ``tsvector`` text and one
+of pgvector vectors instead (``memory.search.postgres_index``).
 """
 
 import json
@@ -81,8 +81,8 @@ class TextIndex:
 
 
 def backend_available() -> bool:
-    """FTS5 and vec0 on the embedded SQLite engine, the ``_pgsearch`` tables
-    (full text and pgvector) on PostgreSQL."""
+    """FTS5 and vec0 on the embedded SQLite engine, the ``_pgsearch`` (full
+    text) and ``_pgvector`` tables on PostgreSQL."""
     return connection.vendor in ("sqlite", "postgresql")
 
 
@@ -104,28 +104,29 @@ def index_put_texts(
     """
     if not backend_available() or not rows:
         return
-    if on_postgresql():
-        pg_put_texts(index, rows=rows)
-        return
     contexts, dates = contexts or {}, dates or {}
+    full = [
+        (
+            row_id,
+            scope_id,
+            owner_id,
+            text,
+            contexts.get(row_id, ""),
+            date_words(dates.get(row_id)),
+        )
+        for row_id, scope_id, owner_id, text in rows
+    ]
+    if on_postgresql():
+        pg_put_texts(index, rows=full)
+        return
     with connection.cursor() as cur:
         cur.executemany(
             f"DELETE FROM {index.fts_table} WHERE rowid = %s", [[r[0]] for r in rows]
         )
         cur.executemany(
-            f"INSERT INTO {index.fts_table}(rowid, content, scope_id, owner_id,"
+            f"INSERT INTO {index.fts_table}(rowid, scope_id, owner_id, content,"
             " context, dated) VALUES (%s, %s, %s, %s, %s, %s)",
-            [
-                [
-                    row_id,
-                    text,
-                    scope_id,
-                    owner_id,
-                    contexts.get(row_id, ""),
-                    date_words(dates.get(row_id)),
-                ]
-                for row_id, scope_id, owner_id, text in rows
-            ],
+            full,
         )
 
 

@@ -7,8 +7,10 @@ filters and the score breakdown are the engine's, shared by both vendors).
 Keywords: the terms and phrases of the engine's safe query
 (``memory.search.query.fts_query``), each turned into a tsquery by
 ``plainto_tsquery``/``phraseto_tsquery`` (which accept any text) and OR-ed,
-matched against the GIN-indexed ``tsv`` column, ranked by ``ts_rank_cd``,
-snippets from ``ts_headline``.  The ``bm25`` slot of a candidate holds the
+matched against the GIN-indexed ``tsv`` column (the row's text, its context
+and its date in words, told apart by weight labels), ranked by
+``ts_rank_cd`` with the engine's column weights, snippets from
+``ts_headline``.  The ``bm25`` slot of a candidate holds the
 negated ``ts_rank_cd`` (lower is better, as FTS5's bm25).
 
 Vectors: pgvector's HNSW index (cosine distance) gives
@@ -26,12 +28,14 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 
 from memory.search.index import TextIndex, owner_sql
 from memory.search.postgres_index import (
     TS_CONFIG,
     pg_table,
+    pg_vector_table,
+    tsv_weights,
     vector_from_binary,
     vector_literal,
 )
@@ -80,29 +84,44 @@ def pg_fts_candidates(
     scope_id: int,
     owner_ids: Sequence[int] | None,
     k: int,
+    context_weight: float = 0.0,
+    date_weight: float = 0.0,
 ) -> list[tuple[int, float, str]]:
-    """(row_id, -ts_rank_cd, snippet) of the best ``k`` keyword matches."""
+    """(row_id, -ts_rank_cd, snippet) of the best ``k`` keyword matches.
+
+    ``ts_rank_cd`` weighs a match in the row's text 1, in its context
+    ``context_weight``, in its date ``date_weight`` (the labels of ``tsv``,
+    ``TSV_LABELS``).  A row matched only where the weight is 0 ranks 0 and
+    is left out, as FTS5 leaves a column of weight 0 unsearched.  Snippets
+    come from the row's own text, for the returned rows only.
+    """
     tsquery, terms = tsquery_sql(query)
     if not tsquery:
         return []
     table = pg_table(index)
+    weights = tsv_weights(context_weight=context_weight, date_weight=date_weight)
     # The tsquery is written out where it is used, not taken from a CTE:
     # only a tsquery the planner sees as a constant uses the GIN index.
+    # Every match is ranked (the order needs it), the headline is made for
+    # the returned rows only.  Rows ranked 0 (matched only in a column of
+    # weight 0) sort last and are dropped here: a ``rank > 0`` condition in
+    # the query would have ``ts_rank_cd`` computed twice per match.
     sql = (
         f"SELECT row_id, -rank, ts_headline('{TS_CONFIG}',"
         f" replace(content, '<', %s), {tsquery}, %s)"
-        f" FROM (SELECT row_id, content, ts_rank_cd(tsv, {tsquery}) AS rank"
-        f" FROM {table} WHERE tsv @@ ({tsquery}) AND scope_id = %s"
+        f" FROM (SELECT row_id, content, ts_rank_cd(%s::float4[], tsv, {tsquery})"
+        f" AS rank FROM {table} WHERE tsv @@ ({tsquery}) AND scope_id = %s"
         f"{owner_sql(owner_ids, 'owner_id')}"
         " ORDER BY rank DESC, row_id LIMIT %s) top ORDER BY rank DESC, row_id"
     )
-    params: list[Any] = [_LT_STAND_IN, *terms, _headline_options(), *terms, *terms]
-    params += [scope_id, *(owner_ids or ()), k]
+    params: list[Any] = [_LT_STAND_IN, *terms, _headline_options(), weights]
+    params += [*terms, *terms, scope_id, *(owner_ids or ()), k]
     with connection.cursor() as cur:
         cur.execute(sql, params)
         return [
-            (row_id, float(rank), snippet.replace(_LT_STAND_IN, "<"))
-            for row_id, rank, snippet in cur.fetchall()
+            (row_id, float(negated), snippet.replace(_LT_STAND_IN, "<"))
+            for row_id, negated, snippet in cur.fetchall()
+            if negated < 0
         ]
 
 
@@ -118,12 +137,11 @@ def pg_vector_candidates(
     """(row_id, cosine distance, vector) of the nearest rows, nearest first."""
     if k <= 0:
         return []
-    table = pg_table(index)
+    table = pg_vector_table(index)
     query = vector_literal(vector)
     wanted = k if exact else max(k * settings.SEARCH_PG_OVERSAMPLE, k)
     inner = (
-        f"SELECT row_id, embedding FROM {table}"
-        " WHERE embedding IS NOT NULL AND scope_id = %s"
+        f"SELECT row_id, embedding FROM {table} WHERE scope_id = %s"
         f"{owner_sql(owner_ids, 'owner_id')}"
         " ORDER BY embedding <=> %s::vector LIMIT %s"
     )
@@ -133,19 +151,38 @@ def pg_vector_candidates(
         f" FROM ({inner}) candidates ORDER BY distance, row_id LIMIT %s"
     )
     params = [query, scope_id, *(owner_ids or ()), query, wanted, k]
-    # SET LOCAL needs a transaction: the settings end with it.
-    with transaction.atomic(), connection.cursor() as cur:
-        if exact:
-            cur.execute("SELECT set_config('enable_indexscan', 'off', true)")
-        else:
-            ef_search = max(settings.SEARCH_PG_EF_SEARCH, wanted)
-            cur.execute(
-                "SELECT set_config('hnsw.ef_search', %s, true),"
-                " set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-                [str(min(ef_search, 1000))],
-            )
-        cur.execute(sql, params)
+    if exact:
+        local = {"enable_indexscan": "off"}
+    else:
+        ef_search = max(settings.SEARCH_PG_EF_SEARCH, wanted)
+        local = {
+            "hnsw.ef_search": str(min(ef_search, 1000)),
+            "hnsw.iterative_scan": "relaxed_order",
+        }
+    with connection.cursor() as cur:
+        _execute_with_local_settings(cur, local, sql, params)
         return [
             (row_id, float(distance), vector_from_binary(data))
             for row_id, distance, data in cur.fetchall()
         ]
+
+
+def _execute_with_local_settings(
+    cur: Any, local: dict[str, str], sql: str, params: Sequence[Any]
+) -> None:
+    """Run ``sql`` with ``local`` settings, in one round trip to the server.
+
+    The settings are made by ``set_config(..., true)`` in a statement sent
+    with the query (Django's psycopg cursors bind parameters on the client,
+    so one execute may carry two statements): both run in one transaction,
+    the caller's or the implicit one of a multi-statement query, and the
+    settings end with it.  A transaction of its own (BEGIN, the settings,
+    the query, COMMIT) would cost three more round trips per search.  The
+    cursor is left on the query's rows.
+    """
+    configs = ", ".join(["set_config(%s, %s, true)"] * len(local))
+    cur.execute(
+        f"SELECT {configs}; {sql}",
+        [value for pair in local.items() for value in pair] + list(params),
+    )
+    cur.nextset()

@@ -45,3 +45,81 @@ def test_block_snapshots_move_into_their_own_rows():
     MemoryBlock = apps.get_model("memory", "MemoryBlock")
     assert bytes(MemoryBlock.objects.get(pk=full.pk).snapshot) == snapshot
     _migrate()
+
+
+@pytest.mark.pgvector
+@pytest.mark.django_db(transaction=True)
+def test_postgres_search_splits_into_text_with_context_and_date_and_vectors():
+    apps = _migrate(("memory", "0010_postgres_search"))
+    User = apps.get_model("auth", "User")
+    Constellation = apps.get_model("coordination", "Constellation")
+    Agent = apps.get_model("coordination", "Agent")
+    ArchivalEntry = apps.get_model("memory", "ArchivalEntry")
+    partner = User.objects.create(username="mig")
+    constellation = Constellation.objects.create(name="Mig", partner=partner)
+    agent = Agent.objects.create(constellation=constellation, name="Mig")
+    entries = [
+        ArchivalEntry.objects.create(
+            agent=agent,
+            constellation=constellation,
+            content=content,
+            content_hash=content,
+            metadata=metadata,
+        )
+        for content, metadata in (
+            ("the heron", {"date": "2024-01-07"}),
+            ("the lake", {"date": "not a date"}),
+            ("the reeds", {}),
+        )
+    ]
+    heron, lake, reeds = (e.pk for e in entries)
+    c, a = constellation.pk, agent.pk
+    one, two = "[" + ",".join(["1"] * 384) + "]", "[" + ",".join(["2"] * 384) + "]"
+    search = "memory_archivalentry_pgsearch"
+    with connection.cursor() as cur:
+        # The heron with text and a vector, the lake with text only, the
+        # reeds with a vector only (its text not indexed yet).
+        cur.executemany(
+            f"INSERT INTO {search} (row_id, scope_id, owner_id, content, embedding)"
+            " VALUES (%s, %s, %s, %s, %s::vector)",
+            [
+                (heron, c, a, "the heron", one),
+                (lake, c, a, "the lake", None),
+                (reeds, c, a, None, two),
+            ],
+        )
+
+    _migrate(("memory", "0011_pgsearch_text_and_vector_tables"))
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT row_id, context, dated FROM {search} ORDER BY row_id")
+        texts = cur.fetchall()
+        cur.execute(
+            f"SELECT row_id FROM {search} WHERE tsv @@ to_tsquery('english', 'heron:C')"
+        )
+        heron_in_context = [row_id for (row_id,) in cur.fetchall()]
+        cur.execute(
+            "SELECT row_id, embedding::text FROM memory_archivalentry_pgvector"
+            " ORDER BY row_id"
+        )
+        vectors = cur.fetchall()
+    stored = entries[1].created_at.date()
+    assert [(row_id, context) for row_id, context, _d in texts] == [
+        (heron, ""),
+        (lake, "the heron"),
+    ]
+    assert texts[0][2] == "7 January Jan Sunday 2024"
+    assert texts[1][2].startswith(f"{stored.day} {stored:%B} ")
+    assert heron_in_context == [lake]
+    assert vectors == [(heron, one), (reeds, two)]
+
+    _migrate(("memory", "0010_postgres_search"))
+    with connection.cursor() as cur:
+        cur.execute(
+            f"SELECT row_id, content, embedding::text FROM {search} ORDER BY row_id"
+        )
+        assert cur.fetchall() == [
+            (heron, "the heron", one),
+            (lake, "the lake", None),
+            (reeds, None, two),
+        ]
+    _migrate()

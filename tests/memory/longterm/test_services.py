@@ -368,9 +368,6 @@ def test_hybrid_takes_the_quantised_path_in_a_large_constellation_only(
     assert not run("hybrid").quantised
 
 
-# The context and date columns are SQLite FTS5's; PostgreSQL indexes the
-# text alone.
-@pytest.mark.sqlite
 def test_a_short_reply_is_found_by_the_topic_of_the_entries_before_it(agent: Any):
     archival_entry_create(agent=agent, content="Planning the trip to Lisbon in June")
     reply = archival_entry_create(agent=agent, content="booked it for the 12th!")
@@ -383,9 +380,6 @@ def test_a_short_reply_is_found_by_the_topic_of_the_entries_before_it(agent: Any
     ]
 
 
-# The context and date columns are SQLite FTS5's; PostgreSQL indexes the
-# text alone.
-@pytest.mark.sqlite
 def test_a_message_context_spans_appends_and_stays_in_its_conversation(agent: Any):
     first = conversation_start(agent=agent)
     messages_append(
@@ -419,9 +413,6 @@ def test_invalid_retrieval_settings_store_nothing(agent: Any):
     )
 
 
-# The context and date columns are SQLite FTS5's; PostgreSQL indexes the
-# text alone.
-@pytest.mark.sqlite
 def test_without_a_model_hybrid_answers_from_keywords_and_context(
     agent: Any, no_embedding_model: None
 ):
@@ -435,9 +426,6 @@ def test_without_a_model_hybrid_answers_from_keywords_and_context(
     assert result.hits[1][1].vector_part is None
 
 
-# The context and date columns are SQLite FTS5's; PostgreSQL indexes the
-# text alone.
-@pytest.mark.sqlite
 def test_a_question_naming_a_day_prefers_the_entry_of_that_day(agent: Any):
     rug = archival_entry_create(
         agent=agent, content="bought a rug", metadata={"date": "2023-03-02"}

@@ -16,14 +16,23 @@ from memory.longterm.services import archival_entry_create
 from memory.models import ArchivalEntry
 from memory.search import chunks, permitted
 from memory.search.chunks import chunks_readable
-from memory.search.engine import Fusion, Hit, Rerank, vector_candidates, words_search
+from memory.search.engine import (
+    Fusion,
+    Hit,
+    Rerank,
+    fts_candidates,
+    vector_candidates,
+    words_search,
+)
 from memory.search.index import (
     date_words,
     index_clear,
     index_delete,
+    index_put_texts,
     index_put_vectors,
 )
 from memory.search.pipeline import embedding_backfill
+from memory.search.query import fts_query
 
 NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)
 
@@ -316,3 +325,51 @@ def test_words_search_scores_on_the_fusion_scale_and_reranks_by_age():
     )
     assert [h.row.name for h in ranked] == ["new", "old"]
     assert ranked[0].relevance > ranked[1].relevance
+
+
+@pytest.mark.parametrize(
+    ("context_weight", "date_weight", "expected"),
+    [
+        (0.5, 0.1, [1, 2, 3]),
+        (0.1, 0.5, [1, 3, 2]),
+        (0.5, 0.0, [1, 2]),
+        (0.0, 0.5, [1, 3]),
+        (0.0, 0.0, [1]),
+    ],
+)
+def test_column_weights_rank_text_context_and_date_the_same_on_either_database(
+    db: None, context_weight: float, date_weight: float, expected: list[int]
+):
+    """1 names the heron, 2 follows an entry that did (its context), 3 is
+    dated a Sunday: the row's own text first, then the context and the
+    date in the order of their weights; a weight of 0 leaves its column
+    unsearched.  The filler rows give BM25 a corpus to weigh terms in, in
+    which both words are as rare (PostgreSQL's ranking has no IDF)."""
+    wednesday, sunday = date(2020, 1, 1), date(2024, 1, 7)
+    rows = [
+        (1, 7, 70, "the heron"),
+        (2, 7, 70, "a quiet morning"),
+        (3, 7, 70, "a quiet evening"),
+        (4, 8, 70, "the heron"),
+        (5, 8, 70, "nothing to see"),
+        *((row_id, 7, 70, "nothing to see") for row_id in range(6, 16)),
+    ]
+    index_put_texts(
+        ARCHIVAL_INDEX,
+        rows=rows,
+        contexts={2: "a grey heron landed"},
+        dates={
+            row_id: sunday if row_id in (3, 4, 5) else wednesday for row_id, *_ in rows
+        },
+    )
+    found = fts_candidates(
+        ARCHIVAL_INDEX,
+        query=fts_query("heron on Sunday"),
+        scope_id=7,
+        owner_ids=[70],
+        k=10,
+        context_weight=context_weight,
+        date_weight=date_weight,
+    )
+    assert [row_id for row_id, _score, _snippet in found] == expected
+    assert "\x02heron\x03" in found[0][2]

@@ -122,7 +122,7 @@ def test_hnsw_recall_at_10_against_exact_is_at_least_095(db: None, settings: Any
         # scope's rows, which is exact: the HNSW path under test must be the
         # plan (the test's transaction rolls both back).
         cur.execute("SET LOCAL enable_seqscan = off")
-        cur.execute("DROP INDEX memory_archivalentry_pgsearch_scope")
+        cur.execute("DROP INDEX memory_archivalentry_pgvector_scope")
     queries = centres[rng.integers(0, 40, 40)] + 0.6 * rng.standard_normal((40, 384))
     found = total = 0
     for query in queries:
@@ -140,12 +140,39 @@ def test_hnsw_recall_at_10_against_exact_is_at_least_095(db: None, settings: Any
     assert found / total >= 0.95
 
 
+@pgvector
+def test_the_hnsw_settings_reach_the_search_they_are_sent_with(db: None):
+    """Ten rows of one scope among 3,000 of another, the HNSW path forced:
+    only the iterative scan set with the query finds all ten (a single
+    pass of the index yields ``ef_search`` rows, nearly all filtered out)."""
+    rng = np.random.default_rng(2)
+    index_put_vectors(
+        ARCHIVAL_INDEX,
+        rows=[
+            (i, 2 if i % 300 == 0 else 1, 10, rng.standard_normal(384))
+            for i in range(1, 3001)
+        ],
+    )
+    with connection.cursor() as cur:
+        cur.execute("SET LOCAL enable_seqscan = off")
+        cur.execute("DROP INDEX memory_archivalentry_pgvector_scope")
+    query = rng.standard_normal(384)
+    found = pg_vector_candidates(
+        ARCHIVAL_INDEX, vector=query, scope_id=2, owner_ids=None, k=10
+    )
+    assert sorted(row_id for row_id, _d, _v in found) == list(range(300, 3001, 300))
+    assert "_hnsw" in _plan(vector=query, scope_id=2, owner_ids=None, k=10)
+    with connection.cursor() as cur:
+        cur.execute("SELECT current_setting('hnsw.iterative_scan')")
+        assert cur.fetchone()[0] == "relaxed_order"  # local to this transaction
+
+
 def _plan(**args: Any) -> str:
     """The plan of the approximate vector query made with ``args``."""
     with CaptureQueriesContext(connection) as queries:
         pg_vector_candidates(ARCHIVAL_INDEX, **args)
-    sqls = [q["sql"] for q in queries.captured_queries if "SAVEPOINT" not in q["sql"]]
-    settings_sql, search_sql = sqls[-2:]
+    # One statement: the local settings, then the search.
+    settings_sql, search_sql = queries.captured_queries[-1]["sql"].split("; ", 1)
     with transaction.atomic(), connection.cursor() as cur:
         cur.execute(settings_sql)
         cur.execute("EXPLAIN " + search_sql)
