@@ -39,8 +39,11 @@ class Agent(models.Model):
     # The site answers the agent's group deliveries itself, with
     # ``model_name`` through the LLM provider (activity.llm), instead of an
     # external program taking them from the agent's inbox.
+    # db_default too: rows written by code that predates the column (a
+    # rolled-back deploy, a migration's historical models) get False.
     answered_by_llm = models.BooleanField(
         default=False,
+        db_default=False,
         help_text="Group deliveries are answered by model_name through the"
         " site's LLM provider, not by an external program.",
     )

@@ -14,6 +14,7 @@ class Migration(migrations.Migration):
             name="answered_by_llm",
             field=models.BooleanField(
                 default=False,
+                db_default=False,
                 help_text="Group deliveries are answered by model_name through the site's LLM provider, not by an external program.",
             ),
         ),
