@@ -24,7 +24,7 @@ plain modes run with the model's defaults.
 
     .venv/bin/python bench/retrieval_eval.py [--domain archival|conversations]
         [--modes fts vector hybrid auto] [--http] [--convs N] [--eval PATH]
-        [--variant rrf:fusion=rrf --variant kw7:keyword_weight=0.7]
+        [--variant rrf:fusion=rrf --variant kw7:keyword_weight=0.7] [--ceiling]
 """
 
 import argparse
@@ -390,6 +390,17 @@ def tally(scores: dict, half: str, category: str, row: str):
     return add
 
 
+def each_question(stored: list[dict]):
+    """(stored conversation, its half, question, evidence ids) of every
+    question that has evidence."""
+    for i, entry in enumerate(stored):
+        half = "dev" if i % 2 == 0 else "test"
+        for question in entry["conv"]["queries"]:
+            evidence = set(question["evidence"])
+            if evidence:
+                yield entry, half, question, evidence
+
+
 def run_questions(stored, modes, domain, server, label: str = "") -> dict:
     """scores[(half, category, mode)] over every question, each mode in turn
     per question (a slow spell of the machine falls on all modes alike)."""
@@ -397,22 +408,17 @@ def run_questions(stored, modes, domain, server, label: str = "") -> dict:
 
     client = httpx.Client(base_url=server.base, timeout=60) if server else None
     scores: dict[tuple[str, str, str], Scores] = defaultdict(Scores)
-    for i, entry in enumerate(stored):
-        half = "dev" if i % 2 == 0 else "test"
-        for question in entry["conv"]["queries"]:
-            evidence = set(question["evidence"])
-            if not evidence:
-                continue
-            for mode in modes:
-                t = time.perf_counter()
-                if client is not None:
-                    ranked = ask_over_http(client, entry, question["q"], mode, domain)
-                else:
-                    ranked = ask_in_process(entry, question["q"], mode, domain)
-                ms = (time.perf_counter() - t) * 1000
-                tally(scores, half, question["category"], label or mode)(
-                    ranked, evidence, ms
-                )
+    for entry, half, question, evidence in each_question(stored):
+        for mode in modes:
+            t = time.perf_counter()
+            if client is not None:
+                ranked = ask_over_http(client, entry, question["q"], mode, domain)
+            else:
+                ranked = ask_in_process(entry, question["q"], mode, domain)
+            ms = (time.perf_counter() - t) * 1000
+            tally(scores, half, question["category"], label or mode)(
+                ranked, evidence, ms
+            )
     if client is not None:
         client.close()
     return scores
@@ -428,21 +434,14 @@ def run_ceiling(stored: list[dict], domain: str) -> dict:
     pool (a cross-encoder, say) could reach, and so what is left to the
     candidate generation itself."""
     scores: dict[tuple[str, str, str], Scores] = defaultdict(Scores)
-    for i, entry in enumerate(stored):
-        half = "dev" if i % 2 == 0 else "test"
-        for question in entry["conv"]["queries"]:
-            evidence = set(question["evidence"])
-            if not evidence:
-                continue
-            t = time.perf_counter()
-            deep = ask_in_process(
-                entry, question["q"], "auto", domain, limit=CEILING_DEPTH
-            )
-            ms = (time.perf_counter() - t) * 1000
-            ranked = [d for d in deep if d in evidence] + [
-                d for d in deep if d not in evidence
-            ]
-            tally(scores, half, question["category"], CEILING_ROW)(ranked, evidence, ms)
+    for entry, half, question, evidence in each_question(stored):
+        t = time.perf_counter()
+        deep = ask_in_process(entry, question["q"], "auto", domain, CEILING_DEPTH)
+        ms = (time.perf_counter() - t) * 1000
+        ranked = [d for d in deep if d in evidence] + [
+            d for d in deep if d not in evidence
+        ]
+        tally(scores, half, question["category"], CEILING_ROW)(ranked, evidence, ms)
     return scores
 
 
