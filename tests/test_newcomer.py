@@ -11,7 +11,9 @@ import pytest
 
 from tests.conftest import REPO, free_port
 
-pytestmark = pytest.mark.slow
+# `make run` serves the embedded default (SQLite) whatever database this
+# run's tests use: the PostgreSQL pass would only repeat it.
+pytestmark = [pytest.mark.slow, pytest.mark.sqlite]
 
 
 def _readme_run_command() -> str:
