@@ -1,19 +1,24 @@
 """Dashboard pages of long-term memory: search, archival browser, viewer."""
 
+import re
 from typing import Any
 
 from django.test import Client
+from django.utils import timezone
 
 from activity.stream.services import activity_record
 from coordination.actors import Actor
 from coordination.events import EventType
 from memory.blocks.services import block_create
+from memory.longterm.search import SearchResult
 from memory.longterm.services import (
     archival_entry_create,
     conversation_start,
     messages_append,
+    retrieval_config_update,
 )
 from memory.models import ArchivalEntry
+from memory.search.engine import Fusion, Rerank
 from tests.factories import AgentFactory, ConstellationFactory
 
 
@@ -34,6 +39,63 @@ def test_search_page_shows_snippets_provenance_and_scores(
     assert "<mark>heron</mark>" in html
     assert "&lt;b&gt;" in html  # stored text is escaped, only marks are HTML
     assert "keyword rank 1" in html and agent.name in html
+
+
+def test_search_page_shows_the_stages_that_ran_with_their_settings_and_times(
+    agent: Any, partner_client: Client
+):
+    archival_entry_create(agent=agent, content="The heron nests by the lake")
+    retrieval_config_update(constellation=agent.constellation, context_weight=0.0)
+    html = partner_client.get(
+        "/memory/search/", {"q": "heron", "mode": "fts", "kind": "archival_memory"}
+    ).content.decode()
+    stages = html[html.index('data-testid="search-stages"') :]
+    stages = stages[: stages.index("</details>")]
+    names = re.findall(r'<th scope="row">([^<]+)</th>', stages)
+    assert names == ["keywords", "permissions", "duplicates", "rows"]
+    assert "BM25: own text 1, date in words 0.2" in stages  # context off
+    assert re.search(r"\(\d+(\.\d+)? ms in all\)", stages)
+    timed = re.findall(r'<td class="num">([^<]+)</td>', stages)
+    assert all(re.fullmatch(r"\d+(\.\d+)?", value) for value in timed), timed
+
+
+def test_stages_of_a_hybrid_search_name_fusion_vectors_and_rerank():
+    result = SearchResult(
+        query="q",
+        domain="all",
+        mode_requested="auto",
+        mode_used="hybrid",
+        degraded="",
+        timings_ms={
+            "archival.embed": 4.0,
+            "archival.fts": 1.25,
+            "message.fts": 0.5,
+            "archival.vector": 2.0,
+            "archival.total": 9.0,
+            "message.total": 1.0,
+        },
+        quantised=True,
+        fusion=Fusion(method="rrf", keyword_weight=0.7, depth=30),
+        rerank=Rerank(decay_rate=0.99, now=timezone.now()),
+    )
+    stages = {stage.name: stage for stage in result.stages}
+    assert list(stages) == [
+        "query vector",
+        "keywords",
+        "meaning",
+        "fusion",
+        "permissions",
+        "re-rank",
+        "duplicates",
+        "rows",
+    ]
+    assert stages["keywords"].ms == 1.8  # summed over the domains searched
+    assert stages["meaning"].detail == "nearest vectors (quantised, re-scored exactly)"
+    assert stages["fusion"].detail.startswith("reciprocal rank (k=60), keywords 0.7")
+    assert "30 candidates" in stages["fusion"].detail
+    assert "0.99/h" in stages["re-rank"].detail
+    assert stages["permissions"].ms is None  # not timed in this result
+    assert result.total_ms == 10.0
 
 
 def test_search_page_shows_blocks_and_activity_with_their_own_provenance(
