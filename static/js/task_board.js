@@ -18,17 +18,20 @@ function count(status, delta) {
   label.textContent = Number(label.textContent) + delta;
 }
 
-// Put the server's rendering of a task in the column of its status.
+// Put the server's rendering of a task in the column of its status.  The
+// whole rendering is read before the old card goes, so the swap happens in
+// one step and the card never vanishes from the board meanwhile.
 async function refreshCard(taskId) {
   const response = await fetch(cardUrl(taskId), { credentials: "same-origin" });
+  const html = response.ok ? (await response.text()).trim() : "";
   const old = board.querySelector(`[data-task-card][data-task-id="${taskId}"]`);
   if (old) {
     count(old.dataset.status, -1);
     old.remove();
   }
-  if (!response.ok) return;
+  if (!html) return;
   const template = document.createElement("template");
-  template.innerHTML = (await response.text()).trim();
+  template.innerHTML = html;
   const card = template.content.firstElementChild;
   const column = board.querySelector(`[data-column="${card.dataset.status}"] [data-cards]`);
   column.prepend(card);
