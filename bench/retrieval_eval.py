@@ -379,15 +379,11 @@ def configure(stored: list[dict], settings: dict[str, Any]) -> None:
     retrieval_config_update(constellation=constellation, **settings)
 
 
-def tally(scores: dict, half: str, category: str, row: str):
+def tally(scores: dict, row: str, half: str, question: dict, ranked, evidence, ms):
     """Adds one answer to its half, to all questions and to its category."""
-
-    def add(ranked: list[str], evidence: set[str], ms: float) -> None:
-        for key in (half, "all"):
-            scores[(key, "all", row)].add(ranked, evidence, ms)
-        scores[("all", category, row)].add(ranked, evidence, ms)
-
-    return add
+    for key in (half, "all"):
+        scores[(key, "all", row)].add(ranked, evidence, ms)
+    scores[("all", question["category"], row)].add(ranked, evidence, ms)
 
 
 def each_question(stored: list[dict]):
@@ -416,9 +412,7 @@ def run_questions(stored, modes, domain, server, label: str = "") -> dict:
             else:
                 ranked = ask_in_process(entry, question["q"], mode, domain)
             ms = (time.perf_counter() - t) * 1000
-            tally(scores, half, question["category"], label or mode)(
-                ranked, evidence, ms
-            )
+            tally(scores, label or mode, half, question, ranked, evidence, ms)
     if client is not None:
         client.close()
     return scores
@@ -441,7 +435,7 @@ def run_ceiling(stored: list[dict], domain: str) -> dict:
         ranked = [d for d in deep if d in evidence] + [
             d for d in deep if d not in evidence
         ]
-        tally(scores, half, question["category"], CEILING_ROW)(ranked, evidence, ms)
+        tally(scores, CEILING_ROW, half, question, ranked, evidence, ms)
     return scores
 
 

@@ -66,66 +66,43 @@ class SearchResult:
     def archival_ids(self) -> list[int]:
         return [hit.row.pk for kind, hit in self.hits if kind == "archival"]
 
+    def _summed_ms(self, step: str) -> float | None:
+        """``step``'s time summed over the domains searched (they run one
+        after another); None when no domain timed it."""
+        found = [v for k, v in self.timings_ms.items() if k.endswith(f".{step}")]
+        return round(sum(found), 1) if found else None
+
     @property
     def total_ms(self) -> float:
-        """The domains' search times together (they run one after another)."""
-        return round(
-            sum(v for k, v in self.timings_ms.items() if k.endswith(".total")), 1
-        )
+        return self._summed_ms("total") or 0.0
 
     @property
     def stages(self) -> list[SearchStage]:
         """The stages this search ran, in order, each with its settings and
-        its time summed over the domains searched (None: not timed apart)."""
-
-        def ms(step: str) -> float | None:
-            found = [v for k, v in self.timings_ms.items() if k.endswith(f".{step}")]
-            return round(sum(found), 1) if found else None
-
+        its time (None: not timed apart)."""
+        ms = self._summed_ms
         fusion = self.fusion or Fusion()
-        hybrid = self.mode_used == "hybrid"
         stages: list[SearchStage] = []
         if self.mode_used != "fts":
             stages.append(
                 SearchStage("query vector", "embedded in this process", ms("embed"))
             )
         if self.mode_used in ("fts", "hybrid"):
-            columns = ["own text 1"]
-            if fusion.context_weight:
-                columns.append(f"rows before it {fusion.context_weight:g}")
-            if fusion.date_weight:
-                columns.append(f"date in words {fusion.date_weight:g}")
             stages.append(
-                SearchStage("keywords", "BM25: " + ", ".join(columns), ms("fts"))
+                SearchStage("keywords", f"BM25: {fusion.keyword_columns()}", ms("fts"))
             )
         if self.mode_used in ("vector", "hybrid"):
             path = "quantised, re-scored exactly" if self.quantised else "exact"
             stages.append(
                 SearchStage("meaning", f"nearest vectors ({path})", ms("vector"))
             )
-        if hybrid:
-            detail = (
-                f"weighted: keywords {fusion.keyword_weight:g},"
-                f" meaning {1 - fusion.keyword_weight:g}"
-                if fusion.method == "weighted"
-                else f"reciprocal rank (k=60), keywords {fusion.keyword_weight:g}"
-            )
-            stages.append(
-                SearchStage(
-                    "fusion", f"{detail}; {fusion.depth} candidates a list", None
-                )
-            )
+        if self.mode_used == "hybrid":
+            stages.append(SearchStage("fusion", fusion.describe(), None))
         stages.append(
             SearchStage("permissions", "candidates you may see", ms("allowed"))
         )
         if self.rerank is not None:
-            stages.append(
-                SearchStage(
-                    "re-rank",
-                    f"importance, recency (decay {self.rerank.decay_rate:g}/h), use",
-                    None,
-                )
-            )
+            stages.append(SearchStage("re-rank", self.rerank.describe(), None))
         stages.append(
             SearchStage("duplicates", "near-identical rows folded", ms("dedup"))
         )

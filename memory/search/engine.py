@@ -147,6 +147,26 @@ class Fusion:
         for hit in hits:
             hit.fused_score = (hit.keyword_part or 0.0) + (hit.vector_part or 0.0)
 
+    def keyword_columns(self) -> str:
+        """The BM25 weight of each column a keyword search matches, in words."""
+        columns = ["own text 1"]
+        if self.context_weight:
+            columns.append(f"rows before it {self.context_weight:g}")
+        if self.date_weight:
+            columns.append(f"date in words {self.date_weight:g}")
+        return ", ".join(columns)
+
+    def describe(self) -> str:
+        """The method, its weights and the depth, in words."""
+        if self.method == "rrf":
+            detail = f"reciprocal rank (k={RRF_K}), keywords {self.keyword_weight:g}"
+        else:
+            detail = (
+                f"weighted: keywords {self.keyword_weight:g},"
+                f" meaning {1 - self.keyword_weight:g}"
+            )
+        return f"{detail}; {self.depth} candidates a list"
+
 
 @dataclass(frozen=True)
 class Rerank:
@@ -161,6 +181,9 @@ class Rerank:
         hours = max(0.0, (self.now - last).total_seconds() / 3600.0)
         accesses = int(getattr(row, "access_count", 0))
         return importance * self.decay_rate**hours * (1.0 + math.log1p(accesses))
+
+    def describe(self) -> str:
+        return f"importance, recency (decay {self.decay_rate:g}/h), use"
 
 
 def fts_candidates(
