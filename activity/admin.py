@@ -9,7 +9,7 @@ from activity.models import (
     ConstellationSummary,
     LLMUsage,
 )
-from coordination.web import ReadOnlyMixin
+from pattern_site.kernel.web import ReadOnlyMixin
 
 
 @admin.register(ActivityEvent)

@@ -16,8 +16,8 @@ from activity.stream.selectors import activity_list, activity_search
 from activity.summaries.digest import catch_up_build
 from activity.summaries.summarizers import summarizer_status
 from activity.tools import NOTABLE_TOOL, notable_tool
-from coordination.apitypes import Id, Moment, error_responses
-from coordination.auth import request_actor
+from pattern_site.kernel.apitypes import Id, Moment, error_responses
+from pattern_site.kernel.auth import request_actor
 
 router = Router(tags=["activity"])
 

@@ -11,9 +11,9 @@ class ActivityConfig(AppConfig):
         from celery.signals import worker_process_shutdown
 
         from activity.stream.services import activity_record
-        from coordination.events import event_recorder_set
+        from pattern_site.kernel.events import event_recorder_set
 
-        # Every service records through coordination.events; this app stores.
+        # Every service records through pattern_site.kernel.events; this app stores.
         event_recorder_set(activity_record)
 
         # A Celery child process leaves through os._exit, past atexit: store

@@ -5,7 +5,7 @@ from typing import Any
 from django import forms
 
 from activity.stream.models import EventType, Importance
-from coordination.agents.models import Agent
+from pattern_site.kernel.agents.models import Agent
 
 
 class ActivityFilterForm(forms.Form):

@@ -4,7 +4,7 @@ from typing import Any, Literal
 from ninja import Field, Schema
 
 from activity.stream.models import Importance
-from coordination.apitypes import Id, InputSchema
+from pattern_site.kernel.apitypes import Id, InputSchema
 
 
 class ActivityEventOut(Schema):

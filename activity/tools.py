@@ -15,7 +15,7 @@ from activity.stream.permissions import (
     notable_constellation_for_flag,
 )
 from activity.stream.services import notable_flag
-from coordination.actors import Actor
+from pattern_site.kernel.actors import Actor
 
 NOTABLE_TOOL = (
     "Flag something notable that happened: a decision taken, a milestone, a"

@@ -22,9 +22,9 @@ from activity.stream.services import notable_flag
 from activity.stream.timeline import timeline_build
 from activity.summaries.digest import catch_up_build
 from activity.summaries.summarizers import summarizer_status
-from coordination.actors import Actor
-from coordination.agents.selectors import agent_list_for_actor
-from coordination.errors import ApplicationError
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.selectors import agent_list_for_actor
+from pattern_site.kernel.errors import ApplicationError
 
 FEED_EVENTS = 50
 TIMELINE_HOURS = 72

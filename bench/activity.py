@@ -69,13 +69,13 @@ from activity.stream.services import (
     activity_recording,
 )
 from activity.summaries.digest import catch_up_build
-from coordination.actors import Actor
-from coordination.agents.services import (
+from memory.blocks.services import block_append, block_create
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import (
     agent_create,
     constellation_create,
     user_get_or_create,
 )
-from memory.blocks.services import block_append, block_create
 
 WORDS = [
     "tax",

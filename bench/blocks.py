@@ -27,14 +27,14 @@ DATA_DIR = django_setup("pattern-bench-")
 from django.core.management import call_command
 from django.db import connection, transaction
 
-from coordination.actors import Actor
-from coordination.agents.services import (
+from memory.blocks.selectors import block_document_load, block_history
+from memory.blocks.services import block_create, block_operate
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import (
     agent_create,
     constellation_create,
     user_get_or_create,
 )
-from memory.blocks.selectors import block_document_load, block_history
-from memory.blocks.services import block_create, block_operate
 
 
 def seed_block(agent: object, label: str, edits: int) -> object:

@@ -49,9 +49,9 @@ TARGET_P99_MS = 50.0
 def setup_database(env: dict[str, str], rooms: list[int]) -> tuple[str, dict]:
     """Migrate a fresh database; an agent, its token and one block per run."""
     agent = migrated_agent(env, partner="bench", agent="bencher")
-    from coordination.actors import Actor
-    from coordination.agents.services import agent_token_issue
     from memory.blocks.services import block_create
+    from pattern_site.kernel.actors import Actor
+    from pattern_site.kernel.agents.services import agent_token_issue
 
     blocks = {
         n: block_create(

@@ -35,16 +35,16 @@ DATA_DIR = django_setup("pattern-bench-coord-")
 from django.core.management import call_command
 from django.db import connection, transaction
 
-from coordination.actors import Actor
-from coordination.agents.services import (
+from coordination.models import Agent, Constellation
+from coordination.work.models import Task, TaskStatus
+from coordination.work.services import task_claim, task_create
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import (
     agent_create,
     constellation_create,
     user_get_or_create,
 )
-from coordination.errors import Conflict
-from coordination.models import Agent, Constellation
-from coordination.work.models import Task, TaskStatus
-from coordination.work.services import task_claim, task_create
+from pattern_site.kernel.errors import Conflict
 
 
 def line(name: str, value: str, note: str) -> None:

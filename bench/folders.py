@@ -190,8 +190,8 @@ def _named(name: str, text: str):
 def _owner():
     from django.contrib.auth import get_user_model
 
-    from coordination.actors import Actor
-    from coordination.agents.models import Constellation
+    from pattern_site.kernel.actors import Actor
+    from pattern_site.kernel.agents.models import Constellation
 
     user, _ = get_user_model().objects.get_or_create(username="bench")
     constellation, _ = Constellation.objects.get_or_create(

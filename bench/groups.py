@@ -61,12 +61,6 @@ django.setup()
 from django.core.management import call_command
 from django.db import connection, transaction
 
-from coordination.actors import Actor
-from coordination.agents.services import (
-    agent_create,
-    constellation_create,
-    user_get_or_create,
-)
 from coordination.groups.models import GroupRunEvent
 from coordination.groups.patterns import PATTERNS
 from coordination.groups.patterns.base import Member
@@ -75,6 +69,12 @@ from coordination.groups.services import (
     group_create,
     group_member_add,
     group_message_route,
+)
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import (
+    agent_create,
+    constellation_create,
+    user_get_or_create,
 )
 
 NAMES = ("Pattern", "Entropy", "Flux", "Momentum", "Anchor", "Archive")

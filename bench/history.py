@@ -35,12 +35,6 @@ from django.db import connection, transaction
 from django.utils import timezone
 from loro import LoroDoc
 
-from coordination.actors import Actor
-from coordination.agents.services import (
-    agent_create,
-    constellation_create,
-    user_get_or_create,
-)
 from memory.blocks import doc_cache, documents
 from memory.blocks.blame import blame_histories_clear, block_blame
 from memory.blocks.schemas import ChangesIn
@@ -48,6 +42,12 @@ from memory.blocks.selectors import block_document_load
 from memory.blocks.services import SERVER_PEER, block_append
 from memory.blocks.tools import block_changes_tool
 from memory.models import BlockSnapshot, BlockUpdate, MemoryBlock
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import (
+    agent_create,
+    constellation_create,
+    user_get_or_create,
+)
 
 
 def seed_block(constellation, label: str, edits: int, authors: list[Actor]):

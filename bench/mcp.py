@@ -40,15 +40,15 @@ from django.db import connection
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from coordination.actors import Actor
-from coordination.agents.services import (
+from memory.blocks.models import BlockType
+from memory.blocks.services import block_create
+from memory.longterm.services import archival_entry_create
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import (
     agent_create,
     constellation_create,
     user_get_or_create,
 )
-from memory.blocks.models import BlockType
-from memory.blocks.services import block_create
-from memory.longterm.services import archival_entry_create
 
 TOPICS = ["tea", "rain", "cats", "music", "running", "books", "trains", "code"]
 

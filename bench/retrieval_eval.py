@@ -104,15 +104,15 @@ def load(path: Path, convs: int | None) -> list[dict[str, Any]]:
 def store_in_process(conversations: list[dict], domain: str) -> list[dict]:
     """Each conversation as one agent's memory; returns, per conversation,
     the agent and a map from stored row id to turn id."""
-    from coordination.agents.services import (
-        agent_create,
-        constellation_create,
-        user_get_or_create,
-    )
     from memory.longterm.services import (
         archival_entry_create,
         conversation_start,
         messages_append,
+    )
+    from pattern_site.kernel.agents.services import (
+        agent_create,
+        constellation_create,
+        user_get_or_create,
     )
 
     partner, _new = user_get_or_create(username="eval-partner")
@@ -162,8 +162,8 @@ def embed_in_process(domain: str) -> None:
 def ask_in_process(
     stored: dict, query: str, mode: str, domain: str, limit: int = 10
 ) -> list[str]:
-    from coordination.actors import Actor
     from memory.longterm.search import memory_search
+    from pattern_site.kernel.actors import Actor
 
     result = memory_search(
         actor=Actor.for_agent(stored["agent"]),
@@ -205,7 +205,7 @@ class LiveServer:
 def store_over_http(server: LiveServer, conversations: list[dict], domain: str):
     import httpx
 
-    from coordination.agents.services import (
+    from pattern_site.kernel.agents.services import (
         agent_create,
         constellation_create,
         user_get_or_create,

@@ -120,9 +120,9 @@ def main() -> None:
     from bench.database import migrated_agent
 
     first = migrated_agent(env, partner="bench", agent="agent 0")
-    from coordination.actors import Actor
-    from coordination.agents.services import agent_token_issue
     from memory.blocks.services import block_create
+    from pattern_site.kernel.actors import Actor
+    from pattern_site.kernel.agents.services import agent_token_issue
     from tests.factories import AgentFactory
 
     agents = [first] + [

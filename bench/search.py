@@ -50,13 +50,13 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import connection, transaction
 
-from coordination.actors import Actor
 from coordination.models import Agent, Constellation
 from memory.longterm.indexes import ARCHIVAL_INDEX
 from memory.longterm.search import memory_search
 from memory.models import ArchivalEntry, EmbeddingState
 from memory.search.engine import scope_sizes_forget, vector_candidates
 from memory.search.index import index_clear, index_put_texts, index_put_vectors
+from pattern_site.kernel.actors import Actor
 
 DIM = 384
 VOCAB = [f"w{i:04d}" for i in range(5000)]

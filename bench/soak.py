@@ -66,10 +66,10 @@ def setup_database(env: dict[str, str]) -> tuple[str, int]:
     """Migrate a fresh database: an agent, its token, a block to append to,
     a co-editing block (its id) and some archival entries to search."""
     agent = migrated_agent(env, partner="soak", agent="soaker")
-    from coordination.actors import Actor
-    from coordination.agents.services import agent_token_issue
     from memory.blocks.services import block_create
     from memory.longterm.services import archival_entry_create
+    from pattern_site.kernel.actors import Actor
+    from pattern_site.kernel.agents.services import agent_token_issue
 
     blocks = {
         label: block_create(

@@ -2,11 +2,11 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from coordination.agents.models import Agent, AgentToken, Constellation
-from coordination.agents.services import agent_token_issue, agent_token_revoke
 from coordination.groups.models import AgentGroup, GroupMembership, GroupRun
-from coordination.web import ReadOnlyMixin
 from coordination.work.models import CoordinationState, HandoffNote, Task
+from pattern_site.kernel.agents.models import Agent, AgentToken, Constellation
+from pattern_site.kernel.agents.services import agent_token_issue, agent_token_revoke
+from pattern_site.kernel.web import ReadOnlyMixin
 
 
 class AgentInline(admin.TabularInline):

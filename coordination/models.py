@@ -1,7 +1,6 @@
 """The coordination app's models, defined in its packages (Django and the
 migrations find them here)."""
 
-from coordination.agents.models import Agent, AgentToken, Constellation
 from coordination.groups.models import (
     AgentGroup,
     GroupMembership,
@@ -10,6 +9,7 @@ from coordination.groups.models import (
     RunDelivery,
 )
 from coordination.work.models import CoordinationState, HandoffNote, Task
+from pattern_site.kernel.agents.models import Agent, AgentToken, Constellation
 
 __all__ = [
     "Agent",

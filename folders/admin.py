@@ -3,8 +3,8 @@ services (chunking and the search index follow them)."""
 
 from django.contrib import admin
 
-from coordination.web import ReadOnlyMixin
 from folders.models import Folder, FolderAttachment, FolderFile
+from pattern_site.kernel.web import ReadOnlyMixin
 
 
 class FolderFileInline(ReadOnlyMixin, admin.TabularInline):

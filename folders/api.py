@@ -14,8 +14,6 @@ from ninja import File, Router, UploadedFile
 from ninja.decorators import decorate_view
 from ninja.responses import Status
 
-from coordination.apitypes import Id, error_responses
-from coordination.auth import request_actor
 from folders.files import selectors, services
 from folders.files.ingest import MAX_PATH_CHARS, MAX_PATH_DEPTH
 from folders.files.models import Folder
@@ -49,6 +47,8 @@ from folders.schemas import (
 )
 from folders.tools import agent
 from folders.uploads import keep_upload_paths, upload_path
+from pattern_site.kernel.apitypes import Id, error_responses
+from pattern_site.kernel.auth import request_actor
 
 router = Router(tags=["folders"])
 

@@ -10,11 +10,11 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from coordination.actors import Actor
-from coordination.agents.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
-from coordination.errors import NotFound
 from folders.files.broadcast import folder_group
 from folders.files.selectors import folder_get_for_actor
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
+from pattern_site.kernel.errors import NotFound
 
 
 class FolderProgressConsumer(AsyncJsonWebsocketConsumer):

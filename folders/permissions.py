@@ -12,11 +12,11 @@ from enum import Enum
 
 from django.db.models import Q, QuerySet
 
-from coordination.actors import Actor
-from coordination.agents.models import Agent
-from coordination.agents.selectors import constellation_list_for_actor
-from coordination.errors import NotFound, PermissionDenied
 from folders.files.models import Folder, FolderAccess
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Agent
+from pattern_site.kernel.agents.selectors import constellation_list_for_actor
+from pattern_site.kernel.errors import NotFound, PermissionDenied
 
 
 class Right(Enum):

@@ -5,9 +5,9 @@ from typing import Literal
 
 from ninja import Field, Schema
 
-from coordination.apitypes import DB_INT_MAX, Id, InputSchema
 from folders.files.models import FolderFile
 from folders.files.selectors import file_percent
+from pattern_site.kernel.apitypes import DB_INT_MAX, Id, InputSchema
 
 AccessIn = Literal["read", "read_write"]
 SearchModeIn = Literal["fts", "vector", "hybrid", "auto"]

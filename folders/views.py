@@ -14,19 +14,19 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
-from coordination.actors import Actor
-from coordination.agents.selectors import (
-    agent_list_for_actor,
-    constellation_list_for_actor,
-)
-from coordination.errors import InvalidInput
-from coordination.web import form_action
 from folders.files import selectors, services
 from folders.files.models import FolderAccess, FolderKind
 from folders.files.selectors import file_percent
 from folders.permissions import Right
 from folders.tools.search import folder_search, passage_hit_payload
 from memory.search.engine import SEARCH_MODES
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.selectors import (
+    agent_list_for_actor,
+    constellation_list_for_actor,
+)
+from pattern_site.kernel.errors import InvalidInput
+from pattern_site.kernel.web import form_action
 
 
 def _actor(request: HttpRequest) -> Actor:

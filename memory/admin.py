@@ -11,7 +11,6 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
-from coordination.web import ReadOnlyMixin
 from memory.models import (
     ArchivalEntry,
     BlockApproval,
@@ -22,6 +21,7 @@ from memory.models import (
     Message,
     RetrievalConfig,
 )
+from pattern_site.kernel.web import ReadOnlyMixin
 
 
 class ReadOnlyInline(ReadOnlyMixin, admin.TabularInline):

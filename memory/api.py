@@ -5,10 +5,10 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Body, Router
 
-from coordination.apitypes import error_responses
-from coordination.auth import request_actor
 from memory import context
 from memory.schemas import BUILD_CONTEXT, ContextBuildIn, ContextOut
+from pattern_site.kernel.apitypes import error_responses
+from pattern_site.kernel.auth import request_actor
 
 router = Router()
 

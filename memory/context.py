@@ -32,16 +32,16 @@ from django.conf import settings
 
 from activity.stream.context import recent_activity_render
 from activity.summaries.digest import catch_up_render
-from coordination.actors import Actor
-from coordination.agents.models import Agent
-from coordination.agents.selectors import agent_get_private
-from coordination.errors import InvalidInput
 from memory.blocks.changes import BlockChangesSince, block_changes_for_agent
 from memory.blocks.models import BlockType, MemoryBlock
 from memory.blocks.permissions import block_permission_label
 from memory.blocks.seen import blocks_seen_record_later
 from memory.blocks.selectors import block_list_for_actor, block_shared_from
 from memory.schemas import ContextBuildIn
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Agent
+from pattern_site.kernel.agents.selectors import agent_get_private
+from pattern_site.kernel.errors import InvalidInput
 
 
 @dataclass(frozen=True)

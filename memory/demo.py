@@ -7,10 +7,10 @@ from django.db import (
     transaction,
 )
 
-from coordination.actors import Actor
-from coordination.agents.models import Constellation
 from memory.blocks.models import BlockType, Permission
 from memory.blocks.services import block_create
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Constellation
 
 DEMO_ORGANIZATION_POLICIES = (
     "Be kind and direct. Small steps beat big plans. Ask before committing "

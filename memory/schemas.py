@@ -4,7 +4,7 @@ from typing import Any, Literal
 
 from ninja import Field, Schema
 
-from coordination.apitypes import Id, InputSchema
+from pattern_site.kernel.apitypes import Id, InputSchema
 
 BUILD_CONTEXT = """Build the system prompt you run with from your memory: base
 instructions, core blocks, pinned working blocks (and the working blocks named

@@ -4,11 +4,11 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from coordination.agents.selectors import (
+from memory import context
+from pattern_site.kernel.agents.selectors import (
     agent_get_for_actor,
 )
-from coordination.web import page_actor
-from memory import context
+from pattern_site.kernel.web import page_actor
 
 
 @login_required

@@ -1,10 +1,10 @@
 """The one tool API: each app's router, mounted by dotted string.
 
 Every answer under ``/api/`` that is an error is JSON of one shape,
-``coordination.apitypes.ErrorOut``: ``{"detail": message, "code": code}``,
+``pattern_site.kernel.apitypes.ErrorOut``: ``{"detail": message, "code": code}``,
 plus ``errors`` (one entry per invalid field, paths without the ``payload``
 wrapper) for validation errors.  Domain errors
-(``coordination.errors.ApplicationError``) become HTTP here and nowhere
+(``pattern_site.kernel.errors.ApplicationError``) become HTTP here and nowhere
 else, with the error's status and its extra facts.
 
 Request bodies are parsed by :class:`ToolApiParser`: a body is a JSON
@@ -25,10 +25,10 @@ from ninja import Field, NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
-from coordination.apitypes import error_responses
-from coordination.auth import api_auth
-from coordination.errors import ApplicationError, InvalidInput, MalformedRequest
 from pattern_site.health import health_report
+from pattern_site.kernel.apitypes import error_responses
+from pattern_site.kernel.auth import api_auth
+from pattern_site.kernel.errors import ApplicationError, InvalidInput, MalformedRequest
 from pattern_site.tool_schemas import tool_schemas
 
 AUTH_REQUIRED = (
@@ -307,7 +307,7 @@ def health(request: HttpRequest) -> HttpResponse:
     return api.create_response(request, report, status=200 if healthy else 503)
 
 
-api.add_router("/", "coordination.agents.api.router")
+api.add_router("/", "pattern_site.kernel.agents.api.router")
 api.add_router("/", "memory.blocks.api.router")
 api.add_router("/", "memory.longterm.api.router")
 api.add_router("/", "memory.api.router")

@@ -107,7 +107,7 @@ django_asgi_app = SyncChainASGIHandler()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from coordination.auth import websocket_origin_validator  # noqa: E402
+from pattern_site.kernel.auth import websocket_origin_validator  # noqa: E402
 from pattern_site.mcp.http import McpHttpApp  # noqa: E402
 from pattern_site.routing import websocket_urlpatterns  # noqa: E402
 

@@ -14,8 +14,8 @@ from django.conf import settings
 from django.http import HttpRequest
 from django.utils.module_loading import import_string
 
-from coordination.web import page_actor
 from memory.blocks.selectors import approval_pending_count_for_actor
+from pattern_site.kernel.web import page_actor
 
 # A worker not seen for this long gets the banner (the health report's own
 # threshold decides "ok"; this one only words the banner).

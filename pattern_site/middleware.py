@@ -12,7 +12,7 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from coordination.errors import ApplicationError
+from pattern_site.kernel.errors import ApplicationError
 
 API_PREFIX = "/api/"
 

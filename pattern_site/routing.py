@@ -2,10 +2,10 @@
 
 from django.urls import path
 
-from coordination.agents.consumers import PresenceConsumer
 from coordination.groups.consumers import GroupSocketConsumer
 from folders.consumers import FolderProgressConsumer
 from memory.blocks.sync.consumer import BlockSyncConsumer
+from pattern_site.kernel.agents.consumers import PresenceConsumer
 
 websocket_urlpatterns = [
     path("ws/constellations/<int:constellation_id>/", PresenceConsumer.as_asgi()),

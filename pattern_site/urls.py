@@ -9,7 +9,7 @@ urlpatterns = [
     path("api/", api.urls),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("", include("coordination.urls")),
+    path("", include("pattern_site.kernel.agents.urls")),
     path("", include("coordination.work.urls")),
     path("memory/", include("memory.urls")),
     path("activity/", include("activity.urls")),

@@ -27,8 +27,8 @@ from channels.layers import channel_layers
 from django.conf import settings
 from django.test import Client
 
-from coordination.agents.services import IssuedToken
 from pattern_site.celery import app as celery_app
+from pattern_site.kernel.agents.services import IssuedToken
 from pattern_site.processes import (
     SOLO_WORKER_OPTIONS,
     celery_worker_command,
@@ -353,7 +353,7 @@ def agent(constellation: Any) -> Any:
 
 @pytest.fixture
 def agent_token(agent: Any) -> IssuedToken:
-    from coordination.agents.services import agent_token_issue
+    from pattern_site.kernel.agents.services import agent_token_issue
 
     return agent_token_issue(agent=agent)
 

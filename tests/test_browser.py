@@ -2,7 +2,7 @@
 
 import pytest
 
-from coordination.agents.services import demo_constellation_seed
+from pattern_site.kernel.agents.services import demo_constellation_seed
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from coordination.actors import Actor
-from coordination.agents.services import agent_token_issue
 from memory.blocks.services import block_create
 from memory.models import MemoryBlock
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import agent_token_issue
 from tests.conftest import REPO, subprocess_env
 
 pytestmark = pytest.mark.slow

@@ -25,7 +25,7 @@ import openai
 from django.conf import settings
 
 from activity.llm.services import llm_budget_check, llm_usage_add
-from coordination.errors import ApplicationError
+from pattern_site.kernel.errors import ApplicationError
 
 PROMPTS = Path(__file__).resolve().parent / "prompts"
 

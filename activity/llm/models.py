@@ -2,7 +2,7 @@
 
 from django.db import models
 
-from coordination.agents.models import Constellation
+from pattern_site.kernel.agents.models import Constellation
 
 
 class LLMUsage(models.Model):

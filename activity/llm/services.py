@@ -6,7 +6,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from activity.llm.models import LLMUsage
-from coordination.errors import LimitExceeded
+from pattern_site.kernel.errors import LimitExceeded
 
 
 def llm_tokens_used_today(*, constellation_id: int) -> int:

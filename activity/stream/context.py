@@ -14,7 +14,7 @@ from django.utils import timezone
 from activity.stream.humanize import ago
 from activity.stream.models import ActivityEvent
 from activity.stream.selectors import recent_activity_for_agent
-from coordination.agents.models import Agent
+from pattern_site.kernel.agents.models import Agent
 
 
 def recent_activity_lines(events: list[ActivityEvent], now: datetime) -> list[str]:

@@ -10,8 +10,8 @@ week of events reads a few hundred rows.  Both are written with the events.
 from django.conf import settings
 from django.db import models
 
-from coordination.agents.models import Agent, Constellation
-from coordination.events import EventType, Importance
+from pattern_site.kernel.agents.models import Agent, Constellation
+from pattern_site.kernel.events import EventType, Importance
 
 IMPORTANCE_RANK = {
     Importance.LOW: 0,

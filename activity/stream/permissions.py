@@ -4,13 +4,13 @@ Every right about activity events, summaries and digests is decided here.
 A constellation the actor cannot see does not exist for it (``NotFound``).
 """
 
-from coordination.actors import Actor
-from coordination.agents.models import Agent, Constellation
-from coordination.agents.selectors import (
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Agent, Constellation
+from pattern_site.kernel.agents.selectors import (
     agent_get_for_actor,
     constellation_get_for_actor,
 )
-from coordination.errors import NotFound, PermissionDenied
+from pattern_site.kernel.errors import NotFound, PermissionDenied
 
 
 def activity_constellation_for_read(

@@ -17,8 +17,8 @@ from activity.stream.models import (
     EventType,
 )
 from activity.stream.services import event_terms, hour_of
-from coordination.agents.models import Agent, Constellation
-from coordination.errors import InvalidInput
+from pattern_site.kernel.agents.models import Agent, Constellation
+from pattern_site.kernel.errors import InvalidInput
 
 MAX_PAGE = 200
 MAX_QUERY_TERMS = 8

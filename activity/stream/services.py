@@ -34,10 +34,10 @@ from activity.stream.models import (
 )
 from activity.stream.recorder import recorder
 from activity.tasks import activity_events_store_task
-from coordination.actors import Actor
-from coordination.agents.models import Agent, Constellation
-from coordination.errors import InvalidInput
-from coordination.layer_send import group_send_from_sync
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Agent, Constellation
+from pattern_site.kernel.errors import InvalidInput
+from pattern_site.kernel.layer_send import group_send_from_sync
 
 logger = logging.getLogger(__name__)
 
@@ -250,7 +250,7 @@ def event_payload(event: ActivityEvent) -> dict[str, Any]:
 
 def _broadcast(events: list[ActivityEvent]) -> None:
     """One message per constellation for the whole batch."""
-    from coordination.agents.consumers import constellation_group
+    from pattern_site.kernel.agents.consumers import constellation_group
 
     by_constellation: dict[int, list[dict[str, Any]]] = {}
     for event in events:

@@ -28,7 +28,7 @@ from activity.stream.humanize import ago, ago_at
 from activity.stream.models import ActivityEvent, EventType, Importance
 from activity.stream.selectors import activity_counts
 from activity.summaries.models import AgentSummary, ConstellationSummary
-from coordination.agents.models import Agent
+from pattern_site.kernel.agents.models import Agent
 
 WEEK = timedelta(days=7)
 KIND_LABELS = {

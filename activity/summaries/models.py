@@ -7,7 +7,7 @@ picked from the source rather than written.
 
 from django.db import models
 
-from coordination.agents.models import Agent, Constellation
+from pattern_site.kernel.agents.models import Agent, Constellation
 
 EXTRACTIVE_PREFIX = "extractive:"
 

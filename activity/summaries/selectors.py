@@ -5,7 +5,7 @@ from typing import Any
 
 from activity.stream.humanize import ago_at
 from activity.summaries.models import AgentSummary, ConstellationSummary
-from coordination.agents.models import Agent, Constellation
+from pattern_site.kernel.agents.models import Agent, Constellation
 
 
 def constellation_summary_latest(

@@ -34,8 +34,8 @@ from activity.summaries.summarizers import (
     SummaryMessage,
     summarizer_get,
 )
-from coordination.agents.models import Agent, Constellation
-from coordination.errors import LimitExceeded
+from pattern_site.kernel.agents.models import Agent, Constellation
+from pattern_site.kernel.errors import LimitExceeded
 
 logger = logging.getLogger(__name__)
 

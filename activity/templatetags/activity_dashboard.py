@@ -14,7 +14,7 @@ from activity.summaries.selectors import (
     constellation_summary_latest,
 )
 from activity.summaries.summarizers import summarizer_status
-from coordination.agents.models import Constellation
+from pattern_site.kernel.agents.models import Constellation
 
 register = template.Library()
 

@@ -12,12 +12,6 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from ninja import Router, Status
 
-from coordination.agents.selectors import (
-    agent_get_for_actor,
-    constellation_get_for_actor,
-)
-from coordination.apitypes import Id, Offset, error_responses, number_text
-from coordination.auth import request_actor
 from coordination.groups import permissions, selectors, services, streams
 from coordination.groups.schemas import (
     AnswerIn,
@@ -40,6 +34,12 @@ from coordination.groups.schemas import (
     ToolResultIn,
 )
 from coordination.groups.tools import ROUTE_TO_GROUP_TOOL, route_to_group_tool
+from pattern_site.kernel.agents.selectors import (
+    agent_get_for_actor,
+    constellation_get_for_actor,
+)
+from pattern_site.kernel.apitypes import Id, Offset, error_responses, number_text
+from pattern_site.kernel.auth import request_actor
 
 router = Router(tags=["groups"])
 

@@ -23,11 +23,11 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from coordination.actors import Actor
-from coordination.agents.services import agent_token_authenticate
-from coordination.errors import ApplicationError, InvalidInput
 from coordination.groups import permissions, realtime, selectors, services
 from coordination.groups.schemas import DeliveryOut
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import agent_token_authenticate
+from pattern_site.kernel.errors import ApplicationError, InvalidInput
 
 CLOSE_UNAUTHENTICATED = 4401
 

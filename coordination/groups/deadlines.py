@@ -20,8 +20,8 @@ from datetime import UTC, datetime, timedelta
 
 from django.db import transaction
 
-from coordination.batching import Batcher
 from coordination.groups import tasks
+from pattern_site.kernel.batching import Batcher
 
 # Deadlines are kept at most this late (seconds), plus the worker's delay.
 RESOLUTION = 1.0

@@ -26,12 +26,12 @@ from django.conf import settings
 from django.utils import timezone
 
 from activity.llm.client import ChatClient, LLMUnavailable, chat_client
-from coordination.agents.services import agent_touch
-from coordination.errors import ApplicationError, Conflict
 from coordination.groups import services
 from coordination.groups.models import DeliveryKind, RunDelivery
 from coordination.groups.patterns.voting import normalise
 from memory.context import context_build
+from pattern_site.kernel.agents.services import agent_touch
+from pattern_site.kernel.errors import ApplicationError, Conflict
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ import logging
 import kombu.exceptions
 from django.db import transaction
 
-from coordination.batching import Batcher
 from coordination.groups import tasks
+from pattern_site.kernel.batching import Batcher
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ are the inbox items of the agents it selected, and its events are the
 
 from django.db import models
 
-from coordination.agents.models import Agent, Constellation
+from pattern_site.kernel.agents.models import Agent, Constellation
 
 
 class CoordinationPattern(models.TextChoices):

@@ -14,10 +14,10 @@
 
 from django.db.models import QuerySet
 
-from coordination.actors import Actor
-from coordination.agents.selectors import constellation_list_for_actor
-from coordination.errors import PermissionDenied
 from coordination.groups.models import AgentGroup, GroupRun, RunDelivery
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.selectors import constellation_list_for_actor
+from pattern_site.kernel.errors import PermissionDenied
 
 
 def group_queryset_for_actor(*, actor: Actor) -> QuerySet[AgentGroup]:

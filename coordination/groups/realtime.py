@@ -9,7 +9,7 @@ none listens).
 
 import logging
 
-from coordination.layer_send import group_send_from_sync
+from pattern_site.kernel.layer_send import group_send_from_sync
 
 logger = logging.getLogger(__name__)
 

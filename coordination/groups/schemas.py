@@ -3,8 +3,8 @@ from typing import Any
 
 from ninja import Field, Schema
 
-from coordination.apitypes import Id, InputSchema
 from coordination.groups.models import CoordinationPattern, MemberRole
+from pattern_site.kernel.apitypes import Id, InputSchema
 
 PATTERNS = ", ".join(CoordinationPattern.values)
 

@@ -5,9 +5,6 @@ from typing import Any
 
 from django.db.models import Count, Prefetch, Q, QuerySet
 
-from coordination.actors import Actor
-from coordination.agents.models import Constellation
-from coordination.errors import InvalidInput, NotFound
 from coordination.groups import permissions
 from coordination.groups.models import (
     AgentGroup,
@@ -19,7 +16,10 @@ from coordination.groups.models import (
     RunStatus,
 )
 from coordination.groups.patterns.base import DeliveryView, Member
-from pattern_site.db.compiled import CompiledQuery
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Constellation
+from pattern_site.kernel.db.compiled import CompiledQuery
+from pattern_site.kernel.errors import InvalidInput, NotFound
 
 
 def group_list_for_actor(
@@ -91,7 +91,7 @@ def constellation_get_by_name(*, name: str | None) -> Constellation:
 
 
 # Every routed message reads the members (compiled once, see
-# pattern_site.db.compiled).
+# pattern_site.kernel.db.compiled).
 _MEMBERS = CompiledQuery(
     lambda group_id: (
         GroupMembership.objects.select_related("agent")

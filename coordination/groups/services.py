@@ -20,9 +20,6 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from coordination.actors import Actor
-from coordination.agents.models import Agent, Constellation
-from coordination.errors import Conflict, InvalidInput, LimitExceeded, NotFound
 from coordination.groups import realtime
 from coordination.groups.deadlines import deadline_schedule
 from coordination.groups.llm_queue import llm_answer_queue
@@ -59,6 +56,9 @@ from coordination.groups.selectors import (
     group_members,
     run_delivery_views,
 )
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Agent, Constellation
+from pattern_site.kernel.errors import Conflict, InvalidInput, LimitExceeded, NotFound
 
 MAX_MESSAGE_CHARS = 20_000
 MAX_CHUNK_CHARS = 20_000

@@ -12,7 +12,7 @@ from typing import Any
 
 import tomli_w
 
-from coordination.errors import InvalidInput
+from pattern_site.kernel.errors import InvalidInput
 
 
 def _without_none(value: Any) -> Any:

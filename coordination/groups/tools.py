@@ -8,12 +8,12 @@ answer is the run, shaped by ``RunOut``; its events follow on the run's
 event stream.  ``ROUTE_TO_GROUP_TOOL`` is the tool's description.
 """
 
-from coordination.actors import Actor
-from coordination.apitypes import number_text
-from coordination.errors import InvalidInput
 from coordination.groups import selectors, services
 from coordination.groups.models import GroupRun
 from coordination.groups.schemas import RouteToGroupIn
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.apitypes import number_text
+from pattern_site.kernel.errors import InvalidInput
 
 ROUTE_TO_GROUP_TOOL = (
     "Route a message through an agent group. The group's coordination"

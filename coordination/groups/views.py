@@ -16,13 +16,6 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from activity.llm.client import llm_provider_configured
-from coordination.actors import Actor
-from coordination.agents.selectors import (
-    agent_get_for_actor,
-    agent_list_for_actor,
-    constellation_get_for_actor,
-)
-from coordination.errors import ApplicationError, InvalidInput
 from coordination.groups import selectors, services
 from coordination.groups.forms import (
     GroupCreateForm,
@@ -31,7 +24,14 @@ from coordination.groups.forms import (
     pattern_forms,
 )
 from coordination.groups.models import AgentGroup, CoordinationPattern
-from coordination.web import form_action, form_problems
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.selectors import (
+    agent_get_for_actor,
+    agent_list_for_actor,
+    constellation_get_for_actor,
+)
+from pattern_site.kernel.errors import ApplicationError, InvalidInput
+from pattern_site.kernel.web import form_action, form_problems
 
 
 def _actor(request: HttpRequest) -> Actor:

@@ -7,9 +7,6 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Router, Status
 
-from coordination.agents.selectors import agent_get_for_actor
-from coordination.apitypes import Id, error_responses
-from coordination.auth import request_actor
 from coordination.work import selectors, services
 from coordination.work.schemas import (
     CoordIn,
@@ -25,6 +22,9 @@ from coordination.work.schemas import (
     TaskStatusIn,
 )
 from coordination.work.tools import COORD_TOOL, coord_tool
+from pattern_site.kernel.agents.selectors import agent_get_for_actor
+from pattern_site.kernel.apitypes import Id, error_responses
+from pattern_site.kernel.auth import request_actor
 
 router = Router(tags=["tasks"])
 

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from coordination.actors import Actor
-from coordination.agents.models import Constellation
-from coordination.errors import InvalidInput
 from coordination.work import selectors, services
 from coordination.work.models import HandoffNote, Task, TaskStatus
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Constellation
+from pattern_site.kernel.errors import InvalidInput
 
 GRAMMAR: dict[str, str] = {
     "status": "status",

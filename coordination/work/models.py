@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.validators import MaxLengthValidator
 from django.db import models
 
-from coordination.agents.models import Agent, Constellation
+from pattern_site.kernel.agents.models import Agent, Constellation
 
 TITLE_MAX_CHARS = 200
 DESCRIPTION_MAX_CHARS = 10_000

@@ -1,7 +1,7 @@
 """Every right over tasks, handoff notes and coordination state.
 
 Reads: an actor sees the work of the constellations it sees
-(``coordination.agents.selectors.constellation_list_for_actor``); anything else
+(``pattern_site.kernel.agents.selectors.constellation_list_for_actor``); anything else
 does not exist for it.  Writes, decided here and nowhere else:
 
 - Tasks: any agent or human of the constellation creates tasks and assigns
@@ -18,11 +18,11 @@ does not exist for it.  Writes, decided here and nowhere else:
 
 from django.db.models import Q
 
-from coordination.actors import Actor
-from coordination.agents.models import Agent
-from coordination.agents.selectors import constellation_list_for_actor
-from coordination.errors import PermissionDenied
 from coordination.work.models import HandoffNote, Task, TaskStatus
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Agent
+from pattern_site.kernel.agents.selectors import constellation_list_for_actor
+from pattern_site.kernel.errors import PermissionDenied
 
 
 def work_visible(actor: Actor) -> Q:

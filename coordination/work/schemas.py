@@ -3,8 +3,6 @@ from typing import Any, Literal
 
 from ninja import Field, Schema
 
-from coordination.actors import Actor
-from coordination.apitypes import Id, InputSchema, Moment, Offset
 from coordination.work.models import (
     DESCRIPTION_MAX_CHARS,
     HANDOFF_MAX_CHARS,
@@ -12,6 +10,8 @@ from coordination.work.models import (
     TaskPriority,
     TaskStatus,
 )
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.apitypes import Id, InputSchema, Moment, Offset
 
 
 class CoordIn(InputSchema):

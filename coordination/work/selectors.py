@@ -13,13 +13,6 @@ from django.conf import settings
 from django.db.models import Count, Prefetch, QuerySet
 from django.utils import timezone
 
-from coordination.actors import Actor
-from coordination.agents.models import Agent, Constellation
-from coordination.agents.selectors import (
-    agent_list_for_actor,
-    constellation_list_for_actor,
-)
-from coordination.errors import InvalidInput, NotFound
 from coordination.work.models import (
     FINISHED_STATUSES,
     CoordinationState,
@@ -28,6 +21,13 @@ from coordination.work.models import (
     TaskStatus,
 )
 from coordination.work.permissions import handoff_visible, work_visible
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Agent, Constellation
+from pattern_site.kernel.agents.selectors import (
+    agent_list_for_actor,
+    constellation_list_for_actor,
+)
+from pattern_site.kernel.errors import InvalidInput, NotFound
 
 NOTES_KEY = "notes"
 

@@ -29,17 +29,6 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from coordination.actors import Actor
-from coordination.agents.consumers import constellation_group
-from coordination.agents.models import Agent, Constellation
-from coordination.errors import (
-    Conflict,
-    InvalidInput,
-    NotFound,
-    PermissionDenied,
-    full_clean,
-)
-from coordination.events import EventType, Importance, event_record
 from coordination.work.models import (
     FINISHED_STATUSES,
     STATE_KEY_MAX_CHARS,
@@ -58,6 +47,17 @@ from coordination.work.permissions import (
     task_check_status,
 )
 from coordination.work.selectors import NOTES_KEY
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.consumers import constellation_group
+from pattern_site.kernel.agents.models import Agent, Constellation
+from pattern_site.kernel.errors import (
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
+    full_clean,
+)
+from pattern_site.kernel.events import EventType, Importance, event_record
 
 # Turns a model's ValidationError into InvalidInput naming each field.
 

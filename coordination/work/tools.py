@@ -7,7 +7,6 @@ runs the command through the dialect, whose selectors and services decide
 every right.  ``COORD_TOOL`` is the tool's description for the model.
 """
 
-from coordination.actors import Actor
 from coordination.work import selectors
 from coordination.work.dialect import (
     GRAMMAR_TEXT,
@@ -16,6 +15,7 @@ from coordination.work.dialect import (
     coord_parse,
 )
 from coordination.work.schemas import CoordIn
+from pattern_site.kernel.actors import Actor
 
 COORD_TOOL = f"""Coordinate with the other agents of your constellation: shared
 tasks, handoff notes and shared notes. Send one command per call as `command`.

@@ -1,7 +1,7 @@
 """Dashboard pages of coordination work: the task board and the handoff
 inbox.  Reads go through the work selectors, each form post calls one
 service (errors come back as a message on the page, see
-``coordination.web.form_action``); dragging a card calls the tool API."""
+``pattern_site.kernel.web.form_action``); dragging a card calls the tool API."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -11,12 +11,15 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from coordination.actors import Actor
-from coordination.agents.selectors import agent_get_for_actor, agent_list_for_actor
-from coordination.errors import InvalidInput
-from coordination.web import form_action
 from coordination.work import selectors, services
 from coordination.work.models import TaskPriority
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.selectors import (
+    agent_get_for_actor,
+    agent_list_for_actor,
+)
+from pattern_site.kernel.errors import InvalidInput
+from pattern_site.kernel.web import form_action
 
 
 def _actor(request: HttpRequest) -> Actor:

@@ -25,7 +25,7 @@ from pathlib import PurePosixPath
 
 from django.conf import settings
 
-from coordination.errors import InvalidInput, LimitExceeded
+from pattern_site.kernel.errors import InvalidInput, LimitExceeded
 
 ACCEPTED = "text, Markdown, source code, CSV, JSON, HTML and PDF files"
 MAX_PATH_CHARS = 1024

@@ -11,8 +11,8 @@ line ranges of a file, indexed by the memory search engine.
 from django.conf import settings
 from django.db import models
 
-from coordination.agents.models import Agent, Constellation
 from memory.models import EmbeddingState
+from pattern_site.kernel.agents.models import Agent, Constellation
 
 
 class FolderKind(models.TextChoices):

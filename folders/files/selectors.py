@@ -5,8 +5,6 @@ from typing import Any
 
 from django.db.models import Count, Q, QuerySet, Sum
 
-from coordination.actors import Actor
-from coordination.errors import NotFound
 from folders.files.models import (
     FilePassage,
     Folder,
@@ -16,6 +14,8 @@ from folders.files.models import (
 )
 from folders.permissions import Right, folder_require, folders_visible
 from memory.models import EmbeddingState
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.errors import NotFound
 
 
 def folder_list_for_actor(

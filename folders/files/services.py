@@ -21,18 +21,6 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
 
-from coordination.actors import Actor
-from coordination.agents.selectors import (
-    agent_list_for_actor,
-    constellation_get_for_actor,
-)
-from coordination.errors import (
-    ApplicationError,
-    Conflict,
-    InvalidInput,
-    LimitExceeded,
-    NotFound,
-)
 from folders import tasks
 from folders.files.broadcast import folder_progress_later
 from folders.files.chunking import chunk_lines
@@ -59,6 +47,18 @@ from folders.permissions import Right, folder_create_require, folder_require
 from memory.models import EmbeddingState
 from memory.search.index import index_delete, index_put_texts
 from memory.search.pipeline import embedding_schedule
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.selectors import (
+    agent_list_for_actor,
+    constellation_get_for_actor,
+)
+from pattern_site.kernel.errors import (
+    ApplicationError,
+    Conflict,
+    InvalidInput,
+    LimitExceeded,
+    NotFound,
+)
 
 logger = logging.getLogger(__name__)
 

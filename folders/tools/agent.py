@@ -12,8 +12,6 @@ to present.  The ``*_HELP`` constants are the tools' descriptions.
 
 from typing import Any
 
-from coordination.actors import Actor
-from coordination.errors import InvalidInput
 from folders import permissions
 from folders.files import selectors
 from folders.files.models import FolderFile
@@ -31,6 +29,8 @@ from folders.schemas import (
 from folders.tools import windows
 from folders.tools.grep import GrepResult, folder_grep
 from folders.tools.search import folder_search, passage_hit_payload
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.errors import InvalidInput
 
 OPEN_HELP = (
     "Open a file of an attached folder: a window of its lines (100 unless you"

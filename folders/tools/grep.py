@@ -23,8 +23,8 @@ from itertools import islice
 import regex
 from django.conf import settings
 
-from coordination.errors import InvalidInput
 from folders.files.models import Folder, FolderFile
+from pattern_site.kernel.errors import InvalidInput
 
 MAX_PATTERN_CHARS = 1000
 MAX_CONTEXT = 10

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from coordination.errors import InvalidInput
 from folders.files.index import FILE_PASSAGE_INDEX
 from folders.files.models import FilePassage, Folder
 from folders.files.selectors import folder_list_for_actor
@@ -32,6 +31,7 @@ from memory.search.engine import (
     scope_is_large,
     search,
 )
+from pattern_site.kernel.errors import InvalidInput
 
 MAX_QUERY_CHARS = 2000
 MAX_LIMIT = 50

@@ -17,11 +17,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from coordination.actors import Actor
-from coordination.agents.models import Agent
-from coordination.errors import InvalidInput, NotFound
-from coordination.events import EventType, event_record
 from folders.files.models import FolderAttachment, FolderFile, OpenFile
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Agent
+from pattern_site.kernel.errors import InvalidInput, NotFound
+from pattern_site.kernel.events import EventType, event_record
 
 MAX_WINDOW_LINES = 1000
 

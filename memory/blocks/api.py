@@ -10,15 +10,6 @@ from uuid import UUID
 from django.http import HttpRequest
 from ninja import Body, Query, Router, Status
 
-from coordination.actors import Actor
-from coordination.agents.selectors import (
-    agent_get_for_actor,
-    agent_get_private,
-    constellation_get_for_actor,
-)
-from coordination.apitypes import Id, error_responses
-from coordination.auth import request_actor
-from coordination.errors import PermissionDenied
 from memory.blocks import tools
 from memory.blocks.blame import block_blame
 from memory.blocks.models import BlockApproval, MemoryBlock
@@ -77,6 +68,15 @@ from memory.blocks.services import (
     block_unshare,
 )
 from memory.blocks.transfer import blocks_export, blocks_import
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.selectors import (
+    agent_get_for_actor,
+    agent_get_private,
+    constellation_get_for_actor,
+)
+from pattern_site.kernel.apitypes import Id, error_responses
+from pattern_site.kernel.auth import request_actor
+from pattern_site.kernel.errors import PermissionDenied
 
 router = Router()
 

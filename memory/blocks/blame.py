@@ -56,11 +56,11 @@ from loro import (
     VersionVector,
 )
 
-from coordination.errors import InvalidInput
 from memory.blocks import documents
 from memory.blocks.models import BlockUpdate, MemoryBlock
 from memory.blocks.selectors import block_document_versioned
-from pattern_site.db.rows import rows_fetch
+from pattern_site.kernel.db.rows import rows_fetch
+from pattern_site.kernel.errors import InvalidInput
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,12 @@ from django.db.models import FilteredRelation, Q
 from django.db.models.expressions import RawSQL
 from loro import Frontiers, LoroDoc
 
-from coordination.actors import Actor
-from coordination.agents.models import Agent
 from memory.blocks import diffs, documents
 from memory.blocks.models import BlockUpdate, MemoryBlock
 from memory.blocks.selectors import block_history_document, block_list_for_actor
-from pattern_site.db.compiled import CompiledQuery
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Agent
+from pattern_site.kernel.db.compiled import CompiledQuery
 
 # Changes per block reported at most (the newest); older ones are counted.
 CHANGES_PER_BLOCK = 20

@@ -47,7 +47,7 @@ from loro import (
     VersionVector,
 )
 
-from coordination.errors import InvalidInput, PermissionDenied
+from pattern_site.kernel.errors import InvalidInput, PermissionDenied
 
 SCHEMA_KINDS = ("text", "map", "list", "log", "composite")
 FIELD_TYPES = ("text", "number", "boolean", "list", "counter")

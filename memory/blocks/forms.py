@@ -24,8 +24,8 @@ from typing import Any
 
 from django.http import QueryDict
 
-from coordination.errors import InvalidInput
 from memory.blocks import documents
+from pattern_site.kernel.errors import InvalidInput
 
 TEXT_ITEM_KEYS = ("text", "task", "title")
 

@@ -11,7 +11,7 @@ import uuid
 from django.db import models
 from django.db.models import Q
 
-from coordination.agents.models import Agent, Constellation
+from pattern_site.kernel.agents.models import Agent, Constellation
 
 
 class BlockType(models.TextChoices):

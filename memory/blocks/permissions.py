@@ -21,10 +21,6 @@ from typing import Any, Literal
 
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 
-from coordination.actors import Actor
-from coordination.agents.models import Agent, AgentToken, Constellation
-from coordination.agents.permissions import constellation_filter
-from coordination.errors import AuthenticationFailed, NotFound, PermissionDenied
 from memory.blocks import documents
 from memory.blocks.models import (
     BlockApproval,
@@ -34,6 +30,10 @@ from memory.blocks.models import (
     Permission,
     SharedAccess,
 )
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Agent, AgentToken, Constellation
+from pattern_site.kernel.agents.permissions import constellation_filter
+from pattern_site.kernel.errors import AuthenticationFailed, NotFound, PermissionDenied
 
 Access = Literal["read", "append", "write"]
 

@@ -7,9 +7,9 @@ from uuid import UUID
 from ninja import Field, Schema
 from pydantic import ConfigDict, RootModel, create_model, model_validator
 
-from coordination.apitypes import Id, InputSchema, Label
-from coordination.errors import InvalidInput
 from memory.blocks import documents
+from pattern_site.kernel.apitypes import Id, InputSchema, Label
+from pattern_site.kernel.errors import InvalidInput
 
 # The tools' descriptions, written for the model that calls them: the HTTP
 # endpoints' OpenAPI descriptions and the MCP tool descriptions alike.

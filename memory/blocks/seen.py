@@ -21,11 +21,11 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from coordination.agents.models import Agent
-from coordination.batching import Batcher
 from memory.blocks.changes import SeenMark
 from memory.blocks.models import BlockSeen, BlockUpdate, MemoryBlock
 from memory.blocks.tasks import blocks_seen_record_task
+from pattern_site.kernel.agents.models import Agent
+from pattern_site.kernel.batching import Batcher
 
 
 @transaction.atomic

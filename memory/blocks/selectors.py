@@ -18,10 +18,6 @@ from django.db.models import CharField, Count, Max, Q, QuerySet
 from django.db.models.functions import Cast
 from loro import LoroDoc
 
-from coordination.actors import Actor
-from coordination.agents.models import Agent
-from coordination.agents.selectors import agent_get_private
-from coordination.errors import InvalidInput, NotFound
 from memory.blocks import diffs, doc_cache, documents
 from memory.blocks.models import (
     ApprovalStatus,
@@ -39,8 +35,12 @@ from memory.blocks.permissions import (
     block_approval_needed,
     blocks_visible,
 )
-from pattern_site.db.compiled import CompiledQuery
-from pattern_site.db.rows import row_field_size, rows_fetch
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Agent
+from pattern_site.kernel.agents.selectors import agent_get_private
+from pattern_site.kernel.db.compiled import CompiledQuery
+from pattern_site.kernel.db.rows import row_field_size, rows_fetch
+from pattern_site.kernel.errors import InvalidInput, NotFound
 
 
 def _parse_id(block_id: object) -> uuid.UUID:

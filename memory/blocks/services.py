@@ -33,18 +33,6 @@ from django.db.models.functions import Length
 from django.utils import timezone
 from loro import Frontiers, LoroDoc, VersionVector
 
-from coordination.actors import Actor
-from coordination.agents.models import Agent, Constellation
-from coordination.apitypes import label_check
-from coordination.errors import (
-    Conflict,
-    InvalidInput,
-    LimitExceeded,
-    NotFound,
-    PermissionDenied,
-)
-from coordination.events import EventType, event_record
-from coordination.rights import rights_revoke_send
 from memory.blocks import doc_cache, documents
 from memory.blocks.models import (
     ApprovalStatus,
@@ -81,7 +69,24 @@ from memory.blocks.selectors import (
 from memory.blocks.sync.broadcast import block_broadcast
 from memory.longterm.models import ArchivalSource
 from memory.longterm.services import archival_entry_create
-from pattern_site.db.rows import row_insert, row_lock, row_update, rows_set_in_range
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Agent, Constellation
+from pattern_site.kernel.apitypes import label_check
+from pattern_site.kernel.db.rows import (
+    row_insert,
+    row_lock,
+    row_update,
+    rows_set_in_range,
+)
+from pattern_site.kernel.errors import (
+    Conflict,
+    InvalidInput,
+    LimitExceeded,
+    NotFound,
+    PermissionDenied,
+)
+from pattern_site.kernel.events import EventType, event_record
+from pattern_site.kernel.rights import rights_revoke_send
 
 SUMMARY_MAX = 300
 

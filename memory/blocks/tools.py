@@ -10,9 +10,6 @@ for the caller's transport to present.
 
 from typing import Any
 
-from coordination.actors import Actor
-from coordination.agents.models import Agent
-from coordination.errors import InvalidInput
 from memory.blocks.changes import block_changes_for_agent
 from memory.blocks.models import BlockType, MemoryBlock
 from memory.blocks.permissions import block_tool_agent
@@ -37,6 +34,9 @@ from memory.blocks.services import (
     block_rewrite,
     block_swap,
 )
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Agent
+from pattern_site.kernel.errors import InvalidInput
 
 
 def block_change_payload(change: BlockChange) -> dict[str, Any]:

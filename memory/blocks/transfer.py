@@ -10,15 +10,15 @@ from django.db import (
 )
 from django.utils import timezone
 
-from coordination.actors import Actor
-from coordination.agents.models import Agent
-from coordination.errors import (
-    InvalidInput,
-)
 from memory.blocks import documents
 from memory.blocks.models import BlockType, MemoryBlock, Permission
 from memory.blocks.selectors import block_document_load, block_list_for_actor
 from memory.blocks.services import block_create
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Agent
+from pattern_site.kernel.errors import (
+    InvalidInput,
+)
 
 EXPORT_FORMAT = "pattern-site.memory"
 

@@ -15,12 +15,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
-from coordination.agents.selectors import (
-    agent_get_for_actor,
-    agent_list_for_actor,
-)
-from coordination.errors import ApplicationError, InvalidInput
-from coordination.web import form_action, form_retry, page_actor
 from memory.blocks import documents, forms
 from memory.blocks.blame import blame_covers, block_blame
 from memory.blocks.models import BlockType, Permission, SharedAccess
@@ -48,6 +42,12 @@ from memory.blocks.services import (
     block_share,
     block_unshare,
 )
+from pattern_site.kernel.agents.selectors import (
+    agent_get_for_actor,
+    agent_list_for_actor,
+)
+from pattern_site.kernel.errors import ApplicationError, InvalidInput
+from pattern_site.kernel.web import form_action, form_retry, page_actor
 
 
 def _block_url(block_id: Any) -> str:

@@ -12,9 +12,9 @@ from django.db import (
 from django.db.models import Case, DateTimeField, F, Value, When
 from django.utils import timezone
 
-from coordination.batching import Batcher
 from memory.longterm.models import ArchivalEntry
 from memory.longterm.tasks import archival_entries_record_access_task
+from pattern_site.kernel.batching import Batcher
 
 
 def archival_entries_record_access(

@@ -5,12 +5,6 @@ from typing import Any, Literal
 from django.http import HttpRequest
 from ninja import Router, Status
 
-from coordination.agents.selectors import (
-    agent_get_private,
-    constellation_get_for_actor,
-)
-from coordination.apitypes import Id, Offset, error_responses
-from coordination.auth import request_actor
 from memory.longterm import tools
 from memory.longterm.permissions import retrieval_config_change_check
 from memory.longterm.schemas import (
@@ -57,6 +51,12 @@ from memory.longterm.services import (
     messages_append,
     retrieval_config_update,
 )
+from pattern_site.kernel.agents.selectors import (
+    agent_get_private,
+    constellation_get_for_actor,
+)
+from pattern_site.kernel.apitypes import Id, Offset, error_responses
+from pattern_site.kernel.auth import request_actor
 
 router = Router()
 

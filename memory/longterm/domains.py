@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from coordination.actors import Actor
-from coordination.agents.models import Constellation
 from memory.search.engine import Fusion, Hit, Rerank, SearchOutcome
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Constellation
 
 
 @dataclass(frozen=True)

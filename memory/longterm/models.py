@@ -9,8 +9,8 @@ embedding pipeline knows which rows need a vector.
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from coordination.agents.models import Agent, Constellation
 from memory.search.registry import EmbeddingState
+from pattern_site.kernel.agents.models import Agent, Constellation
 
 
 class ArchivalSource(models.TextChoices):

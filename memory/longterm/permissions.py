@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from coordination.actors import Actor
-from coordination.agents.selectors import (
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.selectors import (
     constellation_list_for_actor,
 )
-from coordination.errors import PermissionDenied
+from pattern_site.kernel.errors import PermissionDenied
 
 
 def longterm_rows_visible(

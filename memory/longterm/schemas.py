@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from ninja import Field, Schema
 
-from coordination.apitypes import Id, InputSchema, Moment
+from pattern_site.kernel.apitypes import Id, InputSchema, Moment
 
 # The tools' descriptions, written for the model that calls them: the HTTP
 # endpoints' OpenAPI descriptions and the MCP tool descriptions alike.

@@ -10,13 +10,6 @@ from typing import Any
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from coordination.actors import Actor
-from coordination.agents.models import Constellation
-from coordination.agents.selectors import (
-    agent_get_for_actor,
-    constellation_for_actor,
-)
-from coordination.errors import InvalidInput
 from memory.longterm.domains import (
     DomainQuery,
     SearchDomain,
@@ -44,7 +37,14 @@ from memory.search.engine import (
     SearchOutcome,
     search,
 )
-from pattern_site.db.compiled import CompiledQuery
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Constellation
+from pattern_site.kernel.agents.selectors import (
+    agent_get_for_actor,
+    constellation_for_actor,
+)
+from pattern_site.kernel.db.compiled import CompiledQuery
+from pattern_site.kernel.errors import InvalidInput
 
 
 @dataclass

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from coordination.actors import Actor
-from coordination.agents.models import Constellation
-from coordination.agents.selectors import agent_get_private
-from coordination.errors import NotFound
 from memory.longterm.models import ArchivalEntry, Conversation, Message, RetrievalConfig
 from memory.longterm.permissions import longterm_rows_visible
 from memory.search.registry import EmbeddingState
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Constellation
+from pattern_site.kernel.agents.selectors import agent_get_private
+from pattern_site.kernel.errors import NotFound
 
 SEARCH_DOMAINS = ("archival_memory", "conversations", "constellation_messages", "all")
 

@@ -16,15 +16,6 @@ from django.utils import timezone
 
 from activity.summaries.services import agent_summary_refresh
 from activity.summaries.summarizers import SummaryMessage
-from coordination.actors import Actor
-from coordination.agents.models import Agent, Constellation
-from coordination.errors import (
-    Conflict,
-    InvalidInput,
-    LimitExceeded,
-    full_clean,
-)
-from coordination.events import EventType, event_record
 from memory.longterm.indexes import ARCHIVAL_INDEX, MESSAGE_INDEX
 from memory.longterm.models import (
     ArchivalEntry,
@@ -45,6 +36,15 @@ from memory.search.index import (
 )
 from memory.search.pipeline import embedding_schedule
 from memory.search.registry import EmbeddingState
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Agent, Constellation
+from pattern_site.kernel.errors import (
+    Conflict,
+    InvalidInput,
+    LimitExceeded,
+    full_clean,
+)
+from pattern_site.kernel.events import EventType, event_record
 
 logger = logging.getLogger(__name__)
 

@@ -12,9 +12,6 @@ caller's transport to present.
 
 from typing import Any
 
-from coordination.actors import Actor
-from coordination.agents.selectors import agent_get_private
-from coordination.errors import InvalidInput
 from memory.longterm.access import archival_access_record_later
 from memory.longterm.models import ArchivalEntry
 from memory.longterm.schemas import LettaInsertIn, LettaSearchIn, RecallIn, SearchIn
@@ -35,6 +32,9 @@ from memory.longterm.services import (
     archival_entry_delete,
     archival_source_of,
 )
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.selectors import agent_get_private
+from pattern_site.kernel.errors import InvalidInput
 
 
 def _searched(actor: Actor, **kwargs: Any) -> SearchResult:

@@ -10,14 +10,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from coordination.actors import Actor
-from coordination.agents.selectors import (
-    agent_get_for_actor,
-    agent_list_for_actor,
-    constellation_list_for_actor,
-)
-from coordination.apitypes import DB_INT_MAX
-from coordination.errors import ApplicationError, InvalidInput
 from memory.longterm.access import archival_access_record_later
 from memory.longterm.models import ArchivalSource, MessageRole
 from memory.longterm.search import SearchFilters, memory_search, search_hit_payload
@@ -37,6 +29,14 @@ from memory.longterm.services import (
 )
 from memory.search.embedder import embedding_status
 from memory.search.engine import SEARCH_MODES
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.selectors import (
+    agent_get_for_actor,
+    agent_list_for_actor,
+    constellation_list_for_actor,
+)
+from pattern_site.kernel.apitypes import DB_INT_MAX
+from pattern_site.kernel.errors import ApplicationError, InvalidInput
 
 ARCHIVAL_PAGE = 50
 

@@ -10,7 +10,7 @@ from django.db import connection, connections
 from django.db.models import Exists, OuterRef, QuerySet
 from django.db.models.expressions import RawSQL
 
-from pattern_site.db.compiled import RowReader
+from pattern_site.kernel.db.compiled import RowReader
 
 # Stands for the candidate ids in a compiled statement (PermittedRows).
 _IDS_PARAM = object()

@@ -13,11 +13,11 @@ from django.db import (
 )
 from django.db.models import F
 
-from coordination.batching import Batcher
 from memory.search.embedder import embed_texts, embedding_status
 from memory.search.index import index_put_vectors
 from memory.search.registry import EmbeddingState, search_table, search_tables
 from memory.search.tasks import embeddings_refresh_task
+from pattern_site.kernel.batching import Batcher
 
 logger = logging.getLogger(__name__)
 

@@ -8,9 +8,6 @@ from typing import Any
 
 from django import template
 
-from coordination.actors import Actor
-from coordination.agents.models import Agent, Constellation
-from coordination.web import form_retry
 from memory.blocks import documents
 from memory.blocks.models import BlockType, Permission
 from memory.blocks.selectors import (
@@ -18,6 +15,9 @@ from memory.blocks.selectors import (
     block_counts_by_owner,
     block_list_for_actor,
 )
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Agent, Constellation
+from pattern_site.kernel.web import form_retry
 
 register = template.Library()
 

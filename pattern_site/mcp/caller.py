@@ -12,9 +12,9 @@ does nothing: the check comes first) can reach the client.
 
 from __future__ import annotations
 
-from coordination.actors import Actor
-from coordination.agents.services import agent_token_authenticate
-from coordination.errors import AuthenticationFailed
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import agent_token_authenticate
+from pattern_site.kernel.errors import AuthenticationFailed
 
 CALLER_SCOPE_KEY = "pattern.mcp_caller"
 

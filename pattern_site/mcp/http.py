@@ -30,7 +30,7 @@ from django.conf import settings
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
-from coordination.errors import AuthenticationFailed
+from pattern_site.kernel.errors import AuthenticationFailed
 from pattern_site.mcp.caller import CALLER_SCOPE_KEY, Caller
 from pattern_site.mcp.server import mcp_server_build, run_sync
 

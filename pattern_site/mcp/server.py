@@ -41,8 +41,6 @@ from pydantic import BaseModel, ValidationError
 
 from activity import tools as activity_tools
 from activity.schemas import NotableIn, NotableOut
-from coordination.actors import Actor
-from coordination.errors import ApplicationError
 from coordination.groups import tools as group_tools
 from coordination.groups.schemas import RouteToGroupIn, RunOut
 from coordination.work import tools as work_tools
@@ -99,6 +97,8 @@ from memory.longterm.schemas import (
     SearchOut,
 )
 from memory.schemas import BUILD_CONTEXT, ContextBuildIn, ContextOut
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.errors import ApplicationError
 from pattern_site.mcp.caller import CALLER_SCOPE_KEY, Caller
 
 SERVER_NAME = "pattern-site"

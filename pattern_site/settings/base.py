@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "channels",
     # Serves /api/docs (Swagger UI) from its own static files, not a CDN.
     "ninja",
+    "pattern_site",
     "coordination",
     "activity",
     "memory",
@@ -113,11 +114,11 @@ TEMPLATES = [
 ]
 
 # --- Database -------------------------------------------------------------
-# The embedded default is SQLite through pattern_site.db.sqlite_vec, which
+# The embedded default is SQLite through pattern_site.kernel.db.sqlite_vec, which
 # swaps in sqlean (stdlib sqlite3 cannot load extensions here) and loads
 # sqlite-vec on every connection.  Persistent connections keep a durable
 # write well under a millisecond.
-SQLITE_ENGINE = "pattern_site.db.sqlite_vec"
+SQLITE_ENGINE = "pattern_site.kernel.db.sqlite_vec"
 DATABASES = {
     "default": env.db_url(
         "DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'pattern.sqlite3'}"

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from activity.stream.services import activity_record
-from coordination.actors import Actor
+from pattern_site.kernel.actors import Actor
 from tests.factories import AgentFactory
 
 

@@ -5,8 +5,8 @@ import pytest
 from django.test import Client
 
 from activity.stream.models import ActivityEvent, EventType, Importance
-from coordination.actors import Actor
-from coordination.agents.services import agent_token_issue
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import agent_token_issue
 from tests.factories import AgentFactory, ConstellationFactory, UserFactory
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from coordination.agents.services import demo_constellation_seed
+from pattern_site.kernel.agents.services import demo_constellation_seed
 from pattern_site.processes import daphne_command, free_port, wait_for_port
 from tests.conftest import REPO, subprocess_env
 

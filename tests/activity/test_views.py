@@ -9,10 +9,10 @@ from django.test import Client
 
 from activity.stream.models import ActivityEvent, EventType, Importance
 from activity.summaries.models import AgentSummary
-from coordination.actors import Actor
 from pattern_site.asgi import application
-from tests.coordination.agents.test_consumers import _session_headers
+from pattern_site.kernel.actors import Actor
 from tests.factories import AgentFactory, ConstellationFactory, UserFactory
+from tests.pattern_site.kernel.agents.test_consumers import _session_headers
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from coordination.actors import Actor
 from folders.files import services
 from folders.files.index import FILE_PASSAGE_INDEX
 from folders.models import Folder
 from memory.search.index import index_clear
+from pattern_site.kernel.actors import Actor
 from tests.factories import AgentFactory
 
 

@@ -8,9 +8,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from urllib3 import encode_multipart_formdata
 
-from coordination.agents.services import agent_token_issue
 from folders.files import services
 from folders.models import FolderFile
+from pattern_site.kernel.agents.services import agent_token_issue
 from tests.factories import AgentFactory, ConstellationFactory, UserFactory
 from tests.folders.conftest import committed
 

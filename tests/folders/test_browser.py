@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from coordination.actors import Actor
 from folders.files import services
 from folders.models import FolderFile
+from pattern_site.kernel.actors import Actor
 from pattern_site.processes import daphne_command, free_port, wait_for_port
 from tests.conftest import subprocess_env
 from tests.factories import ConstellationFactory, UserFactory

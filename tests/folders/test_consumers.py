@@ -4,11 +4,11 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
-from coordination.actors import Actor
 from folders.files import services
 from pattern_site.asgi import application
-from tests.coordination.agents.test_consumers import _session_headers
+from pattern_site.kernel.actors import Actor
 from tests.factories import UserFactory
+from tests.pattern_site.kernel.agents.test_consumers import _session_headers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from coordination.actors import Actor
 from memory.blocks.services import block_create
 from memory.search import embedder
 from memory.search.index import index_clear
 from memory.search.registry import search_tables
+from pattern_site.kernel.actors import Actor
 from tests.conftest import REPO, missing, subprocess_env
 from tests.factories import AgentFactory
 

@@ -3,8 +3,6 @@
 import pytest
 from django.test import Client
 
-from coordination.actors import Actor
-from coordination.agents.services import agent_token_issue
 from memory.blocks.services import block_create, block_operate, block_share
 from memory.longterm.services import (
     archival_entry_create,
@@ -19,6 +17,8 @@ from memory.models import (
     Message,
     RetrievalConfig,
 )
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import agent_token_issue
 from tests.factories import UserFactory
 
 

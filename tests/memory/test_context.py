@@ -2,7 +2,6 @@
 
 import pytest
 
-from coordination.actors import Actor
 from memory.blocks.services import block_create, block_share
 from memory.context import (
     ToolRule,
@@ -11,6 +10,7 @@ from memory.context import (
     model_limits,
     render_tool_rules,
 )
+from pattern_site.kernel.actors import Actor
 
 
 def test_prompt_order_and_block_format(make_block, agent, other_agent, constellation):

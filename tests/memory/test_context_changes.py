@@ -1,10 +1,10 @@
 """The context's <changes_since_last_look> section (memory.context)."""
 
-from coordination.actors import Actor
 from memory.blocks.schemas import ChangesIn
 from memory.blocks.services import block_append, block_create, block_share
 from memory.blocks.tools import block_changes_tool
 from memory.context import changes_since_render, context_build
+from pattern_site.kernel.actors import Actor
 
 SYSTEM = Actor(kind="system")
 

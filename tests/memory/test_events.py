@@ -6,7 +6,6 @@ import pytest
 from django.db import transaction
 
 from activity.stream.models import ActivityEvent, EventType
-from coordination.actors import Actor
 from memory.blocks.services import block_append, block_create, block_share
 from memory.longterm.services import (
     archival_entry_create,
@@ -14,6 +13,7 @@ from memory.longterm.services import (
     conversation_start,
     messages_append,
 )
+from pattern_site.kernel.actors import Actor
 
 
 def _events(event_type: str) -> list[ActivityEvent]:

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from coordination.actors import Actor
 from memory.blocks.services import block_create
 from memory.longterm.services import conversation_start
 from memory.models import ArchivalEntry, Conversation, MemoryBlock, Message
+from pattern_site.kernel.actors import Actor
 
 J = "application/json"
 
@@ -182,7 +182,7 @@ def test_the_label_pattern_is_in_the_openapi(openapi: dict[str, Any]):
 
 
 def test_the_block_service_refuses_a_label_that_would_break_its_tag(agent):
-    from coordination.errors import InvalidInput
+    from pattern_site.kernel.errors import InvalidInput
 
     with pytest.raises(InvalidInput, match="letters, digits"):
         block_create(actor=Actor.system(), owner=agent, label='a">b')

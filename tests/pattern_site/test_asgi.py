@@ -9,10 +9,10 @@ from asgiref.testing import ApplicationCommunicator
 from django.conf import settings
 from django.core import signals
 
-from coordination.actors import Actor
 from memory.blocks.selectors import block_value
 from memory.blocks.services import block_create
 from pattern_site.asgi import django_asgi_app
+from pattern_site.kernel.actors import Actor
 
 
 async def _request(method: str, path: str, body: bytes = b"", headers=()) -> tuple:

@@ -14,7 +14,6 @@ import pytest
 from django.conf import settings
 from kombu import Connection
 
-from coordination.agents.tasks import agent_touch_task
 from coordination.models import Agent
 from pattern_site.broker import (
     broker_prune,
@@ -23,6 +22,7 @@ from pattern_site.broker import (
     sqlite_broker_url,
 )
 from pattern_site.celery import app as celery_app
+from pattern_site.kernel.agents.tasks import agent_touch_task
 from tests.conftest import (
     REPO,
     celery_configure,
@@ -37,7 +37,7 @@ TASKS_EACH = 40
 # One producer process: sends agent_touch for each agent id in its arguments.
 PRODUCE = (
     "import sys, django; django.setup();"
-    "from coordination.agents.tasks import agent_touch_task;"
+    "from pattern_site.kernel.agents.tasks import agent_touch_task;"
     "[agent_touch_task.delay(int(pk), sys.argv[1]) for pk in sys.argv[2:]]"
 )
 

@@ -7,9 +7,9 @@ import pytest
 from django.template import loader
 from django.test import Client
 
-from coordination.actors import Actor
 from memory.blocks.services import block_create, block_operate
 from pattern_site.dashboard import worker_banner
+from pattern_site.kernel.actors import Actor
 from pattern_site.settings.base import _persisted_secret_key
 from tests.factories import UserFactory
 

@@ -17,10 +17,10 @@ from collections.abc import Callable
 
 import pytest
 
-from coordination.actors import Actor
 from memory.blocks.selectors import block_value
 from memory.blocks.services import block_create
 from memory.longterm.models import ArchivalEntry
+from pattern_site.kernel.actors import Actor
 from tests.conftest import daphne, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

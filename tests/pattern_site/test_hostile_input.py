@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from coordination.actors import Actor
 from coordination.models import Agent
 from memory.blocks.services import block_append, block_create
 from memory.longterm.services import (
@@ -28,6 +27,7 @@ from memory.models import (
     MemoryBlock,
     Message,
 )
+from pattern_site.kernel.actors import Actor
 from tests.factories import AgentFactory, ConstellationFactory, UserFactory
 
 J = "application/json"

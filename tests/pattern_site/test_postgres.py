@@ -106,7 +106,7 @@ def test_migrations_seed_and_api_run_on_postgresql(postgres_database_url, tmp_pa
         "print(r.status_code, r.json()['name']);"
         "h = c.get('/api/health', HTTP_HOST='127.0.0.1');"
         "print(h.json()['database']['vendor']);"
-        "from coordination.actors import Actor;"
+        "from pattern_site.kernel.actors import Actor;"
         "from coordination.models import Agent;"
         "from memory.blocks.services import block_create;"
         "from memory.blocks.selectors import block_value;"

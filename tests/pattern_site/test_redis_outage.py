@@ -20,7 +20,6 @@ from typing import Any
 import loro
 import pytest
 
-from coordination.actors import Actor
 from memory.blocks.selectors import block_value
 from memory.blocks.services import block_create
 from memory.blocks.sync import protocol as sp
@@ -28,6 +27,7 @@ from memory.longterm.models import ArchivalEntry
 from memory.search.embedder import embedding_status
 from memory.search.pipeline import embedding_backfill
 from memory.search.registry import EmbeddingState
+from pattern_site.kernel.actors import Actor
 from tests.conftest import daphne, free_port, missing, wait_for_port, wait_until
 from tests.wsclient import WebSocket
 

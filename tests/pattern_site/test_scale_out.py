@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from coordination.actors import Actor
-from coordination.agents.services import agent_token_issue
 from memory.blocks.models import MemoryBlock, SharedAccess
 from memory.blocks.selectors import block_value
 from memory.blocks.services import block_create, block_share
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import agent_token_issue
 from pattern_site.processes import (
     SOLO_WORKER_OPTIONS,
     celery_worker_command,

@@ -20,8 +20,6 @@ from django.test import Client
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import ignored_auth, positive_data_acceptance
 
-from coordination.actors import Actor
-from coordination.agents.services import agent_token_issue
 from coordination.groups.services import group_create, group_member_add
 from coordination.work.services import handoff_create, task_create
 from folders.files.services import file_write, folder_attach, folder_create
@@ -31,6 +29,8 @@ from memory.longterm.services import (
     conversation_start,
     messages_append,
 )
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import agent_token_issue
 from tests.factories import AgentFactory
 from tests.pattern_site.test_api import DOCUMENTED
 

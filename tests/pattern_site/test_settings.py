@@ -80,7 +80,7 @@ def _settings_in_subprocess(**env: str) -> dict:
 
 def test_default_settings_need_no_server(tmp_path):
     cfg = _settings_in_subprocess(PATTERN_DATA_DIR=str(tmp_path), PATTERN_REDIS_URL="")
-    assert cfg["engine"] == "pattern_site.db.sqlite_vec"
+    assert cfg["engine"] == "pattern_site.kernel.db.sqlite_vec"
     assert cfg["layer"]["BACKEND"] == "channels.layers.InMemoryChannelLayer"
     assert cfg["layer"]["CONFIG"]["capacity"] >= 1500  # overflow drops silently
     assert cfg["broker"] == f"pattern+sqlite:///{tmp_path}/celery-broker.sqlite3"
@@ -190,7 +190,7 @@ def test_env_example_lists_the_variables(name):
 
 
 def test_django_stays_on_the_series_whose_internals_pattern_site_db_uses():
-    """pattern_site.db reads Django 5.2 internals (compiler.klass_info,
+    """pattern_site.kernel.db reads Django 5.2 internals (compiler.klass_info,
     get_related_populators): the pin and the installed version must agree."""
     import tomllib
 

@@ -7,8 +7,8 @@ import pytest
 from django.test import Client
 from jsonschema import Draft202012Validator
 
-from coordination.actors import Actor
 from memory.blocks.services import block_create
+from pattern_site.kernel.actors import Actor
 
 TOOLS = {
     "context",

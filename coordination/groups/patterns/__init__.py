@@ -1,6 +1,5 @@
 """The six coordination patterns, by the name a group stores."""
 
-from coordination.errors import InvalidInput
 from coordination.groups.patterns.base import Pattern
 from coordination.groups.patterns.dynamic import Dynamic
 from coordination.groups.patterns.pipeline import Pipeline
@@ -8,6 +7,7 @@ from coordination.groups.patterns.round_robin import RoundRobin
 from coordination.groups.patterns.sleeptime import Sleeptime
 from coordination.groups.patterns.supervisor import Supervisor
 from coordination.groups.patterns.voting import Voting
+from pattern_site.kernel.errors import InvalidInput
 
 PATTERNS: dict[str, Pattern] = {
     p.name: p

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from coordination.errors import Conflict, InvalidInput
+from pattern_site.kernel.errors import Conflict, InvalidInput
 
 
 class PatternConfig(BaseModel):

@@ -15,7 +15,6 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from coordination.errors import Conflict, InvalidInput
 from coordination.groups.patterns.base import (
     Decision,
     Deliver,
@@ -27,6 +26,7 @@ from coordination.groups.patterns.base import (
     Step,
     observers,
 )
+from pattern_site.kernel.errors import Conflict, InvalidInput
 
 
 class PipelineStage(PatternConfig):

@@ -11,7 +11,6 @@ from typing import Any
 
 from pydantic import Field
 
-from coordination.errors import Conflict
 from coordination.groups.patterns.base import (
     Decision,
     Deliver,
@@ -21,6 +20,7 @@ from coordination.groups.patterns.base import (
     observers,
     require,
 )
+from pattern_site.kernel.errors import Conflict
 
 
 class RoundRobinConfig(PatternConfig):

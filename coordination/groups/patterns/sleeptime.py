@@ -18,7 +18,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from coordination.errors import InvalidInput
 from coordination.groups.patterns.base import (
     Decision,
     Deliver,
@@ -28,6 +27,7 @@ from coordination.groups.patterns.base import (
     observers,
     require,
 )
+from pattern_site.kernel.errors import InvalidInput
 
 PRIORITIES = ("low", "medium", "high", "critical")
 

@@ -16,7 +16,6 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from coordination.errors import InvalidInput
 from coordination.groups.patterns.base import (
     Decision,
     Deliver,
@@ -28,6 +27,7 @@ from coordination.groups.patterns.base import (
     require,
 )
 from coordination.groups.patterns.dynamic import DynamicConfig, select_by_capability
+from pattern_site.kernel.errors import InvalidInput
 
 # Delegating by capability matches words, as the dynamic pattern's default.
 CAPABILITY = DynamicConfig(selector="capability")

@@ -15,7 +15,6 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from coordination.errors import Conflict
 from coordination.groups.patterns.base import (
     Decision,
     Deliver,
@@ -28,6 +27,7 @@ from coordination.groups.patterns.base import (
     observers,
     words,
 )
+from pattern_site.kernel.errors import Conflict
 
 
 class VotingConfig(PatternConfig):

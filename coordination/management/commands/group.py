@@ -13,9 +13,6 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from coordination.actors import Actor
-from coordination.agents.selectors import agent_get_by_name
-from coordination.errors import ApplicationError
 from coordination.groups.models import CoordinationPattern, MemberRole
 from coordination.groups.selectors import (
     constellation_get_by_name,
@@ -26,6 +23,9 @@ from coordination.groups.selectors import (
 )
 from coordination.groups.services import group_create, group_import, group_member_add
 from coordination.groups.toml_io import document_dumps, document_loads
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.selectors import agent_get_by_name
+from pattern_site.kernel.errors import ApplicationError
 
 
 class Command(BaseCommand):

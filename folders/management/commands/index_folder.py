@@ -11,10 +11,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from coordination.actors import Actor
-from coordination.errors import ApplicationError
 from folders.files import selectors, services
 from folders.files.models import FolderKind
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.errors import ApplicationError
 
 BAR = 30
 

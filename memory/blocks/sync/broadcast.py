@@ -23,7 +23,7 @@ gets the updates it missed.  A send that fails is logged in one line; the
 write it follows is committed all the same.
 
 Rights: while a hub has peers, its channel is also in
-``coordination.rights.RIGHTS_GROUP`` (on any layer, the in-memory one
+``pattern_site.kernel.rights.RIGHTS_GROUP`` (on any layer, the in-memory one
 included, so a revocation reaches this process's sockets the same way as
 other processes').  A revocation holds the matching peers' frames at once
 and asks each peer to check its rights again (``RoomPeer.recheck``); the
@@ -46,9 +46,9 @@ from typing import Any
 
 from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
 
-from coordination import rights
-from coordination.layer_send import layer_send
 from memory.blocks.sync import protocol as sp
+from pattern_site.kernel import rights
+from pattern_site.kernel.layer_send import layer_send
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ changes made through the API or the dashboard arrive the same way.  A
 colours - between the peers of a block and stores nothing.
 
 Rights hold only while they last: when a service takes one away
-(``coordination.rights``), the block's room hub asks each matching socket to
+(``pattern_site.kernel.rights``), the block's room hub asks each matching socket to
 check again, with the credentials it joined with - a socket in the block's
 ``%EPH`` room alone as well.  A socket that lost its right to the block gets
 the protocol's ``RoomError`` (``EVICTED``) for the block's rooms and leaves
@@ -53,16 +53,6 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from coordination.actors import Actor
-from coordination.agents.services import agent_token_actor
-from coordination.errors import (
-    ApplicationError,
-    AuthenticationFailed,
-    InvalidInput,
-    LimitExceeded,
-    NotFound,
-    PermissionDenied,
-)
 from memory.blocks import documents
 from memory.blocks.models import MemoryBlock
 from memory.blocks.permissions import block_access_for_actor
@@ -76,6 +66,16 @@ from memory.blocks.sync.broadcast import (
     block_rights_watch,
     block_room_join,
     block_room_leave,
+)
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import agent_token_actor
+from pattern_site.kernel.errors import (
+    ApplicationError,
+    AuthenticationFailed,
+    InvalidInput,
+    LimitExceeded,
+    NotFound,
+    PermissionDenied,
 )
 
 logger = logging.getLogger(__name__)

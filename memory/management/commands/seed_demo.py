@@ -9,8 +9,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from coordination.agents.services import demo_constellation_seed
 from memory.demo import memory_demo_seed
+from pattern_site.kernel.agents.services import demo_constellation_seed
 
 
 class Command(BaseCommand):

@@ -17,8 +17,8 @@ from activity.summaries.services import (
     constellation_summary_generate,
 )
 from activity.summaries.summarizers import SummaryMessage, summarizer_status
-from coordination.actors import Actor
-from coordination.errors import LimitExceeded
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.errors import LimitExceeded
 from tests.fake_llm import FakeLLM, completion
 
 

@@ -6,8 +6,8 @@ import pytest
 from activity.stream.context import recent_activity_render
 from activity.stream.humanize import ago
 from activity.stream.models import EventType
-from coordination.actors import Actor
 from memory.context import context_build
+from pattern_site.kernel.actors import Actor
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import pytest
 
 from activity.stream.models import ActivityEvent, EventType
 from activity.stream.selectors import activity_counts
-from coordination.actors import Actor
+from pattern_site.kernel.actors import Actor
 
 
 @pytest.mark.parametrize(

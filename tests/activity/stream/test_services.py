@@ -15,14 +15,14 @@ from activity.stream.services import (
     activity_recording,
     notable_flag,
 )
-from coordination.actors import Actor
-from coordination.agents.services import (
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import (
     agent_create,
     agent_token_issue,
     agent_token_revoke,
     agent_update,
 )
-from coordination.errors import InvalidInput
+from pattern_site.kernel.errors import InvalidInput
 from tests.conftest import REPO, subprocess_env
 from tests.factories import AgentFactory, ConstellationFactory
 
@@ -180,8 +180,8 @@ import django
 django.setup()
 from django.db import transaction
 from activity.stream.services import activity_record
-from coordination.actors import Actor
-from coordination.agents.models import Agent
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Agent
 agent = Agent.objects.get(pk={agent_id})
 for n in range(5):
     with transaction.atomic():

@@ -5,7 +5,7 @@ from django.db import transaction
 
 from activity.stream.models import ActivityEvent, ActivityTerm, EventType
 from activity.stream.services import activity_flush, activity_record
-from coordination.actors import Actor
+from pattern_site.kernel.actors import Actor
 from tests.conftest import wait_until
 
 

@@ -4,11 +4,11 @@ from typing import Any
 from activity.stream.models import EventType, Importance
 from activity.summaries.digest import catch_up_budget, catch_up_build
 from activity.summaries.models import AgentSummary, ConstellationSummary
-from coordination.actors import Actor
 from memory.blocks.models import BlockUpdate
 from memory.blocks.schemas import ChangesIn
 from memory.blocks.services import block_append, block_create, block_share
 from memory.blocks.tools import block_changes_tool
+from pattern_site.kernel.actors import Actor
 from tests.factories import AgentFactory
 
 

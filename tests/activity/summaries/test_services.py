@@ -12,8 +12,8 @@ from activity.summaries.services import (
     constellation_summary_generate,
 )
 from activity.summaries.summarizers import ExtractiveSummarizer, SummaryMessage
-from coordination.actors import Actor
 from memory.search.embedder import embed_texts, embedding_status
+from pattern_site.kernel.actors import Actor
 
 # A real exchange between the partner and an agent (kept verbatim).
 CONVERSATION = [

@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from coordination.actors import Actor
 from coordination.groups.services import group_create, group_member_add
+from pattern_site.kernel.actors import Actor
 from tests.factories import AgentFactory
 
 NAMES = ("Pattern", "Entropy", "Flux", "Momentum", "Anchor", "Archive")

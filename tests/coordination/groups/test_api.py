@@ -3,8 +3,8 @@
 import pytest
 from django.test import Client
 
-from coordination.agents.services import agent_token_issue
 from coordination.groups.models import AgentGroup, GroupRun
+from pattern_site.kernel.agents.services import agent_token_issue
 from tests.factories import AgentFactory, ConstellationFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -306,7 +306,7 @@ def test_route_to_group_takes_a_padded_group_id(crisis, agents):
 def test_a_last_event_id_is_read_as_ascii_digits_within_a_database_integer(
     text, number
 ):
-    from coordination.apitypes import number_text
+    from pattern_site.kernel.apitypes import number_text
 
     assert number_text(text) == number
 

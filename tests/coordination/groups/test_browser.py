@@ -4,9 +4,9 @@ import httpx
 import pytest
 from django.test import Client
 
-from coordination.actors import Actor
-from coordination.agents.services import agent_token_issue
 from coordination.groups.services import group_message_route
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import agent_token_issue
 
 pytestmark = [
     pytest.mark.browser,

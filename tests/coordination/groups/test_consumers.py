@@ -5,10 +5,10 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from coordination.actors import Actor
-from coordination.agents.services import agent_token_issue
 from coordination.groups.services import group_message_route
 from pattern_site.asgi import application
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import agent_token_issue
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ORIGIN = (b"origin", b"http://127.0.0.1")

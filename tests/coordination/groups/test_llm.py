@@ -11,8 +11,6 @@ import pytest
 from django.utils import timezone
 
 from activity.llm.models import LLMUsage
-from coordination.actors import Actor
-from coordination.agents.services import agent_token_issue, agent_update
 from coordination.groups.models import DeliveryStatus, RunStatus
 from coordination.groups.services import (
     delivery_complete,
@@ -23,6 +21,8 @@ from coordination.groups.services import (
 from coordination.groups.tasks import delivery_llm_answer_task
 from memory.blocks.services import block_create
 from memory.context import context_build
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import agent_token_issue, agent_update
 from tests.coordination.groups.conftest import config_ids
 from tests.fake_llm import completion
 

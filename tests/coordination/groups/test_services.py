@@ -5,8 +5,6 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from coordination.agents.services import agent_update
-from coordination.errors import Conflict, InvalidInput, LimitExceeded
 from coordination.groups.models import DeliveryStatus, GroupRun, RunStatus
 from coordination.groups.services import (
     delivery_complete,
@@ -19,6 +17,8 @@ from coordination.groups.services import (
     run_delegate,
 )
 from coordination.groups.tasks import group_sleeptime_sweep_task
+from pattern_site.kernel.agents.services import agent_update
+from pattern_site.kernel.errors import Conflict, InvalidInput, LimitExceeded
 from tests.coordination.groups.conftest import config_ids
 
 pytestmark = pytest.mark.django_db

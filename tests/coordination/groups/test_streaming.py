@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from coordination.agents.services import agent_token_issue
+from pattern_site.kernel.agents.services import agent_token_issue
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -100,12 +100,12 @@ def test_an_idle_long_poll_returns_an_empty_list_after_its_wait(daphne_server, a
 
 def _stream_while_another_process_answers(base_url, group, agents) -> float:
     """Open a run's stream on the server; answer from this test process."""
-    from coordination.actors import Actor
     from coordination.groups.services import (
         delivery_complete,
         delivery_take,
         group_message_route,
     )
+    from pattern_site.kernel.actors import Actor
 
     run = group_message_route(actor=Actor.system(), group=group, message="hi")
 

@@ -3,14 +3,14 @@ connected."""
 
 import pytest
 
-from coordination.actors import Actor
-from coordination.agents.services import agent_update
 from coordination.groups.models import GroupRun, RunStatus
 from coordination.groups.services import (
     delivery_complete,
     delivery_take,
     group_message_route,
 )
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import agent_update
 from tests.conftest import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

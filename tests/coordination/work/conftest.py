@@ -3,9 +3,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from coordination.actors import Actor
-from coordination.agents.services import agent_token_issue
 from coordination.work.services import task_create
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import agent_token_issue
 from tests.factories import AgentFactory, ConstellationFactory
 
 

@@ -5,8 +5,8 @@ that store nothing."""
 import pytest
 from django.test import Client
 
-from coordination.agents.services import agent_token_issue
 from coordination.work.models import CoordinationState, HandoffNote, Task
+from pattern_site.kernel.agents.services import agent_token_issue
 
 pytestmark = pytest.mark.django_db
 

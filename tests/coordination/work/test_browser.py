@@ -6,10 +6,10 @@ import urllib.request
 import pytest
 from django.test import Client
 
-from coordination.actors import Actor
-from coordination.agents.services import agent_token_issue
 from coordination.work.models import Task, TaskStatus
 from coordination.work.services import task_create
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import agent_token_issue
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -9,8 +9,6 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from coordination.actors import Actor
-from coordination.errors import Conflict
 from coordination.work.models import CoordinationState, Task, TaskStatus
 from coordination.work.services import (
     coordination_state_set,
@@ -18,6 +16,8 @@ from coordination.work.services import (
     task_complete,
     task_create,
 )
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.errors import Conflict
 from tests.factories import AgentFactory
 
 RACERS = 6

@@ -2,10 +2,10 @@
 
 import pytest
 
-from coordination.actors import Actor
-from coordination.errors import Conflict, InvalidInput, NotFound
 from coordination.work.dialect import CoordCommand, coord_execute, coord_parse
 from coordination.work.models import HandoffNote, Task, TaskStatus
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.errors import Conflict, InvalidInput, NotFound
 from tests.factories import AgentFactory
 
 

@@ -3,13 +3,13 @@
 from typing import Any
 
 from activity.stream.models import ActivityEvent, EventType
-from coordination.actors import Actor
 from coordination.work.services import (
     coordination_note_add,
     handoff_create,
     task_claim,
     task_create,
 )
+from pattern_site.kernel.actors import Actor
 
 
 def test_claiming_a_task_records_that_it_was_assigned(

@@ -3,8 +3,6 @@ state through the service layer."""
 
 import pytest
 
-from coordination.actors import Actor
-from coordination.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from coordination.work.models import Task, TaskStatus
 from coordination.work.selectors import (
     coordination_state_get_for_actor,
@@ -23,6 +21,13 @@ from coordination.work.services import (
     task_create,
     task_dependency_add,
     task_status_set,
+)
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.errors import (
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
 )
 
 pytestmark = pytest.mark.django_db

@@ -3,10 +3,10 @@
 import pytest
 from django.test import Client
 
-from coordination.actors import Actor
 from coordination.work.models import HandoffNote, Task
 from coordination.work.selectors import BOARD_FINISHED_LIMIT
 from coordination.work.services import handoff_create, task_status_set
+from pattern_site.kernel.actors import Actor
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db

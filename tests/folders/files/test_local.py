@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from coordination.errors import InvalidInput
 from folders.files import services
 from folders.files.ingest import local_read
 from folders.models import FolderFile
+from pattern_site.kernel.errors import InvalidInput
 
 pytestmark = pytest.mark.django_db
 

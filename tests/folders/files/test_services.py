@@ -5,13 +5,13 @@ from typing import Any
 
 import pytest
 
-from coordination.actors import Actor
-from coordination.errors import InvalidInput, LimitExceeded
 from folders.files import services
 from folders.files.index import FILE_PASSAGE_INDEX
 from folders.models import FilePassage, FolderFile, IndexState
 from memory.models import EmbeddingState
 from memory.search.engine import fts_candidates
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.errors import InvalidInput, LimitExceeded
 from tests.folders.conftest import committed
 
 pytestmark = pytest.mark.django_db
@@ -214,7 +214,7 @@ def test_pdf_text_is_extracted(folder, upload):
 
 
 def test_agents_cannot_create_folders(constellation, agent):
-    from coordination.errors import PermissionDenied
+    from pattern_site.kernel.errors import PermissionDenied
 
     with pytest.raises(PermissionDenied, match="only the humans"):
         services.folder_create(

@@ -2,8 +2,8 @@ import time
 
 import pytest
 
-from coordination.errors import InvalidInput
 from folders.tools.grep import folder_grep
+from pattern_site.kernel.errors import InvalidInput
 
 pytestmark = pytest.mark.django_db
 

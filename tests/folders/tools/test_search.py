@@ -1,11 +1,11 @@
 import pytest
 from django.test import Client
 
-from coordination.actors import Actor
-from coordination.agents.services import agent_token_issue
 from folders.files import services
 from folders.tools.search import folder_search, passage_hit_payload
 from memory.longterm.search import memory_search
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import agent_token_issue
 from tests.factories import ConstellationFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

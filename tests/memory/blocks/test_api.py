@@ -9,11 +9,11 @@ import pytest
 from django.test import Client
 from loro import ExportMode, LoroDoc
 
-from coordination.actors import Actor
-from coordination.agents.services import agent_token_issue
 from memory.blocks.selectors import block_value
 from memory.blocks.services import block_create, block_share
 from memory.models import BlockUpdate, MemoryBlock
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import agent_token_issue
 
 
 @pytest.fixture

@@ -4,8 +4,6 @@ concurrent edits, rollbacks and compaction; and its endpoint."""
 import pytest
 from loro import ExportMode
 
-from coordination.actors import Actor
-from coordination.errors import InvalidInput
 from memory.blocks.blame import blame_histories_clear, block_blame
 from memory.blocks.selectors import block_document_load, block_history, block_value
 from memory.blocks.services import (
@@ -18,6 +16,8 @@ from memory.blocks.services import (
     block_share,
     block_update_import,
 )
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.errors import InvalidInput
 from tests.factories import UserFactory
 
 SYSTEM = Actor(kind="system")

@@ -2,13 +2,13 @@
 
 import pytest
 
-from coordination.actors import Actor
 from memory.blocks.services import (
     block_append,
     block_create,
     block_operate,
     block_share,
 )
+from pattern_site.kernel.actors import Actor
 from tests.memory.blocks.test_editor_browser import _page
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

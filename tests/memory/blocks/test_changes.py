@@ -3,7 +3,6 @@ memory.blocks.seen (the looks), the tool and its endpoint."""
 
 import pytest
 
-from coordination.actors import Actor
 from memory.blocks import diffs, doc_cache, selectors
 from memory.blocks.changes import block_changes_for_agent
 from memory.blocks.models import BlockSeen
@@ -17,6 +16,7 @@ from memory.blocks.services import (
 )
 from memory.blocks.tools import block_changes_tool, block_detail_by_label
 from memory.context import context_build
+from pattern_site.kernel.actors import Actor
 from tests.memory.blocks.test_blame import _human_edit
 
 SYSTEM = Actor(kind="system")

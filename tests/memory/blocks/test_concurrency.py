@@ -7,10 +7,10 @@ import threading
 import pytest
 from django.db import connection
 
-from coordination.actors import Actor
 from memory.blocks.selectors import block_document_load, block_value
 from memory.blocks.services import block_operate
 from memory.models import BlockUpdate
+from pattern_site.kernel.actors import Actor
 from tests.memory.conftest import run_in_another_process
 
 THREADS = 8

@@ -4,11 +4,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from coordination.actors import Actor
 from memory.blocks.selectors import block_value
 from memory.blocks.services import block_create, block_operate
 from memory.longterm.services import archival_entry_create
 from memory.models import BlockApproval, BlockUpdate, MemoryBlock
+from pattern_site.kernel.actors import Actor
 from tests.conftest import daphne_process
 from tests.memory.blocks.test_editor_browser import _agent_operates, _page
 

@@ -4,12 +4,12 @@ change that failed or was rolled back."""
 import pytest
 from django.db import transaction
 
-from coordination.actors import Actor
-from coordination.errors import LimitExceeded
 from memory.blocks import doc_cache
 from memory.blocks.selectors import block_value
 from memory.blocks.services import block_append, block_operate
 from memory.models import MemoryBlock
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.errors import LimitExceeded
 from tests.memory.conftest import run_in_another_process
 
 
@@ -28,7 +28,7 @@ def test_write_from_another_process_is_seen_by_the_next_cached_write(make_block)
     _push(block, "here 1")
     assert doc_cache.fork(block.pk, block.version) is not None, "nothing cached"
     run_in_another_process(
-        "from coordination.actors import Actor\n"
+        "from pattern_site.kernel.actors import Actor\n"
         "from memory.models import MemoryBlock\n"
         "from memory.blocks.services import block_operate\n"
         f"b = MemoryBlock.objects.get(pk='{block.pk}')\n"

@@ -3,9 +3,9 @@
 import pytest
 from loro import LoroDoc
 
-from coordination.errors import InvalidInput, PermissionDenied
 from memory.blocks import documents
 from memory.blocks.documents import operation_apply, render, schema_validate
+from pattern_site.kernel.errors import InvalidInput, PermissionDenied
 
 
 def apply(schema, *ops, agent=True):

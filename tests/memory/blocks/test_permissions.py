@@ -5,8 +5,6 @@ import itertools
 
 import pytest
 
-from coordination.actors import Actor
-from coordination.errors import NotFound, PermissionDenied
 from memory.blocks.models import BlockApproval, MemoryBlock
 from memory.blocks.permissions import (
     approval_decide_check,
@@ -24,6 +22,8 @@ from memory.blocks.permissions import (
 )
 from memory.blocks.services import block_create, block_share
 from memory.models import Permission, SharedAccess
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.errors import NotFound, PermissionDenied
 from tests.factories import AgentFactory, ConstellationFactory, UserFactory
 
 SYSTEM = Actor(kind="system")

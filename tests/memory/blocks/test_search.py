@@ -9,7 +9,6 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from coordination.actors import Actor
 from memory.blocks.models import BlockUpdate
 from memory.blocks.selectors import block_history_count, block_texts_at
 from memory.blocks.services import (
@@ -19,6 +18,7 @@ from memory.blocks.services import (
     block_share,
 )
 from memory.longterm.search import SearchFilters, memory_search, search_hit_payload
+from pattern_site.kernel.actors import Actor
 from tests.factories import AgentFactory, ConstellationFactory
 
 SYSTEM = Actor.system()

@@ -4,8 +4,6 @@ import uuid
 
 import pytest
 
-from coordination.actors import Actor
-from coordination.errors import InvalidInput, NotFound
 from memory.blocks import doc_cache
 from memory.blocks.selectors import (
     approval_list_for_actor,
@@ -26,6 +24,8 @@ from memory.blocks.selectors import (
 )
 from memory.blocks.services import block_create, block_operate, block_share
 from memory.models import BlockUpdate, Permission
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.errors import InvalidInput, NotFound
 from tests.factories import UserFactory
 
 SYSTEM = Actor(kind="system")

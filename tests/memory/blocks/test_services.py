@@ -5,17 +5,6 @@ import base64
 
 import pytest
 
-from coordination.actors import Actor
-from coordination.agents.models import Agent
-from coordination.agents.services import agent_token_actor, agent_token_revoke
-from coordination.errors import (
-    AuthenticationFailed,
-    Conflict,
-    InvalidInput,
-    LimitExceeded,
-    NotFound,
-    PermissionDenied,
-)
 from memory.blocks import documents
 from memory.blocks.permissions import block_access_for_actor
 from memory.blocks.selectors import (
@@ -50,6 +39,17 @@ from memory.models import (
     MemoryBlock,
     Permission,
     SharedAccess,
+)
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Agent
+from pattern_site.kernel.agents.services import agent_token_actor, agent_token_revoke
+from pattern_site.kernel.errors import (
+    AuthenticationFailed,
+    Conflict,
+    InvalidInput,
+    LimitExceeded,
+    NotFound,
+    PermissionDenied,
 )
 from tests.factories import AgentFactory, ConstellationFactory, UserFactory
 

@@ -3,10 +3,10 @@
 import pytest
 from django.test import Client
 
-from coordination.actors import Actor
 from memory.blocks.selectors import block_history, block_value
 from memory.blocks.services import block_operate, block_share
 from memory.models import BlockApproval, MemoryBlock
+from pattern_site.kernel.actors import Actor
 from tests.factories import AgentFactory, ConstellationFactory
 
 

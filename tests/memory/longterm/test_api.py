@@ -8,9 +8,6 @@ import pytest
 from django.test import Client
 
 from activity.stream.services import activity_record
-from coordination.actors import Actor
-from coordination.agents.services import agent_token_issue
-from coordination.events import EventType
 from memory.blocks.services import block_create
 from memory.longterm import access
 from memory.longterm.access import archival_access_flush
@@ -22,6 +19,9 @@ from memory.longterm.services import (
 )
 from memory.longterm.tasks import archival_entries_record_access_task
 from memory.models import ArchivalEntry
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import agent_token_issue
+from pattern_site.kernel.events import EventType
 from tests.factories import AgentFactory, ConstellationFactory
 
 HOSTILE_QUERIES = [

@@ -6,8 +6,6 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from coordination.actors import Actor
-from coordination.errors import InvalidInput
 from memory.longterm import domains
 from memory.longterm.domains import (
     DomainQuery,
@@ -22,6 +20,8 @@ from memory.longterm.search import (
 )
 from memory.longterm.services import archival_entry_create
 from memory.search.engine import SearchOutcome, words_search
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.errors import InvalidInput
 
 NOTES = ["heron sighted at dawn", "heron and egret nests", "no birds today"]
 

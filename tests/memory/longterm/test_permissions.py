@@ -2,8 +2,6 @@
 
 import pytest
 
-from coordination.actors import Actor
-from coordination.errors import PermissionDenied
 from memory.longterm.models import ArchivalEntry
 from memory.longterm.permissions import (
     longterm_own_agent,
@@ -11,6 +9,8 @@ from memory.longterm.permissions import (
     retrieval_config_change_check,
 )
 from memory.longterm.services import archival_entry_create
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.errors import PermissionDenied
 from tests.factories import AgentFactory, ConstellationFactory, UserFactory
 
 

@@ -2,8 +2,6 @@
 
 import pytest
 
-from coordination.actors import Actor
-from coordination.errors import NotFound
 from memory.longterm.selectors import (
     archival_entry_get_by_label,
     archival_entry_get_for_actor,
@@ -15,6 +13,8 @@ from memory.longterm.services import (
     conversation_start,
     messages_append,
 )
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.errors import NotFound
 
 
 def test_another_agents_entry_is_404_by_id_and_by_label(agent, other_agent):

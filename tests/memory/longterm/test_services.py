@@ -8,8 +8,6 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from coordination.actors import Actor
-from coordination.errors import Conflict, InvalidInput
 from memory.longterm.indexes import ARCHIVAL_INDEX
 from memory.longterm.search import SearchFilters, memory_search
 from memory.longterm.services import (
@@ -32,6 +30,8 @@ from memory.search.pipeline import (
 from memory.search.postgres_index import pg_table
 from memory.search.tasks import embeddings_refresh_task
 from pattern_site.health import health_report
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.errors import Conflict, InvalidInput
 from tests.memory.conftest import model_dir
 
 

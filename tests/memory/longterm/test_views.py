@@ -7,8 +7,6 @@ from django.test import Client
 from django.utils import timezone
 
 from activity.stream.services import activity_record
-from coordination.actors import Actor
-from coordination.events import EventType
 from memory.blocks.services import block_create
 from memory.longterm.search import SearchResult
 from memory.longterm.services import (
@@ -19,6 +17,8 @@ from memory.longterm.services import (
 )
 from memory.models import ArchivalEntry
 from memory.search.engine import Fusion, Rerank
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.events import EventType
 from tests.factories import AgentFactory, ConstellationFactory
 
 

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from django.db import connection
 
-from coordination.actors import Actor
 from memory.longterm.indexes import ARCHIVAL_INDEX
 from memory.longterm.search import memory_search
 from memory.longterm.services import archival_entry_create
@@ -33,6 +32,7 @@ from memory.search.index import (
 )
 from memory.search.pipeline import embedding_backfill
 from memory.search.query import fts_query
+from pattern_site.kernel.actors import Actor
 
 NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)
 

@@ -9,7 +9,6 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from coordination.actors import Actor
 from memory.longterm.indexes import ARCHIVAL_INDEX
 from memory.longterm.search import memory_search
 from memory.longterm.services import archival_entry_create
@@ -17,6 +16,7 @@ from memory.search.engine import fts_candidates, vector_candidates
 from memory.search.index import index_put_texts, index_put_vectors
 from memory.search.postgres import pg_vector_candidates, tsquery_sql
 from memory.search.query import fts_query
+from pattern_site.kernel.actors import Actor
 from tests.factories import AgentFactory
 
 # Text, and whether it shares a word with "drop the table near the bar".

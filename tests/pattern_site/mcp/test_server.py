@@ -16,8 +16,6 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from activity.tools import NOTABLE_TOOL
-from coordination.actors import Actor
-from coordination.agents.services import agent_token_issue
 from coordination.groups.schemas import RouteToGroupIn
 from coordination.groups.services import group_create, group_member_add
 from coordination.groups.tools import ROUTE_TO_GROUP_TOOL
@@ -34,6 +32,8 @@ from memory.longterm.schemas import SEARCH_TOOL, LettaSearchIn
 from memory.longterm.services import archival_entry_create
 from memory.schemas import BUILD_CONTEXT
 from memory.search.index import index_clear
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import agent_token_issue
 from tests.factories import AgentFactory, ConstellationFactory, UserFactory
 
 JSON = {"content-type": "application/json", "accept": "application/json"}

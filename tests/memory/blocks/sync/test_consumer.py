@@ -10,9 +10,6 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from coordination.actors import Actor
-from coordination.agents import services as agent_services
-from coordination.agents.services import agent_token_issue, agent_token_revoke
 from memory.blocks import seen
 from memory.blocks import services as block_services
 from memory.blocks.selectors import block_document_load
@@ -29,6 +26,9 @@ from memory.blocks.sync.consumer import CLOSE_PROTOCOL_ERROR, BlockSyncConsumer
 from memory.blocks.tasks import blocks_seen_record_task
 from memory.models import BlockSeen, BlockUpdate, MemoryBlock
 from pattern_site.asgi import application
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents import services as agent_services
+from pattern_site.kernel.agents.services import agent_token_issue, agent_token_revoke
 from tests.conftest import daphne
 from tests.factories import AgentFactory, ConstellationFactory
 from tests.wsclient import WebSocket

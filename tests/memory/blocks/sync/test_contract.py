@@ -11,8 +11,6 @@ from channels.layers import get_channel_layer
 from django.utils import timezone
 from loro import ExportMode, LoroDoc, LoroText
 
-from coordination.actors import Actor
-from coordination.errors import InvalidInput, LimitExceeded, NotFound, PermissionDenied
 from memory.blocks import doc_cache, services
 from memory.blocks.permissions import block_access_for_actor
 from memory.blocks.selectors import (
@@ -30,6 +28,13 @@ from memory.blocks.services import (
 )
 from memory.blocks.sync.broadcast import block_group
 from memory.models import BlockUpdate, MemoryBlock, Permission, SharedAccess
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.errors import (
+    InvalidInput,
+    LimitExceeded,
+    NotFound,
+    PermissionDenied,
+)
 
 
 def remote_edit(block: Any, edit: Any) -> bytes:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from coordination.actors import Actor
-from coordination.agents.services import agent_token_issue
 from memory.blocks.selectors import block_document_load
 from memory.blocks.services import block_create
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import agent_token_issue
 from tests.conftest import REPO, daphne, free_port
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -1,0 +1,116 @@
+"""Reads of constellations and agents (rights:
+``pattern_site.kernel.agents.permissions``).
+
+A human sees the constellations they are partner or member of; an agent
+sees only its own constellation.  Anything else does not exist for the
+caller (``NotFound``), so ids of other constellations leak nothing.
+"""
+
+from django.db.models import QuerySet
+
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Agent, Constellation
+from pattern_site.kernel.agents.permissions import (
+    agent_can_change,
+    agent_private_allowed,
+    constellation_filter,
+)
+from pattern_site.kernel.errors import InvalidInput, NotFound, PermissionDenied
+
+
+def constellation_list_for_actor(*, actor: Actor) -> QuerySet[Constellation]:
+    qs = Constellation.objects.select_related("partner")
+    condition = constellation_filter(actor)
+    return qs.all() if condition is None else qs.filter(condition).distinct()
+
+
+def constellation_get_for_actor(
+    *, actor: Actor, constellation_id: int
+) -> Constellation:
+    constellation = (
+        constellation_list_for_actor(actor=actor).filter(pk=constellation_id).first()
+    )
+    if constellation is None:
+        raise NotFound(f"constellation {constellation_id} does not exist")
+    return constellation
+
+
+def agent_list_for_actor(
+    *, actor: Actor, constellation_id: int | None = None
+) -> QuerySet[Agent]:
+    """The agents of the actor's constellations (of one, which must be
+    visible: otherwise ``NotFound``)."""
+    visible = constellation_list_for_actor(actor=actor).values("pk")
+    qs = Agent.objects.select_related("constellation").filter(constellation__in=visible)
+    if constellation_id is not None:
+        constellation_get_for_actor(actor=actor, constellation_id=constellation_id)
+        qs = qs.filter(constellation_id=constellation_id)
+    return qs
+
+
+def agent_get_for_actor(*, actor: Actor, agent_id: int) -> Agent:
+    agent = agent_list_for_actor(actor=actor).filter(pk=agent_id).first()
+    if agent is None:
+        raise NotFound(f"agent {agent_id} does not exist")
+    return agent
+
+
+def agent_get_by_name(*, constellation_name: str, agent_name: str) -> Agent:
+    """For operators (management commands): look an agent up by names."""
+    agent = (
+        Agent.objects.select_related("constellation")
+        .filter(constellation__name=constellation_name, name=agent_name)
+        .first()
+    )
+    if agent is None:
+        raise NotFound(
+            f"no agent named {agent_name!r} in constellation {constellation_name!r}"
+        )
+    return agent
+
+
+def agent_get_for_change(*, actor: Actor, agent_id: int) -> Agent:
+    """An agent the actor may reconfigure: humans of its constellation only."""
+    agent = agent_get_for_actor(actor=actor, agent_id=agent_id)
+    if not agent_can_change(actor):
+        raise PermissionDenied(
+            "agents cannot reconfigure agents; the partner or a member can"
+        )
+    return agent
+
+
+def agent_get_private(*, actor: Actor, agent_id: int | None) -> Agent:
+    """The agent whose private memory ``actor`` means: an agent itself
+    (``agent_id`` may be left out), or for humans any agent of their
+    constellations (``agent_id`` required).  Other agents: ``NotFound``."""
+    if agent_id is None:
+        if actor.agent is None:
+            raise InvalidInput("say which agent this is about (agent_id)")
+        return actor.agent
+    if actor.agent is not None and agent_id == actor.agent.pk:
+        return actor.agent
+    agent = agent_get_for_actor(actor=actor, agent_id=agent_id)
+    if not agent_private_allowed(actor, agent):
+        raise NotFound(f"agent {agent_id} does not exist")
+    return agent
+
+
+def constellation_for_actor(
+    *, actor: Actor, constellation_id: int | None, what: str
+) -> Constellation:
+    """The constellation ``actor`` means: an agent's own; for a human the
+    one named, or the only one they belong to."""
+    if actor.agent is not None:
+        return actor.agent.constellation
+    if constellation_id is not None:
+        return constellation_get_for_actor(
+            actor=actor, constellation_id=constellation_id
+        )
+    visible = list(constellation_list_for_actor(actor=actor)[:2])
+    if len(visible) != 1:
+        raise InvalidInput(
+            f"say which constellation to {what} (constellation_id)"
+            if visible
+            else "you belong to no constellation"
+        )
+    return visible[0]

@@ -1,0 +1,82 @@
+"""Dashboard pages for constellations and agents."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.forms import AgentModelForm
+from pattern_site.kernel.agents.selectors import (
+    agent_get_for_actor,
+    agent_get_for_change,
+    agent_list_for_actor,
+    constellation_get_for_actor,
+    constellation_list_for_actor,
+)
+from pattern_site.kernel.agents.services import agent_update
+from pattern_site.kernel.errors import InvalidInput
+from pattern_site.kernel.web import form_action, form_problems, page_actor
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    constellations = list(
+        constellation_list_for_actor(actor=Actor.for_user(request.user))
+    )
+    if len(constellations) == 1:
+        return redirect(
+            "dashboard:constellation", constellation_id=constellations[0].pk
+        )
+    return render(request, "dashboard/home.html", {"constellations": constellations})
+
+
+@login_required
+def constellation_detail(request: HttpRequest, constellation_id: int) -> HttpResponse:
+    actor = Actor.for_user(request.user)
+    constellation = constellation_get_for_actor(
+        actor=actor, constellation_id=constellation_id
+    )
+    agents = agent_list_for_actor(actor=actor, constellation_id=constellation.pk)
+    return render(
+        request,
+        "dashboard/constellation.html",
+        {"constellation": constellation, "agents": agents},
+    )
+
+
+@login_required
+def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
+    agent = agent_get_for_actor(actor=Actor.for_user(request.user), agent_id=agent_id)
+    model_form = AgentModelForm(
+        initial={
+            "model_name": agent.model_name,
+            "answered_by_llm": agent.answered_by_llm,
+        }
+    )
+    return render(
+        request,
+        "dashboard/agent.html",
+        {
+            "agent": agent,
+            "constellation": agent.constellation,
+            "model_form": model_form,
+        },
+    )
+
+
+@form_action
+def configure_agent_model(request: HttpRequest, agent_id: int) -> HttpResponse:
+    actor = page_actor(request)
+    agent = agent_get_for_change(actor=actor, agent_id=agent_id)
+    form = AgentModelForm(request.POST)
+    if not form.is_valid():
+        raise InvalidInput(f"could not save the model: {form_problems(form)}")
+    agent = agent_update(agent=agent, actor=actor, **form.cleaned_data)
+    messages.success(
+        request,
+        f"{agent.name} is answered by {agent.model_name} through the LLM provider."
+        if agent.answered_by_llm
+        else f"{agent.name}'s own program answers its group deliveries.",
+    )
+    return redirect("dashboard:agent", agent_id=agent.pk)

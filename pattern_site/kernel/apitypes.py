@@ -1,0 +1,173 @@
+"""Types shared by every router of the tool API: bounded integers, block
+labels and the one error shape.
+
+SQLite (and PostgreSQL's bigint) store integers in 64 bits; a larger value
+reaching the ORM is an ``OverflowError`` deep inside a query.  ``Id``,
+``Offset`` and ``Cursor`` refuse such values at the edge with a 422 naming
+the allowed range, and show that range in the OpenAPI document.
+
+Every error under ``/api/`` is an :class:`ErrorOut`; endpoints declare the
+statuses they can answer with :func:`error_responses`.
+"""
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+from ninja import Schema
+from ninja.schema import DjangoGetter
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    model_validator,
+)
+
+from pattern_site.kernel.errors import InvalidInput
+
+DB_INT_MAX = 2**63 - 1
+
+# Primary keys and other ids: positive and within a database integer.
+Id = Annotated[int, Field(ge=1, le=DB_INT_MAX)]
+
+# Offsets into a listing, and cursors ("after"/"before" a row id or position).
+Offset = Annotated[int, Field(ge=0, le=DB_INT_MAX)]
+
+
+def _iso_text(value: Any) -> Any:
+    # Lax parsing would read a number, or a string of digits (every query
+    # parameter is a string), as seconds since 1970.
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or not re.match(r"\d{4}-\d{2}-\d{2}", value):
+        raise ValueError("must be an ISO 8601 date-time string")
+    return value
+
+
+def _moment_in_range(value: datetime) -> datetime:
+    # A moment whose UTC time falls outside year 1..9999 (9999-12-31T23:59
+    # at -14:00) cannot be compared with stored times; naive means UTC.
+    try:
+        if value.tzinfo is not None:
+            value.astimezone(UTC)
+        value + timedelta(days=1)
+        value - timedelta(days=1)
+    except OverflowError:
+        raise ValueError("must be between 0001-01-02 and 9999-12-30 in UTC") from None
+    return value
+
+
+# A datetime filter: any ISO 8601 time whose UTC time and neighbouring days
+# exist in the calendar.
+Moment = Annotated[
+    datetime,
+    Field(strict=False),
+    BeforeValidator(_iso_text),
+    AfterValidator(_moment_in_range),
+]
+
+# A block label is rendered into the prompt as ``<block:label ...>``, so it
+# keeps to characters that can never close or break that tag.
+LABEL_PATTERN = r"^[\w.-]{1,100}$"
+LABEL_RULE = "letters, digits, '_', '-' and '.', 1-100 characters"
+
+
+def label_check(label: str) -> str:
+    """``label`` if it keeps to ``LABEL_PATTERN``, else ``InvalidInput``."""
+    if not re.fullmatch(LABEL_PATTERN, label):
+        raise InvalidInput(f"a block label has {LABEL_RULE}; got {label!r}")
+    return label
+
+
+def _label_field(label: str) -> str:
+    try:
+        return label_check(label)
+    except InvalidInput as exc:
+        raise ValueError(exc.message) from None
+
+
+Label = Annotated[
+    str,
+    AfterValidator(_label_field),
+    Field(
+        max_length=100,
+        description=f"{LABEL_RULE.capitalize()}.",
+        json_schema_extra={"pattern": LABEL_PATTERN},
+    ),
+]
+
+
+class InputSchema(Schema):
+    """Base of every request body schema.
+
+    Strict: a JSON value is taken as the type it is, so ``0`` is not
+    ``false`` and ``false`` is not ``0.0``; a nested object must be an
+    object.  (Date-times, read from ISO strings, opt out per field.)
+    """
+
+    model_config = ConfigDict(strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _an_object(cls, data: Any) -> Any:
+        # ninja hands its schemas their input wrapped in a DjangoGetter.
+        raw = data._obj if isinstance(data, DjangoGetter) else data
+        if isinstance(raw, dict | BaseModel):
+            return data
+        raise ValueError("must be a JSON object")
+
+
+class FieldErrorOut(Schema):
+    loc: list[str | int] = Field(
+        description="Where: 'body', 'query' or 'path', then the field path.",
+        examples=[["body", "label"]],
+    )
+    msg: str = Field(examples=["String should match pattern '^[\\w.-]{1,100}$'"])
+    type: str = Field(examples=["string_pattern_mismatch"])
+
+
+class ErrorOut(Schema):
+    """Every error of the tool API.  Some errors add facts of their own
+    (a limit error: ``block``, ``size``, ``limit``, ``change_size``), which
+    the schema allows as further properties."""
+
+    detail: str = Field(examples=["no block 'notes' for agent Entropy"])
+    code: str = Field(
+        description="Stable machine-readable kind: not_found, invalid_input, "
+        "validation_error, auth_required, auth_failed, permission_denied, "
+        "conflict, limit_exceeded, malformed_body, payload_too_large, "
+        "too_many_files, method_not_allowed.",
+        examples=["not_found"],
+    )
+    errors: list[FieldErrorOut] | None = Field(
+        None, description="validation_error: one entry per invalid field."
+    )
+
+
+# What every authenticated endpoint can answer besides its own statuses:
+# no or a bad credential (401), an invalid parameter or field (422).  An
+# endpoint with a body adds a body that is not a JSON object (400), a
+# session's write without its CSRF token (403) and a body past the size
+# limit (413).
+COMMON_ERRORS = (401, 422)
+BODY_ERRORS = (400, 403, 413)
+
+
+def error_responses(*codes: int, body: bool) -> dict[int, Any]:
+    """``response=`` entries: ``codes``, the common errors and, with a
+    request ``body``, the body errors; each an :class:`ErrorOut`."""
+    every = {*COMMON_ERRORS, *codes, *(BODY_ERRORS if body else ())}
+    return {code: ErrorOut for code in sorted(every)}
+
+
+def number_text(text: str) -> int | None:
+    """The whole number written in ``text``, or None: ASCII digits only
+    (``isdigit`` also takes '²', which ``int`` refuses) and within a
+    database integer."""
+    text = text.strip()
+    if not (text.isascii() and text.isdigit()):
+        return None
+    value = int(text)
+    return value if value <= DB_INT_MAX else None

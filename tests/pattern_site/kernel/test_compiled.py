@@ -1,0 +1,89 @@
+"""Querysets compiled once and run with new parameters."""
+
+import pytest
+from django.db import connection
+
+from coordination.models import Agent, AgentToken
+from pattern_site.kernel.agents.services import agent_create
+from pattern_site.kernel.db.compiled import CompiledQuery, RowReader
+
+pytestmark = pytest.mark.django_db
+
+BY_NAME = CompiledQuery(
+    lambda constellation_id, name: (
+        Agent.objects.select_related("constellation")
+        .filter(constellation_id=constellation_id, name=name)
+        .order_by()[:1]
+    ),
+    constellation_id=-91_001,
+    name="\x00name",
+)
+
+
+def test_runs_with_each_call_s_values_and_attaches_related_rows(constellation):
+    first, _ = agent_create(constellation=constellation, name="Flux")
+    second, _ = agent_create(constellation=constellation, name="Anchor")
+
+    for expected in (first, second, first):
+        found = BY_NAME.first(constellation_id=constellation.pk, name=expected.name)
+        assert found == expected
+        assert found.created_at == expected.created_at  # converters applied
+        assert Agent.constellation.is_cached(found)
+        assert found.constellation.name == constellation.name
+
+    assert BY_NAME.first(constellation_id=constellation.pk, name="Nobody") is None
+    assert BY_NAME.first(constellation_id=constellation.pk + 1, name="Flux") is None
+
+
+def test_all_returns_every_row_in_order_with_related_rows(constellation):
+    in_constellation = CompiledQuery(
+        lambda constellation_id: (
+            Agent.objects.select_related("constellation")
+            .filter(constellation_id=constellation_id)
+            .order_by("name")
+        ),
+        constellation_id=-91_002,
+    )
+    for name in ("Flux", "Anchor", "Momentum"):
+        agent_create(constellation=constellation, name=name)
+    found = in_constellation.all(constellation_id=constellation.pk)
+    assert [a.name for a in found] == ["Anchor", "Flux", "Momentum"]
+    assert all(Agent.constellation.is_cached(a) for a in found)
+    assert in_constellation.all(constellation_id=constellation.pk + 1) == []
+
+
+def test_a_marker_that_is_not_one_parameter_is_refused(constellation):
+    twice = CompiledQuery(
+        lambda key: (
+            AgentToken.objects.filter(key_hash=key)
+            | AgentToken.objects.filter(prefix=key)
+        ),
+        key="\x00key",
+    )
+    with pytest.raises(ValueError, match="not one parameter"):
+        twice.first(key="x")
+
+
+def test_rows_of_one_related_row_share_its_instance_with_nested_rows(
+    constellation, partner
+):
+    """``RowReader`` builds a related row once per call (search hits of one
+    agent), nested ``select_related`` rows included, nulls kept."""
+    flux, _ = agent_create(constellation=constellation, name="Flux")
+    anchor, _ = agent_create(constellation=constellation, name="Anchor")
+    AgentToken.objects.all().delete()
+    for n, agent in enumerate((flux, flux, anchor)):
+        AgentToken.objects.create(agent=agent, prefix=f"p{n}", key_hash=f"h{n}")
+    qs = AgentToken.objects.select_related("agent__constellation").order_by("pk")
+    compiler = qs.query.get_compiler(using="default")
+    sql, params = compiler.as_sql()
+    reader = RowReader.of(compiler, "default")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        tokens = list(reader.instances(cursor.fetchall()))
+    assert [t.agent.name for t in tokens] == ["Flux", "Flux", "Anchor"]
+    assert tokens[0].agent is tokens[1].agent
+    assert tokens[0].agent is not tokens[2].agent
+    assert tokens[0].agent.constellation is tokens[2].agent.constellation
+    assert tokens[2].agent.constellation.partner_id == partner.pk
+    assert tokens[0].agent.created_at == flux.created_at  # converters applied
