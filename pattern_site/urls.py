@@ -3,11 +3,12 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from pattern_site.api import api
+from pattern_site.kernel.agents.views import PartnerLoginView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api.urls),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", PartnerLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("pattern_site.kernel.agents.urls")),
     path("", include("coordination.work.urls")),

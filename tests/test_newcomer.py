@@ -18,7 +18,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.sqlite]
 
 def _readme_run_command() -> str:
     lines = (REPO / "README.md").read_text().splitlines()
-    commands = [line.strip() for line in lines if line.startswith("    make ")]
+    commands = [
+        line.split("#")[0].strip() for line in lines if line.startswith("    make ")
+    ]
     return commands[0]
 
 
@@ -69,7 +71,14 @@ def test_readme_run_command_serves_health_on_a_fresh_copy(tmp_path: Path):
                 time.sleep(1)
         output = (tmp_path / "run.log").read_text()
         assert status == 200, f"health never answered 200; output:\n{output[-4000:]}"
+        # The banner follows the web process's start: wait for it, not a time.
+        while "Pattern site is ready" not in output and time.monotonic() < deadline:
+            time.sleep(0.2)
+            output = (tmp_path / "run.log").read_text()
+        assert f"Pattern site is ready: http://127.0.0.1:{port}/" in output
         assert "Log in as: partner / " in output
+        password = output.split("Log in as: partner / ")[1].split()[0]
+        assert f"Log in as partner / {password}" in output
         assert "Archive" in output
     finally:
         os.killpg(proc.pid, signal.SIGTERM)

@@ -254,7 +254,7 @@ EMBEDDING_THREADS = env.int("PATTERN_EMBEDDING_THREADS", default=0)
 # the per-process document cache (memory.blocks.doc_cache), so the log is read only
 # on a cache miss (another process wrote, or a cold start).  A longer log
 # makes a miss slower to load; a shorter one rewrites the snapshot more
-# often (README "Memory blocks" has the measurements).
+# often (docs/memory.md, "Memory blocks", has the measurements).
 MEMORY_COMPACT_UPDATES = env.int("PATTERN_MEMORY_COMPACT_UPDATES", default=16)
 MEMORY_COMPACT_BYTES = env.int("PATTERN_MEMORY_COMPACT_BYTES", default=16 * 1024)
 # Block documents kept per process (least recently used go first); 0: none.
@@ -339,7 +339,7 @@ PATTERN_SYNC_RATE_LIMIT = env.float("PATTERN_SYNC_RATE_LIMIT", default=200.0)
 
 # --- Long-term memory search and embedding jobs ----------------------------
 # The quantised fast path: a binary vec0 table gives oversample * k coarse
-# candidates, re-scored exactly (see README "Search").
+# candidates, re-scored exactly (see docs/memory.md).
 # The search page lists a result found by meaning alone (no keyword match)
 # only as a "weaker match" when its cosine distance to the query is above
 # this: the nearest rows are returned whether related or not.
@@ -348,7 +348,7 @@ SEARCH_VECTOR_QUANTISED = env.bool("PATTERN_SEARCH_QUANTISED", default=False)
 SEARCH_QUANTISED_OVERSAMPLE = env.int("PATTERN_SEARCH_QUANTISED_OVERSAMPLE", default=8)
 # Hybrid (and auto) searches take the quantised path anyway once the
 # constellation holds more than this many rows of the searched table: exact
-# KNN grows with the rows, the quantised pass far slower (README "Long-term
+# KNN grows with the rows, the quantised pass far slower (docs/memory.md, "Long-term
 # memory"); 0 never switches.
 SEARCH_QUANTISED_ABOVE = env.int("PATTERN_SEARCH_QUANTISED_ABOVE", default=20_000)
 # Who computes exact KNN: "numpy" (memory.search.chunks reads the vectors vec0

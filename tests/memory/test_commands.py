@@ -30,6 +30,28 @@ def test_seed_demo_creates_agents_with_blocks_once():
     assert "not seeding" in run("seed_demo")
 
 
+def test_seed_demo_keeps_the_login_for_its_owner_and_the_login_page_points_to_it(
+    settings, tmp_path
+):
+    settings.DATA_DIR = tmp_path
+    output = run("seed_demo")
+    password = output.split("Log in as: partner / ")[1].split()[0]
+    login_file = tmp_path / "demo-login.txt"
+    assert login_file.read_text().splitlines() == ["partner", password]
+    assert login_file.stat().st_mode & 0o777 == 0o600
+
+    page = Client().get("/login/").content.decode()
+    assert "log in as <strong>partner</strong>" in page
+    assert str(login_file) in page
+    assert password not in page
+
+
+def test_login_page_of_a_site_without_the_demo_names_no_login(settings, tmp_path):
+    settings.DATA_DIR = tmp_path
+    page = Client().get("/login/").content.decode()
+    assert "demo site" not in page
+
+
 def test_seeded_agent_sees_its_persona_and_the_shared_task_board():
     output = run("seed_demo")
     token = next(

@@ -184,9 +184,25 @@ def test_docker_compose_describes_web_worker_beat_redis_and_postgres():
     assert (REPO / "Dockerfile").exists()
 
 
-@pytest.mark.parametrize("name", ["PATTERN_REDIS_URL", "DATABASE_URL"])
-def test_env_example_lists_the_variables(name):
-    assert name in (REPO / ".env.example").read_text()
+def _variables(text: str, pattern: str) -> set[str]:
+    import re
+
+    return set(re.findall(pattern, text, flags=re.MULTILINE))
+
+
+def test_env_example_and_the_configuration_page_list_every_variable():
+    """Every variable the settings read is in .env.example, and the
+    configuration page's table names exactly the file's variables."""
+    settings_source = "".join(
+        path.read_text() for path in (REPO / "pattern_site/settings").glob("*.py")
+    )
+    read = _variables(settings_source, r'"((?:PATTERN|DATABASE)_[A-Z0-9_]+)"')
+    listed = _variables((REPO / ".env.example").read_text(), r"^#? ?([A-Z][A-Z0-9_]+)=")
+    documented = _variables(
+        (REPO / "docs/configuration.md").read_text(), r"^\| `([A-Z][A-Z0-9_]+)` \|"
+    )
+    assert read - listed == set()
+    assert listed == documented
 
 
 def test_django_stays_on_the_series_whose_internals_pattern_site_db_uses():

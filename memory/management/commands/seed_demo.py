@@ -10,7 +10,10 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from memory.demo import memory_demo_seed
-from pattern_site.kernel.agents.services import demo_constellation_seed
+from pattern_site.kernel.agents.services import (
+    demo_constellation_seed,
+    demo_login_write,
+)
 
 
 class Command(BaseCommand):
@@ -34,7 +37,9 @@ class Command(BaseCommand):
                 f" ({len(seed.tokens)} agents, {blocks} memory blocks)."
             )
         )
+        login_file = demo_login_write(seed=seed)
         self.stdout.write(f"  Log in as: {seed.username} / {seed.password}")
+        self.stdout.write(f"  (kept in {login_file}, readable by you alone)")
         self.stdout.write("  Agent tokens (shown once):")
         for name, token in seed.tokens.items():
             self.stdout.write(f"    {name:<9} {token}")

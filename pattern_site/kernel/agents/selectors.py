@@ -6,6 +6,10 @@ sees only its own constellation.  Anything else does not exist for the
 caller (``NotFound``), so ids of other constellations leak nothing.
 """
 
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
 from django.db.models import QuerySet
 
 from pattern_site.kernel.actors import Actor
@@ -114,3 +118,30 @@ def constellation_for_actor(
             else "you belong to no constellation"
         )
     return visible[0]
+
+
+DEMO_LOGIN_FILE = "demo-login.txt"
+
+
+def demo_login_path() -> Path:
+    """Where the demo partner's login is kept for the operator: the data
+    directory, beside the database it belongs to."""
+    return Path(settings.DATA_DIR) / DEMO_LOGIN_FILE
+
+
+@dataclass(frozen=True)
+class DemoLogin:
+    username: str
+    password: str
+    path: Path
+
+
+def demo_login_get() -> DemoLogin | None:
+    """The demo partner's login as ``demo_login_write`` kept it, or None when
+    this site was not seeded with the demo (or the file was removed)."""
+    path = demo_login_path()
+    try:
+        username, password = path.read_text().splitlines()[:2]
+    except (OSError, ValueError):
+        return None
+    return DemoLogin(username=username, password=password, path=path)

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
+from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
@@ -21,6 +22,7 @@ from django.utils import timezone
 
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent, AgentToken, Constellation
+from pattern_site.kernel.agents.selectors import demo_login_path
 from pattern_site.kernel.agents.tasks import agent_touch_task
 from pattern_site.kernel.db.compiled import CompiledQuery
 from pattern_site.kernel.errors import AuthenticationFailed, Conflict, InvalidInput
@@ -262,6 +264,15 @@ class DemoSeed:
     username: str
     password: str
     tokens: dict[str, str]
+
+
+def demo_login_write(*, seed: DemoSeed) -> Path:
+    """Keep the demo login in a file only its owner can read, so a partner
+    who missed the line ``make run`` printed can still log in."""
+    path = demo_login_path()
+    path.write_text(f"{seed.username}\n{seed.password}\n")
+    path.chmod(0o600)
+    return path
 
 
 @transaction.atomic

@@ -1,7 +1,10 @@
 """Dashboard pages for constellations and agents."""
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
@@ -13,6 +16,7 @@ from pattern_site.kernel.agents.selectors import (
     agent_list_for_actor,
     constellation_get_for_actor,
     constellation_list_for_actor,
+    demo_login_get,
 )
 from pattern_site.kernel.agents.services import agent_update
 from pattern_site.kernel.errors import InvalidInput
@@ -80,3 +84,14 @@ def configure_agent_model(request: HttpRequest, agent_id: int) -> HttpResponse:
         else f"{agent.name}'s own program answers its group deliveries.",
     )
     return redirect("dashboard:agent", agent_id=agent.pk)
+
+
+class PartnerLoginView(LoginView):
+    """Django's login page, which on the demo site says whom to log in as
+    and where the password is kept (never the password itself: anyone who
+    can reach the page would read it)."""
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        context["demo_login"] = demo_login_get()
+        return context

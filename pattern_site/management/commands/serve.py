@@ -8,16 +8,19 @@ them, with whatever processes they started.
 
 import os
 import sys
+import threading
 from argparse import ArgumentParser
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from pattern_site.kernel.agents.selectors import demo_login_get
 from pattern_site.processes import (
     celery_beat_command,
     celery_worker_command,
     daphne_command,
+    wait_for_port,
     worker_embedding_threads,
 )
 from pattern_site.supervisor import Child, Supervisor
@@ -61,12 +64,34 @@ class Command(BaseCommand):
             ),
             Child("beat", beat),
         ]
-        self.stdout.write(
-            f"Serving on http://{options['host']}:{options['port']}/ (Ctrl-C to stop)"
-        )
+        url = f"http://{options['host']}:{options['port']}/"
+        self.stdout.write(f"Starting on {url} (Ctrl-C to stop)")
 
         def log(line: str) -> None:
             self.stdout.write(f"serve: {line}")
             sys.stdout.flush()
 
+        # The banner comes once the web process listens, after the start-up
+        # lines of all three processes, so it is the last thing a newcomer
+        # reads before opening the page.
+        threading.Thread(
+            target=self._banner, args=(url, options["port"]), daemon=True
+        ).start()
         Supervisor(children, log=log).run()
+
+    def _banner(self, url: str, port: int) -> None:
+        try:
+            wait_for_port(port, timeout=600)
+        except TimeoutError:
+            return
+        lines = [f"Pattern site is ready: {url}"]
+        login = demo_login_get()
+        if login is not None:
+            lines.append(f"Log in as {login.username} / {login.password}")
+            lines.append(f"(kept in {login.path})")
+        width = max(len(line) for line in lines) + 4
+        rule = "=" * width
+        self.stdout.write(
+            "\n".join(["", rule, *(f"  {line}" for line in lines), rule, ""])
+        )
+        sys.stdout.flush()
