@@ -6,6 +6,12 @@ from activity.stream.models import EventType
 
 SUMMARY_CHARS = 160
 SYSTEM = "System"
+FILE_VERBS = {
+    "open": "opened",
+    "read": "read",
+    "next": "read on in",
+    "prev": "read back in",
+}
 
 
 def _short(value: Any) -> str:
@@ -46,16 +52,18 @@ def event_line(
             failed = "" if d.get("success", True) else " (failed)"
             return f"{who} ran {d.get('tool', 'a tool')}{failed}"
         case EventType.MEMORY_BLOCK_UPDATED:
+            # Whose block it is matters most when someone else changed it.
+            whose = f"{subject}'s" if subject not in (who, SYSTEM, "") else "the"
+            block = f"{whose} {d.get('label', '?')} block"
             change = d.get("change_type", "update")
-            return _with(
-                f"{who} updated the {d.get('label', '?')} block ({change})",
-                d.get("summary"),
-            )
+            if change == "create":
+                return f"{who} created {block}"
+            return _with(f"{who} updated {block} ({change})", d.get("summary"))
         case EventType.FILE_ACCESSED:
-            return (
-                f"{who} {d.get('operation', 'read')} "
-                f"{d.get('folder', '?')}/{d.get('path', '?')}"
-            )
+            # ``path`` is the file as cited to agents: "<folder>/<path>".
+            verb = FILE_VERBS.get(d.get("how", ""), "read")
+            lines = f" (lines {d['lines']})" if d.get("lines") else ""
+            return f"{who} {verb} {d.get('path', 'a file')}{lines}"
         case EventType.TASK_ASSIGNED:
             return (
                 f'{who} assigned task "{_short(d.get("task"))}" to '

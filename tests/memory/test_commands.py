@@ -88,3 +88,17 @@ def test_seeded_agent_can_use_every_letta_tool_on_its_demo_blocks(label):
     call("core_memory_update", content=block.rendered.replace("evenings", "noon"))
     block.refresh_from_db()
     assert "Prefers noon" in block.rendered
+
+
+def test_seeding_the_demo_is_not_activity(django_capture_on_commit_callbacks):
+    from activity.models import ActivityEvent
+    from pattern_site.kernel.agents.services import agent_create
+
+    with django_capture_on_commit_callbacks(execute=True):
+        run("seed_demo")
+        # What the partner does next is activity again.
+        constellation = Agent.objects.first().constellation
+        agent_create(constellation=constellation, name="Newcomer")
+    texts = set(ActivityEvent.objects.values_list("text", flat=True))
+    assert "Newcomer was activated: created" in texts
+    assert all("Newcomer" in text for text in texts), texts

@@ -14,13 +14,14 @@ from pattern_site.kernel.agents.services import (
     demo_constellation_seed,
     demo_login_write,
 )
+from pattern_site.kernel.events import events_muted
 
 
 class Command(BaseCommand):
     help = "Create the demo constellation (partner login, six agents, blocks)."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        with transaction.atomic():
+        with events_muted(), transaction.atomic():
             seed = demo_constellation_seed(
                 password=getattr(settings, "DEMO_PASSWORD", "") or ""
             )

@@ -61,7 +61,7 @@ def test_recent_activity_lists_others_newest_first_without_own_noise(
         "<recent_activity>\n"
         "[3 minutes ago] Entropy flagged: Partner prefers mornings\n"
         "[2 hours ago] Flux sent a message to Bluesky: thread about async Rust\n"
-        "[yesterday] partner updated the persona block (replace)\n"
+        "[yesterday] partner updated Entropy's persona block (replace)\n"
         "</recent_activity>"
     )
 
