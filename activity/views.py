@@ -27,7 +27,6 @@ from pattern_site.kernel.agents.selectors import agent_list_for_actor
 from pattern_site.kernel.errors import ApplicationError
 
 FEED_EVENTS = 50
-TIMELINE_HOURS = 72
 
 
 @login_required
@@ -60,7 +59,7 @@ def activity_feed_page(request: HttpRequest, constellation_id: int) -> HttpRespo
                 constellation=constellation,
                 agents=list(agents),
                 now=timezone.now(),
-                hours=TIMELINE_HOURS,
+                span_key=request.GET.get("span"),
             ),
             "summarizer": summarizer_status(),
         },

@@ -11,10 +11,10 @@ from datetime import datetime
 from django.conf import settings
 from django.utils import timezone
 
-from activity.stream.humanize import ago
 from activity.stream.models import ActivityEvent
 from activity.stream.selectors import recent_activity_for_agent
 from pattern_site.kernel.agents.models import Agent
+from pattern_site.kernel.humanize import ago
 
 
 def recent_activity_lines(events: list[ActivityEvent], now: datetime) -> list[str]:

@@ -5,9 +5,10 @@ Callers pass a constellation already cleared by
 """
 
 from collections import defaultdict
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
+from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet, Sum
 
 from activity.stream.models import (
     IMPORTANCE_RANK,
@@ -145,21 +146,45 @@ def recent_activity_for_agent(*, agent: Agent, limit: int) -> list[ActivityEvent
     )
 
 
-def activity_timeline(
-    *, constellation: Constellation, now: datetime, hours: int
-) -> dict[int | None, dict[datetime, int]]:
-    """Events per agent (None: humans and system) per hour, last ``hours``."""
-    since = hour_of(now - timedelta(hours=hours))
-    rows = (
-        ActivityHourCount.objects.filter(constellation=constellation, hour__gte=since)
-        .values_list("agent_key", "user_key", "hour")
-        .annotate(total=Sum("n"))
-        .order_by()
-    )
-    counts: dict[int | None, dict[datetime, int]] = defaultdict(dict)
-    for agent_key, user_key, hour, n in rows:
+def activity_earliest(
+    *, constellation: Constellation, since: datetime
+) -> datetime | None:
+    """When the constellation's first event after ``since`` happened (one
+    read of the (constellation, created_at) index)."""
+    return ActivityEvent.objects.filter(
+        constellation=constellation, created_at__gte=since
+    ).aggregate(first=Min("created_at"))["first"]
+
+
+def activity_buckets(
+    *, constellation: Constellation, since: datetime, bucket: timedelta
+) -> dict[int | None, dict[int, int]]:
+    """Events per agent (None: humans and system) per ``bucket`` from
+    ``since``, keyed by the bucket's index.  Buckets of an hour or more add
+    up the hourly counts; shorter ones count the events themselves (a short
+    span holds few)."""
+    rows: Iterable[tuple[int | None, int | None, datetime, int]]
+    if bucket >= timedelta(hours=1):
+        rows = (
+            ActivityHourCount.objects.filter(
+                constellation=constellation, hour__gte=since
+            )
+            .values_list("agent_key", "user_key", "hour")
+            .annotate(total=Sum("n"))
+            .order_by()
+        )
+    else:
+        rows = (
+            (agent_id, user_id, at, 1)
+            for agent_id, user_id, at in ActivityEvent.objects.filter(
+                constellation=constellation, created_at__gte=since
+            ).values_list("agent_id", "actor_user_id", "created_at")
+        )
+    counts: dict[int | None, dict[int, int]] = defaultdict(dict)
+    for agent_key, user_key, at, n in rows:
         row = counts[agent_key if agent_key and not user_key else None]
-        row[hour] = row.get(hour, 0) + n
+        index = int((at - since) / bucket)
+        row[index] = row.get(index, 0) + n
     return counts
 
 

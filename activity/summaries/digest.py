@@ -24,11 +24,11 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from activity.llm.client import estimate_tokens
-from activity.stream.humanize import ago, ago_at
 from activity.stream.models import ActivityEvent, EventType, Importance
 from activity.stream.selectors import activity_counts
 from activity.summaries.models import AgentSummary, ConstellationSummary
 from pattern_site.kernel.agents.models import Agent
+from pattern_site.kernel.humanize import ago, ago_at
 
 WEEK = timedelta(days=7)
 KIND_LABELS = {
@@ -168,8 +168,9 @@ def _agent_activity(agent: Agent, since: datetime, now: datetime) -> list[str]:
         reverse=True,
     ):
         summary = summaries.get(other.pk)
-        last = other.last_active_at or (summary.last_active if summary else None)
-        head = f"**{other.name}** (last active: {ago_at(last, now)})"
+        # The agent's own last request is the one "last active" every page
+        # shows; a summary's time is when its events were, not the agent.
+        head = f"**{other.name}** (last active: {ago_at(other.last_active_at, now)})"
         if summary is None:
             entries.append(f"{head}\nNo summary yet.")
         elif summary.is_extractive:

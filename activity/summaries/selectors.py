@@ -3,9 +3,9 @@
 from datetime import datetime
 from typing import Any
 
-from activity.stream.humanize import ago_at
 from activity.summaries.models import AgentSummary, ConstellationSummary
 from pattern_site.kernel.agents.models import Agent, Constellation
+from pattern_site.kernel.humanize import ago_at
 
 
 def constellation_summary_latest(

@@ -28,7 +28,7 @@ your context).
   then moves to now, so each change is told once; with `peek` it stays.
 Blocks have a character limit; an error tells you the size, the limit and how
 much your change adds. Blocks with Partner or Human permission queue your
-change for a human's approval."""
+change for the partner's approval."""
 
 
 CORE_MEMORY_UPDATE = """Update your core memory blocks (persona, human, etc.).

@@ -46,7 +46,7 @@ def block_change_payload(change: BlockChange) -> dict[str, Any]:
         "applied": f"block {block.label!r} updated ({block.size}/"
         f"{block.char_limit} chars)",
         "unchanged": f"block {block.label!r} already had this content",
-        "pending_approval": f"block {block.label!r} needs a human's approval; "
+        "pending_approval": f"block {block.label!r} needs the partner's approval; "
         f"your change waits as request {change.approval.pk if change.approval else ''}",
     }
     return {

@@ -109,6 +109,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "pattern_site.dashboard.dashboard_frame",
             ],
+            "builtins": ["pattern_site.templatetags.humanized"],
         },
     },
 ]

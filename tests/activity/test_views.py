@@ -42,6 +42,8 @@ def test_feed_page_shows_events_filters_and_timeline(
     html = page.content.decode()
     assert page.status_code == 200
     assert "Flux sent a message to Bluesky: async Rust" in html
+    # Two events within six hours: the 6-hour span, one cell each.
+    assert "Activity over the last 6 hours" in html
     assert html.count('class="timeline-cell"') == 2
     assert "extractive (sentences picked from the source" in html
     filtered = human.get(

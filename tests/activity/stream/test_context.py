@@ -4,10 +4,10 @@ from typing import Any
 import pytest
 
 from activity.stream.context import recent_activity_render
-from activity.stream.humanize import ago
 from activity.stream.models import EventType
 from memory.context import context_build
 from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.humanize import ago
 
 
 @pytest.mark.parametrize(

@@ -226,3 +226,22 @@ def test_catch_up_lists_blocks_others_changed_while_away_and_not_yet_seen(
     assert lines[0].endswith(" UTC: append: mine")
     assert lines[1].startswith("- plan: Flux (agent), 2 changes, latest ")
     assert lines[1].endswith(" UTC: append: again")
+
+
+def test_catch_up_says_last_active_as_the_home_page_does(
+    agent: Any, flux: Any, now: datetime
+) -> None:
+    """A summary remembers when its events were; that is not when the agent
+    was last active, which every page reads from the agent itself."""
+    _set_last_active(agent, now - timedelta(days=1))
+    AgentSummary.objects.create(
+        agent=flux,
+        recent_summary="Flux was set up.",
+        messages_covered=1,
+        generated_at=now,
+        last_active=now - timedelta(minutes=5),
+        model="gpt-test",
+    )
+    catch_up = catch_up_build(agent=agent, now=now)
+    assert catch_up is not None
+    assert "**Flux** (last active: never)" in catch_up.text
