@@ -29,7 +29,7 @@ GRAMMAR: dict[str, str] = {
     "complete": "complete task-<id>",
     "block": 'block task-<id> "<reason>"',
     "handoff": 'handoff @<agent>|@anyone "<context>"',
-    "note": 'note "<observation>"',
+    "note": 'note "<observation>" [decision]',
     "read": "read handoff-<id>",
 }
 GRAMMAR_TEXT = "\n".join(f"/coord {line}" for line in GRAMMAR.values())
@@ -90,6 +90,7 @@ def _arity(name: str, args: list[str], count: int, hint: str) -> None:
 
 
 QUOTE_HINT = " (put text with spaces in double quotes)"
+DECISION = "decision"
 
 
 def coord_parse(text: str) -> CoordCommand:
@@ -155,8 +156,15 @@ def coord_parse(text: str) -> CoordCommand:
             },
         )
     if name == "note":
-        _arity(name, args, 1, QUOTE_HINT)
-        return CoordCommand(name, {"text": _text(name, args[0], "observation")})
+        # A note is an observation; only one flagged ``decision`` is meant to
+        # reach every agent's catch-up as a Key Decision.
+        decision = len(args) == 2 and args[1].lower() == DECISION
+        if not decision:
+            _arity(name, args, 1, QUOTE_HINT + f', or end with "{DECISION}"')
+        return CoordCommand(
+            name,
+            {"text": _text(name, args[0], "observation"), "decision": decision},
+        )
     _arity(name, args, 1, "")
     match = _HANDOFF_REF.match(args[0])
     if match is None:
@@ -325,11 +333,15 @@ def _handoff(call: _Call) -> CoordResult:
 
 def _note(call: _Call) -> CoordResult:
     state = services.coordination_note_add(
-        actor=call.actor, constellation=call.constellation, text=call.args["text"]
+        actor=call.actor,
+        constellation=call.constellation,
+        text=call.args["text"],
+        decision=call.args["decision"],
     )
+    kind = "decision" if call.args["decision"] else "noted"
     return CoordResult(
         "note",
-        f"noted ({len(state.value)} shared notes)",
+        f"{kind} ({len(state.value)} shared notes)",
         {"notes": len(state.value), "version": state.version},
     )
 

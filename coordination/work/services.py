@@ -480,9 +480,13 @@ def coordination_state_set(
 
 @transaction.atomic
 def coordination_note_add(
-    *, actor: Actor, constellation: Constellation, text: str
+    *, actor: Actor, constellation: Constellation, text: str, decision: bool = False
 ) -> CoordinationState:
-    """Append a note to the shared ``notes`` state (the latest ``NOTES_KEPT``)."""
+    """Append a note to the shared ``notes`` state (the latest ``NOTES_KEPT``).
+
+    A note flagged as a ``decision`` is a notable event of medium importance,
+    which the catch-up lists under Key Decisions; a plain note is a low one.
+    """
     text = text.strip()
     if not text or len(text) > NOTE_MAX_CHARS:
         raise InvalidInput(
@@ -498,6 +502,7 @@ def coordination_note_add(
         "text": text,
         "by": actor.display_name,
         "at": timezone.now().isoformat(timespec="seconds"),
+        "decision": decision,
     }
     saved = coordination_state_set(
         actor=actor,
@@ -510,7 +515,7 @@ def coordination_note_add(
         actor=actor,
         constellation_id=constellation.pk,
         event_type=EventType.NOTABLE,
-        details={"description": text},
-        importance=Importance.MEDIUM,
+        details={"description": text, "decision": decision},
+        importance=Importance.MEDIUM if decision else Importance.LOW,
     )
     return saved

@@ -108,11 +108,21 @@ def test_catch_up_preview_as_if_away_a_week(
         details={"description": "Memory redesign approved"},
         ago=timedelta(days=3),
     )
+    record(
+        actor=Actor.for_agent(flux),
+        event_type=EventType.NOTABLE,
+        importance=Importance.MEDIUM,
+        details={"description": "<script>alert(1)</script> is not markup"},
+        ago=timedelta(days=2),
+    )
     html = human.get(f"/activity/agents/{agent.pk}/catch-up/?away=168").content.decode()
+    # The digest's Markdown is rendered as a page, its raw HTML escaped.
     assert "Constellation Update (you were last active 7 days ago)" in html
-    assert "- Memory redesign approved" in html
+    assert "<li>Memory redesign approved</li>" in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; is not markup" in html
+    assert "<script>alert(1)" not in html
     recent = human.get(f"/activity/agents/{agent.pk}/catch-up/").content.decode()
-    assert "no catch-up is due" in recent
+    assert f"{agent.name} has not been active yet" in recent
 
 
 def test_catch_up_preview_of_another_constellations_agent_is_404(

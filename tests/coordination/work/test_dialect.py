@@ -47,7 +47,11 @@ from tests.factories import AgentFactory
         ),
         (
             'note "important observation"',
-            CoordCommand("note", {"text": "important observation"}),
+            CoordCommand("note", {"text": "important observation", "decision": False}),
+        ),
+        (
+            'note "we ship on Friday" decision',
+            CoordCommand("note", {"text": "we ship on Friday", "decision": True}),
         ),
         ("read handoff-3", CoordCommand("read", {"handoff_id": 3})),
     ],
@@ -69,6 +73,7 @@ def test_coord_parse_reads_each_command(text, expected):
         ('block task-3 ""', "block", "the reason is empty"),
         ("handoff @anchor", "handoff", "expected 2 arguments"),
         ("note", "note", "expected 1 argument"),
+        ('note "x" maybe', "note", 'or end with "decision"'),
         ("tasks everything", "tasks", "one of mine, open, all"),
         ("status now", "status", "expected 0 arguments"),
         ("read task-1", "read", "not a handoff id"),

@@ -34,10 +34,19 @@ def test_handoffs_and_notes_are_recorded(
         coordination_note_add(
             actor=Actor.for_agent(agent),
             constellation=constellation,
+            text="the partner seemed tired",
+        )
+        coordination_note_add(
+            actor=Actor.for_agent(agent),
+            constellation=constellation,
             text="we ship on Friday",
+            decision=True,
         )
     (handoff,) = ActivityEvent.objects.filter(event_type=EventType.HANDOFF_INITIATED)
     assert handoff.details["to"] == "Flux" and handoff.agent == agent
-    (note,) = ActivityEvent.objects.filter(event_type=EventType.NOTABLE)
-    assert note.details["description"] == "we ship on Friday"
-    assert note.importance == "medium"
+    notes = ActivityEvent.objects.filter(event_type=EventType.NOTABLE)
+    # Only the note flagged a decision is important enough for Key Decisions.
+    assert {(n.details["description"], n.importance) for n in notes} == {
+        ("the partner seemed tired", "low"),
+        ("we ship on Friday", "medium"),
+    }
