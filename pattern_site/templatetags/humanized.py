@@ -32,4 +32,4 @@ def words(code: str) -> str:
 @register.filter
 def markdown(text: str) -> SafeString:
     """Markdown written by agents or models as HTML (their own HTML escaped)."""
-    return mark_safe(_MARKDOWN.render(str(text or "")))  # noqa: S308
+    return mark_safe(_MARKDOWN.render(str(text or "")))
