@@ -26,6 +26,20 @@ def _with(text: str, extra: Any) -> str:
     return f"{text}: {extra}" if extra else text
 
 
+def _task(d: dict[str, Any]) -> str:
+    """A task as a person looks for it: by its title, with its ref."""
+    title = _short(d.get("title"))
+    ref = d.get("task", "")
+    if not title:
+        return f"task {ref or '?'}"
+    return f'task "{title}"' + (f" ({ref})" if ref else "")
+
+
+def _run(d: dict[str, Any]) -> str:
+    pattern = d.get("pattern", "").replace("_", " ")
+    return f"{pattern} run" if pattern else "run"
+
+
 def event_line(
     *, who: str, subject: str, event_type: str, details: dict[str, Any]
 ) -> str:
@@ -66,8 +80,38 @@ def event_line(
             return f"{who} {verb} {d.get('path', 'a file')}{lines}"
         case EventType.TASK_ASSIGNED:
             return (
-                f'{who} assigned task "{_short(d.get("task"))}" to '
+                f"{who} assigned {_task(d)} to "
                 f"{d.get('assignee_name', d.get('assignee', '?'))}"
+            )
+        case EventType.TASK_CREATED:
+            return f"{who} created {_task(d)}"
+        case EventType.TASK_COMPLETED:
+            return f"{who} completed {_task(d)}"
+        case EventType.TASK_BLOCKED:
+            return _with(f"{who} marked {_task(d)} blocked", d.get("reason"))
+        case EventType.TASK_CANCELLED:
+            return f"{who} cancelled {_task(d)}"
+        case EventType.GROUP_RUN_STARTED:
+            return _with(
+                f"{who} started a {_run(d)} of the group {d.get('group', '?')}",
+                d.get("summary"),
+            )
+        case EventType.GROUP_RUN_COMPLETED:
+            return _with(
+                f"The group {d.get('group', '?')}'s {_run(d)} "
+                f"{d.get('outcome', 'ended')}",
+                d.get("summary"),
+            )
+        case EventType.AGENT_TURN:
+            calls = d.get("tool_calls", 0)
+            return (
+                f"{who} took a turn with {calls} tool call{'' if calls == 1 else 's'}"
+                f" ({d.get('outcome', 'done')})"
+            )
+        case EventType.CONSOLIDATION_RUN:
+            return (
+                f"{who} consolidated memory: {d.get('promoted', 0)} promoted, "
+                f"{d.get('merged', 0)} merged, {d.get('pruned', 0)} pruned"
             )
         case EventType.HANDOFF_INITIATED:
             return _with(

@@ -40,7 +40,15 @@ KIND_LABELS = {
     EventType.MEMORY_BLOCK_UPDATED: ("memory update", "memory updates"),
     EventType.FILE_ACCESSED: ("file access", "file accesses"),
     EventType.TASK_ASSIGNED: ("task assigned", "tasks assigned"),
+    EventType.TASK_CREATED: ("task created", "tasks created"),
+    EventType.TASK_COMPLETED: ("task completed", "tasks completed"),
+    EventType.TASK_BLOCKED: ("task blocked", "tasks blocked"),
+    EventType.TASK_CANCELLED: ("task cancelled", "tasks cancelled"),
     EventType.HANDOFF_INITIATED: ("handoff", "handoffs"),
+    EventType.GROUP_RUN_STARTED: ("group run started", "group runs started"),
+    EventType.GROUP_RUN_COMPLETED: ("group run completed", "group runs completed"),
+    EventType.AGENT_TURN: ("turn", "turns"),
+    EventType.CONSOLIDATION_RUN: ("consolidation", "consolidations"),
     EventType.NOTABLE: ("notable event", "notable events"),
 }
 DECISION_IMPORTANCE = [Importance.MEDIUM, Importance.HIGH, Importance.CRITICAL]

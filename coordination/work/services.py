@@ -100,22 +100,46 @@ def _task_changed_later(task: Task) -> None:
     )
 
 
-def _task_assigned_event(*, actor: Actor, task: Task) -> None:
-    """Record that ``task`` went to its assignee (after commit)."""
-    assert task.assignee is not None
+def _task_event(
+    *,
+    actor: Actor,
+    task: Task,
+    event_type: str,
+    importance: str = Importance.LOW,
+    **details: Any,
+) -> None:
+    """Record ``event_type`` about ``task`` (after commit), naming the task
+    by its title as well as its ref, as a person searches for it."""
     event_record(
         actor=actor,
         agent=task.assignee if actor.agent is None else None,
         constellation_id=task.constellation_id,
-        event_type=EventType.TASK_ASSIGNED,
-        details={
-            "task": task.ref,
-            "title": task.title,
-            "assignee": task.assignee.name,
-            "assignee_id": task.assignee_id,
-        },
-        importance=Importance.MEDIUM,
+        event_type=event_type,
+        details={"task": task.ref, "task_id": task.pk, "title": task.title, **details},
+        importance=importance,
     )
+
+
+def _task_assigned_event(*, actor: Actor, task: Task) -> None:
+    """Record that ``task`` went to its assignee (after commit)."""
+    assert task.assignee is not None
+    _task_event(
+        actor=actor,
+        task=task,
+        event_type=EventType.TASK_ASSIGNED,
+        importance=Importance.MEDIUM,
+        assignee=task.assignee.name,
+        assignee_id=task.assignee_id,
+    )
+
+
+# What a move to a status is called in the activity stream; the moves not
+# listed (starting, reopening) show on the board and are not worth a line.
+STATUS_EVENTS = {
+    TaskStatus.DONE: EventType.TASK_COMPLETED,
+    TaskStatus.BLOCKED: EventType.TASK_BLOCKED,
+    TaskStatus.CANCELLED: EventType.TASK_CANCELLED,
+}
 
 
 def _task_save(task: Task, actor: Actor, fields: list[str]) -> None:
@@ -240,6 +264,7 @@ def task_create(
     if dependencies:
         task.dependencies.add(*dependencies)
     _task_changed_later(task)
+    _task_event(actor=actor, task=task, event_type=EventType.TASK_CREATED)
     if assignee is not None:
         _task_assigned_event(actor=actor, task=task)
     return task
@@ -310,6 +335,14 @@ def task_status_set(*, actor: Actor, task: Task, status: str, reason: str = "") 
     _task_save(task, actor, fields)
     if "assignee" in fields:
         _task_assigned_event(actor=actor, task=task)
+    if status in STATUS_EVENTS:
+        _task_event(
+            actor=actor,
+            task=task,
+            event_type=STATUS_EVENTS[status],
+            importance=Importance.MEDIUM,
+            reason=task.blocked_reason,
+        )
     return task
 
 

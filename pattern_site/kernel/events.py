@@ -30,7 +30,15 @@ class EventType(models.TextChoices):
     MEMORY_BLOCK_UPDATED = "memory_block_updated", "memory block updated"
     FILE_ACCESSED = "file_accessed", "file accessed"
     TASK_ASSIGNED = "task_assigned", "task assigned"
+    TASK_CREATED = "task_created", "task created"
+    TASK_COMPLETED = "task_completed", "task completed"
+    TASK_BLOCKED = "task_blocked", "task blocked"
+    TASK_CANCELLED = "task_cancelled", "task cancelled"
     HANDOFF_INITIATED = "handoff_initiated", "handoff initiated"
+    GROUP_RUN_STARTED = "group_run_started", "group run started"
+    GROUP_RUN_COMPLETED = "group_run_completed", "group run completed"
+    AGENT_TURN = "agent_turn", "agent turn"
+    CONSOLIDATION_RUN = "consolidation_run", "memory consolidated"
     NOTABLE = "notable", "notable"
 
 
