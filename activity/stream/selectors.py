@@ -146,6 +146,27 @@ def recent_activity_for_agent(*, agent: Agent, limit: int) -> list[ActivityEvent
     )
 
 
+def activity_about(
+    *,
+    constellation_id: int,
+    event_types: list[str],
+    key: str,
+    value: int,
+    limit: int = 50,
+) -> list[ActivityEvent]:
+    """The events of ``event_types`` whose details hold ``value`` under
+    ``key`` (a task's history: its events naming its ``task_id``), newest
+    first.  The types keep the read on the (constellation, type, time)
+    index however long the stream grows."""
+    return list(
+        ActivityEvent.objects.filter(
+            constellation_id=constellation_id,
+            event_type__in=event_types,
+            **{f"details__{key}": value},
+        ).order_by("-created_at", "-id")[:limit]
+    )
+
+
 def activity_earliest(
     *, constellation: Constellation, since: datetime
 ) -> datetime | None:

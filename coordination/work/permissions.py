@@ -79,12 +79,14 @@ def task_check_status(*, actor: Actor, task: Task, status: str) -> None:
         )
 
 
-def task_check_dependencies(*, actor: Actor, task: Task) -> None:
-    """Changing what a task depends on is a change of the task itself."""
+def task_check_edit(*, actor: Actor, task: Task) -> None:
+    """Changing a task's title, description, priority or due date, or what
+    it depends on, is for a human or the agent holding it (anyone, while
+    nobody holds it)."""
     if actor.agent is not None and task.assignee_id not in (None, actor.agent.pk):
         raise PermissionDenied(
             f"{task.ref} is assigned to {_holder(task)}; only {_holder(task)} or a "
-            "human may change its dependencies"
+            "human may change it"
         )
 
 

@@ -13,6 +13,8 @@ from django.conf import settings
 from django.db.models import Count, Prefetch, QuerySet
 from django.utils import timezone
 
+from activity.stream.models import ActivityEvent
+from activity.stream.selectors import activity_about
 from coordination.work.models import (
     FINISHED_STATUSES,
     CoordinationState,
@@ -28,6 +30,7 @@ from pattern_site.kernel.agents.selectors import (
     constellation_list_for_actor,
 )
 from pattern_site.kernel.errors import InvalidInput, NotFound
+from pattern_site.kernel.events import EventType
 
 NOTES_KEY = "notes"
 
@@ -90,6 +93,41 @@ def task_get_for_actor(*, actor: Actor, task_id: int) -> Task:
     if task is None:
         raise NotFound(f"task-{task_id} does not exist")
     return task
+
+
+# Every event kind about one task: its history on the task page.
+TASK_EVENTS = [
+    EventType.TASK_CREATED,
+    EventType.TASK_ASSIGNED,
+    EventType.TASK_COMPLETED,
+    EventType.TASK_BLOCKED,
+    EventType.TASK_CANCELLED,
+]
+
+
+def task_history(*, task: Task) -> list[ActivityEvent]:
+    """What happened to ``task``, newest first (the caller read the task
+    through ``task_get_for_actor``: whoever may see it sees its history)."""
+    return activity_about(
+        constellation_id=task.constellation_id,
+        event_types=TASK_EVENTS,
+        key="task_id",
+        value=task.pk,
+    )
+
+
+def task_dependency_candidates(*, actor: Actor, task: Task) -> list[Task]:
+    """Tasks ``task`` could wait for: the unfinished ones of its
+    constellation it does not wait for yet, itself and its subtasks aside
+    (the service refuses cycles through longer chains with a message)."""
+    return list(
+        task_list_for_actor(actor=actor, constellation_id=task.constellation_id)
+        .exclude(pk=task.pk)
+        .exclude(parent=task)
+        .exclude(pk__in=task.dependencies.values("pk"))
+        .exclude(status__in=FINISHED_STATUSES)
+        .order_by("pk")
+    )
 
 
 # Finished columns show the most recently finished tasks only.

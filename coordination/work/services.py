@@ -43,7 +43,7 @@ from coordination.work.permissions import (
     handoff_check_mark_read,
     handoff_check_send,
     task_check_assign,
-    task_check_dependencies,
+    task_check_edit,
     task_check_status,
 )
 from coordination.work.selectors import NOTES_KEY
@@ -357,10 +357,35 @@ def task_block(*, actor: Actor, task: Task, reason: str) -> Task:
 
 
 @transaction.atomic
+def task_edit(
+    *,
+    actor: Actor,
+    task: Task,
+    title: str,
+    description: str,
+    priority: int,
+    due_at: datetime | None,
+) -> Task:
+    """Change what ``task`` says: its title, description, priority and due
+    date (its status, assignee and dependencies have services of their own)."""
+    task = _task_locked(task)
+    task_check_edit(actor=actor, task=task)
+    title = title.strip()
+    if not title:
+        raise InvalidInput("a task needs a title", extra={"field": "title"})
+    task.title = title
+    task.description = description
+    task.priority = priority
+    task.due_at = due_at
+    _task_save(task, actor, ["title", "description", "priority", "due_at"])
+    return task
+
+
+@transaction.atomic
 def task_dependency_add(*, actor: Actor, task: Task, depends_on: Task) -> Task:
     """``task`` waits for ``depends_on``; refuses a cycle."""
     task = _task_locked(task)
-    task_check_dependencies(actor=actor, task=task)
+    task_check_edit(actor=actor, task=task)
     _same_constellation(task, depends_on, "dependency")
     # Walk what depends_on waits for: reaching task would close a loop.
     frontier, seen = [depends_on.pk], set()
@@ -386,7 +411,7 @@ def task_dependency_add(*, actor: Actor, task: Task, depends_on: Task) -> Task:
 @transaction.atomic
 def task_dependency_remove(*, actor: Actor, task: Task, depends_on: Task) -> Task:
     task = _task_locked(task)
-    task_check_dependencies(actor=actor, task=task)
+    task_check_edit(actor=actor, task=task)
     task.dependencies.remove(depends_on)
     _task_save(task, actor, [])
     return task
