@@ -4,20 +4,63 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('activity', '0001_activity_stream_summaries'),
+        ("activity", "0001_activity_stream_summaries"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='activityevent',
-            name='event_type',
-            field=models.CharField(choices=[('agent_activated', 'agent activated'), ('agent_deactivated', 'agent deactivated'), ('message_received', 'message received'), ('message_sent', 'message sent'), ('tool_executed', 'tool executed'), ('memory_block_updated', 'memory block updated'), ('file_accessed', 'file accessed'), ('task_assigned', 'task assigned'), ('task_created', 'task created'), ('task_completed', 'task completed'), ('task_blocked', 'task blocked'), ('task_cancelled', 'task cancelled'), ('handoff_initiated', 'handoff initiated'), ('group_run_started', 'group run started'), ('group_run_completed', 'group run completed'), ('agent_turn', 'agent turn'), ('consolidation_run', 'memory consolidated'), ('notable', 'notable')], max_length=32),
+            model_name="activityevent",
+            name="event_type",
+            field=models.CharField(
+                choices=[
+                    ("agent_activated", "agent activated"),
+                    ("agent_deactivated", "agent deactivated"),
+                    ("message_received", "message received"),
+                    ("message_sent", "message sent"),
+                    ("tool_executed", "tool executed"),
+                    ("memory_block_updated", "memory block updated"),
+                    ("file_accessed", "file accessed"),
+                    ("task_assigned", "task assigned"),
+                    ("task_created", "task created"),
+                    ("task_completed", "task completed"),
+                    ("task_blocked", "task blocked"),
+                    ("task_cancelled", "task cancelled"),
+                    ("handoff_initiated", "handoff initiated"),
+                    ("group_run_started", "group run started"),
+                    ("group_run_completed", "group run completed"),
+                    ("agent_turn", "agent turn"),
+                    ("consolidation_run", "memory consolidated"),
+                    ("notable", "notable"),
+                ],
+                max_length=32,
+            ),
         ),
         migrations.AlterField(
-            model_name='activityhourcount',
-            name='event_type',
-            field=models.CharField(choices=[('agent_activated', 'agent activated'), ('agent_deactivated', 'agent deactivated'), ('message_received', 'message received'), ('message_sent', 'message sent'), ('tool_executed', 'tool executed'), ('memory_block_updated', 'memory block updated'), ('file_accessed', 'file accessed'), ('task_assigned', 'task assigned'), ('task_created', 'task created'), ('task_completed', 'task completed'), ('task_blocked', 'task blocked'), ('task_cancelled', 'task cancelled'), ('handoff_initiated', 'handoff initiated'), ('group_run_started', 'group run started'), ('group_run_completed', 'group run completed'), ('agent_turn', 'agent turn'), ('consolidation_run', 'memory consolidated'), ('notable', 'notable')], max_length=32),
+            model_name="activityhourcount",
+            name="event_type",
+            field=models.CharField(
+                choices=[
+                    ("agent_activated", "agent activated"),
+                    ("agent_deactivated", "agent deactivated"),
+                    ("message_received", "message received"),
+                    ("message_sent", "message sent"),
+                    ("tool_executed", "tool executed"),
+                    ("memory_block_updated", "memory block updated"),
+                    ("file_accessed", "file accessed"),
+                    ("task_assigned", "task assigned"),
+                    ("task_created", "task created"),
+                    ("task_completed", "task completed"),
+                    ("task_blocked", "task blocked"),
+                    ("task_cancelled", "task cancelled"),
+                    ("handoff_initiated", "handoff initiated"),
+                    ("group_run_started", "group run started"),
+                    ("group_run_completed", "group run completed"),
+                    ("agent_turn", "agent turn"),
+                    ("consolidation_run", "memory consolidated"),
+                    ("notable", "notable"),
+                ],
+                max_length=32,
+            ),
         ),
     ]
