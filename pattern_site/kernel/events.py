@@ -7,9 +7,7 @@ so that every layer, the agents below the activity app included, records
 through the same call.
 """
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -51,19 +49,6 @@ class Importance(models.TextChoices):
 
 Recorder = Callable[..., None]
 _recorder: list[Recorder] = []
-_muted: ContextVar[bool] = ContextVar("events_muted", default=False)
-
-
-@contextmanager
-def events_muted() -> Iterator[None]:
-    """Record nothing inside: what the site sets up for itself (the demo's
-    agents, tokens and first blocks) is not something a person would look
-    for in the activity stream, and would crowd out the first real events."""
-    token = _muted.set(True)
-    try:
-        yield
-    finally:
-        _muted.reset(token)
 
 
 def event_recorder_set(recorder: Recorder) -> None:
@@ -87,8 +72,6 @@ def event_record(
     agent actor is its own agent); ``constellation_id`` is needed only when
     no agent is concerned.
     """
-    if _muted.get():
-        return
     for recorder in _recorder:
         recorder(
             actor=actor,

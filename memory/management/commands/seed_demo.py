@@ -9,19 +9,21 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from activity.stream.services import activity_recording
 from memory.demo import memory_demo_seed
 from pattern_site.kernel.agents.services import (
     demo_constellation_seed,
     demo_login_write,
 )
-from pattern_site.kernel.events import events_muted
 
 
 class Command(BaseCommand):
     help = "Create the demo constellation (partner login, six agents, blocks)."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        with events_muted(), transaction.atomic():
+        # What the site sets up for itself is not activity: it would crowd
+        # the first real events out of the feed and the agents' context.
+        with activity_recording(enabled=False), transaction.atomic():
             seed = demo_constellation_seed(
                 password=getattr(settings, "DEMO_PASSWORD", "") or ""
             )
