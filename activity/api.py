@@ -36,10 +36,12 @@ def list_activity(
     since: Moment | None = None,
     limit: int = 50,
 ) -> object:
+    actor = request_actor(request)
     constellation = activity_constellation_for_read(
-        actor=request_actor(request), constellation_id=constellation_id
+        actor=actor, constellation_id=constellation_id
     )
     return activity_list(
+        actor=actor,
         constellation=constellation,
         agent_id=agent_id,
         event_type=event_type,
@@ -57,10 +59,13 @@ def list_activity(
 def search_activity(
     request: HttpRequest, q: str, constellation_id: Id | None = None, limit: int = 20
 ) -> object:
+    actor = request_actor(request)
     constellation = activity_constellation_for_read(
-        actor=request_actor(request), constellation_id=constellation_id
+        actor=actor, constellation_id=constellation_id
     )
-    return activity_search(constellation=constellation, query=q, limit=limit)
+    return activity_search(
+        actor=actor, constellation=constellation, query=q, limit=limit
+    )
 
 
 @router.post(

@@ -40,6 +40,7 @@ def activity_feed_page(request: HttpRequest, constellation_id: int) -> HttpRespo
     chosen = filters.cleaned_data if filters.is_valid() else {}
     agent = chosen.get("agent")
     events = activity_list(
+        actor=actor,
         constellation=constellation,
         agent_id=agent.pk if agent else None,
         event_type=chosen.get("kind") or None,

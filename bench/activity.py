@@ -327,8 +327,12 @@ def bench_reads(agents, constellation, events: int, runs: int) -> None:
     ]
     queries += [f"item{rng.randrange(events)}" for _ in range(runs // 2)]
     it = iter(queries * 2)
+    # As an agent reads it: the visibility rule of each event is part of it.
+    reader = Actor.for_agent(agent)
     times = timed(
-        lambda: activity_search(constellation=constellation, query=next(it)),
+        lambda: activity_search(
+            actor=reader, constellation=constellation, query=next(it)
+        ),
         len(queries),
     )
     line(

@@ -6,8 +6,19 @@ class CoordinationConfig(AppConfig):
     verbose_name = "Coordination"
 
     def ready(self) -> None:
-        from coordination.work.selectors import handoffs_render_for_agent
+        from activity.stream.permissions import activity_object_kind_register
+        from coordination.work.selectors import (
+            HANDOFF,
+            TASK,
+            handoff_ids_readable,
+            handoffs_render_for_agent,
+            task_ids_readable,
+        )
         from memory.context import context_section_register
+
+        # Events about a task or a handoff are read by whoever may read it.
+        activity_object_kind_register(kind=TASK, readable_ids=task_ids_readable)
+        activity_object_kind_register(kind=HANDOFF, readable_ids=handoff_ids_readable)
 
         # Unread handoff notes stay in the recipient's context until read.
         context_section_register(

@@ -8,6 +8,7 @@ class MemoryConfig(AppConfig):
     def ready(self) -> None:
         # Registers archival entries and messages as searchable tables, and
         # the search tool's domains of this app beyond them.
+        from activity.stream.permissions import activity_object_kind_register
         from activity.summaries.digest import catch_up_section_register
         from memory.blocks.search import block_hit_payload, blocks_domain_search
         from memory.context import (
@@ -21,6 +22,12 @@ class MemoryConfig(AppConfig):
             activity_hit_payload,
         )
         from memory.longterm.domains import search_domain_register
+        from memory.longterm.selectors import CONVERSATION, conversation_ids_readable
+
+        # A message's event is read by whoever may read its conversation.
+        activity_object_kind_register(
+            kind=CONVERSATION, readable_ids=conversation_ids_readable
+        )
 
         # What others changed in shared blocks since the agent looked.
         context_section_register(

@@ -116,7 +116,7 @@ def event_line(
         case EventType.HANDOFF_INITIATED:
             return _with(
                 f"{who} handed off to {d.get('to_name', d.get('to', '?'))}",
-                d.get("note"),
+                d.get("summary"),
             )
         case EventType.NOTABLE:
             return _with(f"{who} flagged", d.get("description"))

@@ -50,11 +50,20 @@ class ActivityEvent(models.Model):
     # The event's one line ("Flux sent a message to Partner: ..."), fixed at
     # record time so renaming an agent does not rewrite history.
     text = models.CharField(max_length=500)
+    # What the event is about ("task", "handoff", "conversation" and its id;
+    # empty: the constellation as a whole).  Who may read that object may
+    # read the event: ``activity.stream.permissions.activity_visible``.
+    object_kind = models.CharField(max_length=32, blank=True, default="")
+    object_id = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(db_index=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [
+            models.Index(
+                fields=["constellation", "object_kind", "object_id"],
+                name="activity_const_object",
+            ),
             models.Index(
                 fields=["constellation", "created_at"], name="activity_const_time"
             ),

@@ -4,6 +4,10 @@ Every right about activity events, summaries and digests is decided here.
 A constellation the actor cannot see does not exist for it (``NotFound``).
 """
 
+from collections.abc import Callable
+
+from django.db.models import Q, QuerySet
+
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent, Constellation
 from pattern_site.kernel.agents.selectors import (
@@ -11,6 +15,33 @@ from pattern_site.kernel.agents.selectors import (
     constellation_get_for_actor,
 )
 from pattern_site.kernel.errors import NotFound, PermissionDenied
+
+# kind -> the ids of the objects of that kind ``actor`` may read, as decided
+# by that kind's own permission module (registered by its app).
+ReadableIds = Callable[[Actor], QuerySet]
+_READABLE: dict[str, ReadableIds] = {}
+
+
+def activity_object_kind_register(*, kind: str, readable_ids: ReadableIds) -> None:
+    """Events about objects of ``kind`` are read by whoever may read the
+    object (``readable_ids(actor)``: a queryset of the ids they may read),
+    decided afresh at each read so that losing a right hides them at once.
+    Called by the app that owns the kind, from its ``AppConfig.ready``."""
+    _READABLE[kind] = readable_ids
+
+
+def activity_visible(actor: Actor, *, via: str = "") -> Q:
+    """The events ``actor`` may read within a constellation it reads: those
+    about the constellation as a whole, and those about an object it may
+    read.  An object of a kind nobody registered is read by nobody.  ``via``
+    prefixes the lookups for a query that reaches events through a relation
+    (``"event__"`` from the keyword postings)."""
+    visible = Q(**{f"{via}object_kind": ""})
+    for kind, readable_ids in _READABLE.items():
+        visible |= Q(
+            **{f"{via}object_kind": kind, f"{via}object_id__in": readable_ids(actor)}
+        )
+    return visible
 
 
 def activity_constellation_for_read(

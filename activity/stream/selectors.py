@@ -17,7 +17,9 @@ from activity.stream.models import (
     ActivityTerm,
     EventType,
 )
+from activity.stream.permissions import activity_visible
 from activity.stream.services import event_terms, hour_of
+from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent, Constellation
 from pattern_site.kernel.errors import InvalidInput
 
@@ -37,6 +39,7 @@ def _importance_at_least(importance: str) -> list[str]:
 
 def activity_list(
     *,
+    actor: Actor,
     constellation: Constellation,
     agent_id: int | None = None,
     event_type: str | None = None,
@@ -48,7 +51,9 @@ def activity_list(
         raise InvalidInput(
             f"unknown event type {event_type!r}; allowed: {', '.join(EventType.values)}"
         )
-    qs = ActivityEvent.objects.filter(constellation=constellation)
+    qs = ActivityEvent.objects.filter(
+        activity_visible(actor), constellation=constellation
+    )
     if agent_id is not None:
         qs = qs.filter(agent_id=agent_id)
     if event_type is not None:
@@ -61,7 +66,7 @@ def activity_list(
 
 
 def activity_search(
-    *, constellation: Constellation, query: str, limit: int = 20
+    *, actor: Actor, constellation: Constellation, query: str, limit: int = 20
 ) -> list[ActivityEvent]:
     """Events whose line holds every word of ``query``, newest first."""
     terms = event_terms(query)[:MAX_QUERY_TERMS]
@@ -71,13 +76,19 @@ def activity_search(
             "words like 'the' or 'to')"
         )
     limit = max(1, min(limit, MAX_PAGE))
-    wanted = _every_word(constellation.pk, terms, limit=limit)
+    wanted = _every_word(
+        constellation.pk,
+        terms,
+        limit=limit,
+        narrowed=activity_visible(actor, via="event__"),
+    )
     events = ActivityEvent.objects.select_related("agent", "actor_user").in_bulk(wanted)
     return [events[i] for i in wanted if i in events]
 
 
 def activity_search_any(
     *,
+    actor: Actor,
     constellation: Constellation,
     query: str,
     limit: int = 20,
@@ -94,7 +105,7 @@ def activity_search_any(
     if not terms:
         return []
     limit = max(1, min(limit, MAX_PAGE))
-    narrowed = Q()
+    narrowed = activity_visible(actor, via="event__")
     if agent_id is not None:
         narrowed &= Q(event__agent_id=agent_id)
     if since is not None:
@@ -140,29 +151,26 @@ def recent_activity_for_agent(*, agent: Agent, limit: int) -> list[ActivityEvent
         event_type=EventType.NOTABLE
     )
     return list(
-        ActivityEvent.objects.filter(constellation_id=agent.constellation_id)
+        ActivityEvent.objects.filter(
+            activity_visible(Actor.for_agent(agent)),
+            constellation_id=agent.constellation_id,
+        )
         .exclude(own_noise)
         .order_by("-created_at", "-id")[:limit]
     )
 
 
 def activity_about(
-    *,
-    constellation_id: int,
-    event_types: list[str],
-    key: str,
-    value: int,
-    limit: int = 50,
+    *, actor: Actor, constellation_id: int, kind: str, object_id: int, limit: int = 50
 ) -> list[ActivityEvent]:
-    """The events of ``event_types`` whose details hold ``value`` under
-    ``key`` (a task's history: its events naming its ``task_id``), newest
-    first.  The types keep the read on the (constellation, type, time)
-    index however long the stream grows."""
+    """The events about one object (a task's history), newest first, as
+    ``actor`` may read them."""
     return list(
         ActivityEvent.objects.filter(
+            activity_visible(actor),
             constellation_id=constellation_id,
-            event_type__in=event_types,
-            **{f"details__{key}": value},
+            object_kind=kind,
+            object_id=object_id,
         ).order_by("-created_at", "-id")[:limit]
     )
 

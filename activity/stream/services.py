@@ -76,6 +76,8 @@ class PendingEvent(NamedTuple):
     event_type: str
     details: dict[str, Any]
     importance: str
+    object_kind: str
+    object_id: int | None
     at: datetime
 
 
@@ -92,12 +94,15 @@ def activity_record(
     details: dict[str, Any] | None = None,
     importance: str = Importance.LOW,
     at: datetime | None = None,
+    about: tuple[str, int] | None = None,
 ) -> None:
     """Record that ``actor`` did ``event_type`` once the transaction commits.
 
     ``agent`` is the agent concerned when a human or the system acted (an
     agent actor is its own agent); ``constellation_id`` is needed only when
-    no agent is concerned.
+    no agent is concerned.  ``about`` names the object the event is about
+    (kind, id): only those who may read that object read the event (see
+    ``activity.stream.permissions``).
     """
     if not settings.ACTIVITY_RECORDING or not _enabled.get():
         return
@@ -130,6 +135,8 @@ def activity_record(
         event_type=event_type,
         details=details or {},
         importance=importance,
+        object_kind=about[0] if about else "",
+        object_id=about[1] if about else None,
         at=at or timezone.now(),
     )
     add = recorder().add
@@ -216,6 +223,8 @@ def activity_events_store(pending: list[PendingEvent]) -> list[ActivityEvent]:
             event_type=p.event_type,
             details=p.details,
             importance=p.importance,
+            object_kind=p.object_kind,
+            object_id=p.object_id,
             text=event_line(
                 who=p.who, subject=p.subject, event_type=p.event_type, details=p.details
             )[:500],

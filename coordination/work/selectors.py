@@ -30,9 +30,11 @@ from pattern_site.kernel.agents.selectors import (
     constellation_list_for_actor,
 )
 from pattern_site.kernel.errors import InvalidInput, NotFound
-from pattern_site.kernel.events import EventType
 
 NOTES_KEY = "notes"
+# The kinds of objects activity events are about (``event_record(about=)``).
+TASK = "task"
+HANDOFF = "handoff"
 
 
 def work_constellation_for_actor(
@@ -95,24 +97,13 @@ def task_get_for_actor(*, actor: Actor, task_id: int) -> Task:
     return task
 
 
-# Every event kind about one task: its history on the task page.
-TASK_EVENTS = [
-    EventType.TASK_CREATED,
-    EventType.TASK_ASSIGNED,
-    EventType.TASK_COMPLETED,
-    EventType.TASK_BLOCKED,
-    EventType.TASK_CANCELLED,
-]
-
-
-def task_history(*, task: Task) -> list[ActivityEvent]:
-    """What happened to ``task``, newest first (the caller read the task
-    through ``task_get_for_actor``: whoever may see it sees its history)."""
+def task_history(*, actor: Actor, task: Task) -> list[ActivityEvent]:
+    """What happened to ``task``, newest first."""
     return activity_about(
+        actor=actor,
         constellation_id=task.constellation_id,
-        event_types=TASK_EVENTS,
-        key="task_id",
-        value=task.pk,
+        kind=TASK,
+        object_id=task.pk,
     )
 
 
@@ -321,3 +312,14 @@ def coordination_status_for_actor(
             status.notes = state.value[-STATUS_LIST_LIMIT:]
     status.state_keys = [s.key for s in states]
     return status
+
+
+def task_ids_readable(actor: Actor) -> QuerySet:
+    """The tasks ``actor`` may read: who reads an event about a task."""
+    return Task.objects.filter(work_visible(actor)).values("pk")
+
+
+def handoff_ids_readable(actor: Actor) -> QuerySet:
+    """The handoff notes ``actor`` may read (a note to one agent is its own
+    and its sender's): who reads an event about a handoff."""
+    return HandoffNote.objects.filter(handoff_visible(actor)).values("pk")

@@ -46,7 +46,7 @@ from coordination.work.permissions import (
     task_check_edit,
     task_check_status,
 )
-from coordination.work.selectors import NOTES_KEY
+from coordination.work.selectors import HANDOFF, NOTES_KEY, TASK
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.consumers import constellation_group
 from pattern_site.kernel.agents.models import Agent, Constellation
@@ -115,8 +115,9 @@ def _task_event(
         agent=task.assignee if actor.agent is None else None,
         constellation_id=task.constellation_id,
         event_type=event_type,
-        details={"task": task.ref, "task_id": task.pk, "title": task.title, **details},
+        details={"task": task.ref, "title": task.title, **details},
         importance=importance,
+        about=(TASK, task.pk),
     )
 
 
@@ -453,6 +454,7 @@ def handoff_create(
             "handoff_id": note.pk,
         },
         importance=Importance.MEDIUM,
+        about=(HANDOFF, note.pk),
     )
     return note
 

@@ -118,7 +118,7 @@ def task_page(request: HttpRequest, task_id: int) -> HttpResponse:
             ],
             "may_block": TaskStatus.BLOCKED in TASK_TRANSITIONS[task.status],
             "candidates": selectors.task_dependency_candidates(actor=actor, task=task),
-            "history": selectors.task_history(task=task),
+            "history": selectors.task_history(actor=actor, task=task),
         },
     )
 

@@ -23,6 +23,7 @@ def activity_domain_search(query: DomainQuery) -> SearchOutcome:
     if query.filters.beyond(ACTIVITY_FILTERS):
         return word_outcome([], mode=query.mode, what="activity events")
     events = activity_search_any(
+        actor=query.actor,
         constellation=constellation,
         query=query.text,
         # Candidates beyond the limit: ranking by words reorders them.

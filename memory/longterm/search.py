@@ -163,7 +163,9 @@ def memory_search(
 
     Domains: ``archival_memory`` (an agent's own entries; a human's
     constellation's), ``conversations`` (an agent's own messages),
-    ``constellation_messages`` (every message of the constellation), each
+    ``constellation_messages`` (every message of the constellation the
+    actor may read: a conversation is its agent's and the humans', so an
+    agent reads its own and a human every agent's), each
     registered domain (``memory.longterm.domains``: files, activity,
     blocks) and ``all`` (archival_memory, constellation_messages and every
     registered domain); and ``recall`` (archival_memory plus conversations,
@@ -211,7 +213,7 @@ def memory_search(
             constellation_id=constellation.pk
         )
         owners = _owner(filters)
-        if domain in ("conversations", RECALL_DOMAIN) and own_only:
+        if own_only:
             qs, owners = qs.filter(agent_id=agent_pk), [agent_pk]
         targets.append(
             ("message", MESSAGE_INDEX, _filtered(qs, filters, messages=True), owners)

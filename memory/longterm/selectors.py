@@ -78,6 +78,18 @@ def conversation_list_for_actor(
     return longterm_rows_visible(qs, actor=actor, agent_id=agent_id)
 
 
+# The kind of object a message's activity event is about.
+CONVERSATION = "conversation"
+
+
+def conversation_ids_readable(actor: Actor) -> QuerySet:
+    """The conversations ``actor`` may read: who reads the activity events
+    of their messages (an agent its own; humans their constellations')."""
+    return longterm_rows_visible(
+        Conversation.objects.all(), actor=actor, agent_id=None
+    ).values("pk")
+
+
 def conversation_get_for_actor(*, actor: Actor, conversation_id: int) -> Conversation:
     conversation = (
         conversation_list_for_actor(actor=actor).filter(pk=conversation_id).first()

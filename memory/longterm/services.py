@@ -26,6 +26,7 @@ from memory.longterm.models import (
     MessageRole,
     RetrievalConfig,
 )
+from memory.longterm.selectors import CONVERSATION
 from memory.longterm.tasks import agent_summary_refresh_task
 from memory.search.embedder import embed_texts
 from memory.search.index import (
@@ -404,6 +405,7 @@ def _message_events(*, conversation: Conversation, messages: list[Message]) -> N
                 "summary": message.content[:160],
                 "conversation_id": conversation.pk,
             },
+            about=(CONVERSATION, conversation.pk),
         )
 
 

@@ -65,12 +65,14 @@ def event_record(
     details: dict[str, Any] | None = None,
     importance: str = Importance.LOW,
     at: datetime | None = None,
+    about: tuple[str, int] | None = None,
 ) -> None:
     """Record that ``actor`` did ``event_type`` once the transaction commits.
 
     ``agent`` is the agent concerned when a human or the system acted (an
     agent actor is its own agent); ``constellation_id`` is needed only when
-    no agent is concerned.
+    no agent is concerned.  ``about`` is the object the event is about, as
+    (kind, id): the event is read by those who may read that object only.
     """
     for recorder in _recorder:
         recorder(
@@ -81,4 +83,5 @@ def event_record(
             details=details,
             importance=importance,
             at=at,
+            about=about,
         )

@@ -94,7 +94,7 @@ def test_context_builder_renders_recent_activity_by_default(
     record(
         actor=Actor.for_agent(flux),
         event_type=EventType.HANDOFF_INITIATED,
-        details={"to_name": "Entropy", "note": "the tax forms"},
+        details={"to_name": "Entropy", "summary": "the tax forms"},
         ago=timedelta(hours=4),
     )
     prompt = context_build(agent=agent).system_prompt

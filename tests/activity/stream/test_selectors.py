@@ -68,7 +68,9 @@ def test_search_any_finds_events_holding_some_words_within_filters(
     sent(agent, "lunch at noon", 5)
 
     def texts(**kwargs: Any) -> list[str]:
-        found = activity_search_any(constellation=constellation, **kwargs)
+        found = activity_search_any(
+            actor=Actor.system(), constellation=constellation, **kwargs
+        )
         return [e.text.split(": ", 1)[1] for e in found]
 
     assert texts(query="budget review") == [

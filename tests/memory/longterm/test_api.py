@@ -144,10 +144,26 @@ def test_conversation_domains_follow_ownership_and_constellation(
         {"query": "kiwi harvest", "domain": "conversations", "mode": "fts"},
     ).json()
     assert [r["content"] for r in own["results"]] == ["kiwi harvest for Entropy"]
+    # A conversation is its agent's: across the constellation, an agent
+    # still reads only its own messages, and the partner reads every agent's.
+    for domain in ("constellation_messages", "all"):
+        mine = post(
+            client,
+            "/api/tools/search",
+            {"query": "kiwi harvest", "domain": domain, "mode": "fts"},
+        ).json()
+        assert [r["content"] for r in mine["results"]] == ["kiwi harvest for Entropy"]
+    partner = Client()
+    partner.force_login(agent.constellation.partner)
     team = post(
-        client,
+        partner,
         "/api/tools/search",
-        {"query": "kiwi harvest", "domain": "constellation_messages", "mode": "fts"},
+        {
+            "query": "kiwi harvest",
+            "domain": "constellation_messages",
+            "mode": "fts",
+            "constellation_id": agent.constellation_id,
+        },
     ).json()
     assert {r["content"] for r in team["results"]} == {
         "kiwi harvest for Entropy",
