@@ -9,17 +9,16 @@ from pattern_site.kernel.apitypes import Id, InputSchema, Moment
 
 # The tools' descriptions, written for the model that calls them: the HTTP
 # endpoints' OpenAPI descriptions and the MCP tool descriptions alike.
-SEARCH_TOOL = """Search memory by meaning and by words. `domain`: archival_memory
-(your long-term facts, the default), conversations (your past messages),
-constellation_messages (the messages across your constellation that you may
-read: an agent's own, since conversations are private to their agent and the
-partner; the partner reads every agent's), files (passages of the folders
-attached to you), activity (what happened in your constellation), blocks (the
-memory blocks you can read) or all (every domain). Each result says its `kind`: archival,
-message, file, activity or block. `mode`: fts (words), vector (meaning),
-hybrid (both) or auto; activity and blocks are matched by words. With domain
-blocks, `as_of` (an ISO date-time) searches the blocks as they were then;
-a block result names its label and version. Narrow with `filters` (tags,
+SEARCH_TOOL = """Search memory by meaning and by words. `domain`: archival_memory (your
+long-term facts, the default), conversations (your past messages),
+constellation_messages (the messages across your constellation that you may read: an
+agent's own, since conversations are private to their agent and the partner; the partner
+reads every agent's), files (passages of the folders attached to you), activity (what
+happened in your constellation), blocks (the memory blocks you can read) or all (every
+domain). Each result says its `kind`: archival, message, file, activity or block.
+`mode`: fts (words), vector (meaning), hybrid (both) or auto; activity and blocks are
+matched by words. With domain blocks, `as_of` (an ISO date-time) searches the blocks as
+they were then; a block result names its label and version. Narrow with `filters` (tags,
 metadata keys, time range, role, conversation)."""
 
 
