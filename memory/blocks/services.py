@@ -201,15 +201,18 @@ def _block_change(
     origin: str | None = None,
     change_type: str = "edit",
     burst: bool = False,
+    request: list[dict[str, Any]] | None = None,
 ) -> BlockChange:
     """Apply ``change`` to the block's document as ``actor``; see module doc.
 
     ``change`` mutates the (uncommitted) document and may return entries it
     pruned (log blocks).  ``access`` overrides the actor's right (approved
     requests were authorised by a human); otherwise the right is decided on
-    the locked row.  With ``burst`` the change joins the actor's latest
-    version when :func:`_burst_version` finds one, so a burst of live edits
-    is one version of the history.
+    the locked row, and so is whether the actor's writes need approval:
+    then ``request`` (the operations ``change`` applies) is filed as an
+    approval request instead, and nothing changes.  With ``burst`` the
+    change joins the actor's latest version when :func:`_burst_version`
+    finds one, so a burst of live edits is one version of the history.
 
     The document comes from the per-process cache (``memory.blocks.doc_cache``)
     when it is at the locked row's version; it goes back into the cache only
@@ -221,6 +224,10 @@ def _block_change(
         # From the locked row, never ``block``: a caller (an open socket)
         # may hold it from before a permission, a share or its token changed.
         access = block_access_now(actor=actor, block=locked)
+        if request is not None and block_approval_needed(actor=actor, block=locked):
+            return _approval_request(
+                actor=actor, block=locked, operations=request, summary=summary
+            )
     if access == "read":
         block_require_access(actor=actor, block=locked, needed="append")
     doc = _locked_document(locked)
@@ -661,12 +668,13 @@ def block_operate(
     """
     summary = summary or ", ".join(_describe(op) for op in operations)[:SUMMARY_MAX]
     apply = _apply_operations(operations, block.schema, agent=read_only_binds(actor))
-    if block_approval_needed(actor=actor, block=block):
-        return _approval_request(
-            actor=actor, block=block, operations=operations, summary=summary
-        )
     return _block_change(
-        block=block, actor=actor, summary=summary, change=apply, origin=origin
+        block=block,
+        actor=actor,
+        summary=summary,
+        change=apply,
+        origin=origin,
+        request=operations,
     )
 
 
@@ -674,16 +682,12 @@ def block_set_content(
     *, actor: Actor, block: MemoryBlock, value: Any, summary: str | None = None
 ) -> BlockChange:
     """Replace a block's whole content with ``value`` (shaped by its schema)."""
-    op = {"op": "set_content", "value": value}
-    if block_approval_needed(actor=actor, block=block):
-        return _approval_request(
-            actor=actor, block=block, operations=[op], summary=summary or "set content"
-        )
     return _block_change(
         block=block,
         actor=actor,
         summary=summary or "set content",
         change=lambda doc: documents.document_set_value(doc, block.schema, value),
+        request=[{"op": "set_content", "value": value}],
     )
 
 
