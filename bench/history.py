@@ -39,7 +39,8 @@ from memory.blocks import doc_cache, documents
 from memory.blocks.blame import blame_histories_clear, block_blame
 from memory.blocks.schemas import ChangesIn
 from memory.blocks.selectors import block_document_load
-from memory.blocks.services import SERVER_PEER, block_append
+from memory.blocks.services import block_append
+from memory.blocks.services.storage import SERVER_PEER
 from memory.blocks.tools import block_changes_tool
 from memory.models import BlockSnapshot, BlockUpdate, MemoryBlock
 from pattern_site.kernel.actors import Actor

@@ -16,31 +16,12 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import connection
 
 from activity.summaries.summarizers import summarizer_status
 from memory.search.embedder import embedding_status
 from pattern_site.celery import app as celery_app
 from pattern_site.heartbeat import STALE_AFTER_SECONDS, worker_heartbeat_at
-
-
-def _database() -> dict[str, Any]:
-    info: dict[str, Any] = {"vendor": connection.vendor}
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-        cursor.fetchone()
-        if connection.vendor == "sqlite":
-            cursor.execute("SELECT sqlite_version(), vec_version()")
-            info["sqlite_version"], info["sqlite_vec_version"] = cursor.fetchone()
-            cursor.execute("PRAGMA journal_mode")
-            info["journal_mode"] = cursor.fetchone()[0]
-        elif connection.vendor == "postgresql":
-            cursor.execute(
-                "SELECT current_setting('server_version'), (SELECT extversion"
-                " FROM pg_extension WHERE extname = 'vector')"
-            )
-            info["server_version"], info["pgvector_version"] = cursor.fetchone()
-    return {"ok": True, **info}
+from pattern_site.kernel.db.probe import database_probe
 
 
 async def _roundtrip(layer: Any) -> None:
@@ -125,7 +106,7 @@ def health_report() -> tuple[bool, dict[str, Any]]:
     report: dict[str, Any] = {"request_id": uuid.uuid4().hex}
     failed = []
     for name, check in (
-        ("database", _database),
+        ("database", database_probe),
         ("channel_layer", _channel_layer),
         ("broker", _broker),
     ):

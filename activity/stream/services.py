@@ -10,7 +10,6 @@ dashboard group.  ``activity_recording(enabled=False)`` turns recording
 off for a block of code in this thread (benchmarks, bulk imports).
 """
 
-import functools
 import logging
 import re
 from collections import Counter
@@ -36,6 +35,7 @@ from activity.stream.recorder import recorder
 from activity.tasks import activity_events_store_task
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent, Constellation
+from pattern_site.kernel.db.rows import rows_add, rows_insert
 from pattern_site.kernel.errors import InvalidInput
 from pattern_site.kernel.layer_send import group_send_from_sync
 
@@ -158,35 +158,8 @@ def event_terms(text: str) -> list[str]:
     return list(seen)
 
 
-@functools.cache
-def _term_insert(vendor: str) -> str:
-    meta = ActivityTerm._meta
-    quote = connection.ops.quote_name
-    columns = [meta.get_field(name).column for name in TERM_COLUMNS]
-    return (
-        f"INSERT INTO {quote(meta.db_table)} "
-        f"({', '.join(quote(c) for c in columns)}) "
-        f"VALUES ({', '.join(['%s'] * len(columns))})"
-    )
-
-
 TERM_COLUMNS = ("event", "constellation_id_value", "term")
 COUNT_KEY = ("constellation", "hour", "agent_key", "user_key", "event_type")
-
-
-@functools.cache
-def _count_upsert(vendor: str) -> str:
-    """Add to an hour's count, creating it (SQLite and PostgreSQL alike)."""
-    meta = ActivityHourCount._meta
-    quote = connection.ops.quote_name
-    key = [quote(meta.get_field(name).column) for name in COUNT_KEY]
-    n = quote(meta.get_field("n").column)
-    table = quote(meta.db_table)
-    return (
-        f"INSERT INTO {table} ({', '.join(key)}, {n}) "
-        f"VALUES ({', '.join(['%s'] * (len(key) + 1))}) "
-        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {n} = {table}.{n} + excluded.{n}"
-    )
 
 
 def hour_of(moment: datetime) -> datetime:
@@ -239,9 +212,8 @@ def activity_events_store(pending: list[PendingEvent]) -> list[ActivityEvent]:
             for event in events
             for term in event_terms(event.text)
         ]
-        with connection.cursor() as cursor:
-            cursor.executemany(_term_insert(connection.vendor), rows)
-            cursor.executemany(_count_upsert(connection.vendor), _hour_counts(events))
+        rows_insert(ActivityTerm, TERM_COLUMNS, rows)
+        rows_add(ActivityHourCount, key=COUNT_KEY, field="n", rows=_hour_counts(events))
     _broadcast(events)
     return events
 

@@ -373,40 +373,117 @@ def search(
     again, up to ``MAX_CANDIDATES``.  ``quantised`` None: the quantised
     path when ``SEARCH_VECTOR_QUANTISED`` is on, and for hybrid searches of
     scopes larger than ``SEARCH_QUANTISED_ABOVE`` rows.
+
+    The stages, each timed in ``timings_ms``: embedding the query, the
+    candidate lists within what the caller may see (:func:`_candidates`),
+    fusing them (:func:`_fused`), the optional rerank, collapsing
+    near-duplicates (:func:`_dedup`), and the rows and snippets of the
+    results (:func:`_results`).
     """
     started = time.perf_counter()
     fusion = fusion or Fusion()
     if mode not in SEARCH_MODES:
         raise ValueError(f"unknown search mode {mode!r}")
     if not backend_available():
-        hits = _fallback_scan(allowed, text, limit)
-        return SearchOutcome(
-            hits,
-            mode,
-            "fts",
-            f"search index unavailable on {connection.vendor}; plain keyword scan",
-        )
+        return _fallback_scan(allowed, text, limit, mode=mode)
     timings: dict[str, float] = {}
-    vector: np.ndarray | None = None
-    degraded = ""
-    if mode in ("vector", "hybrid", "auto"):
-        t0 = time.perf_counter()
-        vector = query_vector(text[:4000]) if query_vector else None
-        timings["embed"] = _ms(t0)
-        if vector is None:
-            degraded = degraded_reason or "no query embedding; keyword search only"
-    used = mode
-    if vector is None:
-        used = "fts"
-    elif mode == "auto":
-        used = "hybrid"
-    if on_postgresql():
-        quantised = False  # HNSW is PostgreSQL's one vector path
-    elif quantised is None:
-        quantised = settings.SEARCH_VECTOR_QUANTISED or (
-            used == "hybrid" and scope_is_large(index, scope_id=scope_id)
-        )
+    vector, degraded = _query_embedding(
+        text, mode, query_vector, degraded_reason, timings
+    )
+    used = "fts" if vector is None else ("hybrid" if mode == "auto" else mode)
+    quantised = _quantised_path(index, used=used, scope_id=scope_id, asked=quantised)
+    permitted_rows = PermittedRows(allowed)
+    fts_hits, vec_hits, texts = _candidates(
+        index,
+        text=text,
+        vector=vector,
+        used=used,
+        scope_id=scope_id,
+        owner_ids=owner_ids,
+        limit=limit,
+        fusion=fusion,
+        quantised=quantised,
+        permitted_rows=permitted_rows,
+        timings=timings,
+    )
+    ordered, vectors, snippets = _fused(fts_hits, vec_hits, texts, fusion=fusion)
+    rows: dict[int, Any] | None = None
+    if rerank is not None:
+        ordered, rows = _reranked(ordered, rerank, permitted_rows, timings)
+    t0 = time.perf_counter()
+    # No query vector: duplicates by text only.
+    known = vectors if vector is not None else None
+    final = _dedup(index, ordered, limit, texts=texts, vectors=known)
+    timings["dedup"] = _ms(t0)
+    final = _results(
+        final,
+        text=text,
+        rows=rows,
+        snippets=snippets,
+        texts=texts,
+        permitted_rows=permitted_rows,
+        timings=timings,
+    )
+    timings["total"] = _ms(started)
+    return SearchOutcome(
+        final, mode, used, degraded, timings, quantised=quantised and used != "fts"
+    )
 
+
+def _query_embedding(
+    text: str,
+    mode: str,
+    query_vector: Callable[[str], np.ndarray | None] | None,
+    reason: str,
+    timings: dict[str, float],
+) -> tuple[np.ndarray | None, str]:
+    """The query's vector for the modes that use one (None without a
+    model), and why the search is degraded (empty: it is not)."""
+    if mode not in ("vector", "hybrid", "auto"):
+        return None, ""
+    t0 = time.perf_counter()
+    vector = query_vector(text[:4000]) if query_vector else None
+    timings["embed"] = _ms(t0)
+    if vector is None:
+        return None, reason or "no query embedding; keyword search only"
+    return vector, ""
+
+
+def _quantised_path(
+    index: TextIndex, *, used: str, scope_id: int, asked: bool | None
+) -> bool:
+    """Whether the vector list takes the quantised path (see :func:`search`)."""
+    if on_postgresql():
+        return False  # HNSW is PostgreSQL's one vector path
+    if asked is not None:
+        return asked
+    return settings.SEARCH_VECTOR_QUANTISED or (
+        used == "hybrid" and scope_is_large(index, scope_id=scope_id)
+    )
+
+
+def _candidates(
+    index: TextIndex,
+    *,
+    text: str,
+    vector: np.ndarray | None,
+    used: str,
+    scope_id: int,
+    owner_ids: Sequence[int] | None,
+    limit: int,
+    fusion: Fusion,
+    quantised: bool,
+    permitted_rows: PermittedRows,
+    timings: dict[str, float],
+) -> tuple[
+    list[tuple[int, float, str]],
+    list[tuple[int, float, np.ndarray | None]],
+    dict[int, str],
+]:
+    """The keyword and vector candidate lists and the texts of the
+    candidates the caller may see; the lists grow (fourfold a round, up to
+    ``MAX_CANDIDATES``) while the caller's filters leave fewer than
+    ``limit`` of full lists."""
     fts_q = fts_query(text)
     pool = max(limit * 4, fusion.depth)
     # The vector list fused is twice the limit deep on either path.  vec0's
@@ -414,7 +491,6 @@ def search(
     # coarse pass asks for the limit, times the oversample.
     vec_k = max(limit * 2, fusion.depth)
     knn_k = limit if quantised else vec_k
-    permitted_rows = PermittedRows(allowed)
     fts_hits: list[tuple[int, float, str]] = []
     vec_hits: list[tuple[int, float, np.ndarray | None]] = []
     texts: dict[int, str] = {}
@@ -431,7 +507,7 @@ def search(
                 date_weight=fusion.date_weight,
             )
             timings["fts"] = _ms(t0)
-        if used in ("vector", "hybrid") and vector is not None:
+        if vector is not None:
             t0 = time.perf_counter()
             vec_hits = vector_candidates(
                 index,
@@ -452,7 +528,19 @@ def search(
         pool = min(pool * 4, MAX_CANDIDATES)
         vec_k = min(vec_k * 4, MAX_CANDIDATES)
         knn_k = min(knn_k * 4, MAX_CANDIDATES)
+    return fts_hits, vec_hits, texts
 
+
+def _fused(
+    fts_hits: list[tuple[int, float, str]],
+    vec_hits: list[tuple[int, float, np.ndarray | None]],
+    texts: dict[int, str],
+    *,
+    fusion: Fusion,
+) -> tuple[list[Hit], dict[int, np.ndarray], dict[int, str]]:
+    """The permitted candidates (``texts``) as hits, best fused score first
+    (their ``score`` the fused score), with the vectors the KNN returned and
+    the keyword list's snippets, by row id."""
     hits: dict[int, Hit] = {}
     vectors: dict[int, np.ndarray] = {}
     snippets: dict[int, str] = {}
@@ -469,30 +557,45 @@ def search(
             vectors[row_id] = emb
     fusion.fuse(hits.values(), both=bool(kept_fts) and bool(kept_vec))
     ordered = sorted(hits.values(), key=lambda h: -h.fused_score)
-    rows: dict[int, Any] = {}
     for hit in ordered:
         hit.score = hit.fused_score
-    if rerank is not None:
-        # The relevance needs every candidate's row.
-        t0 = time.perf_counter()
-        rows = permitted_rows.instances([h.row for h in ordered])
-        timings["rows"] = _ms(t0)
-        ordered = [h for h in ordered if h.row in rows]  # deleted meanwhile
-        for hit in ordered:
-            hit.relevance = rerank.relevance(rows[hit.row])
-            hit.score = hit.fused_score * hit.relevance
-        ordered.sort(key=lambda h: -h.score)
+    return ordered, vectors, snippets
+
+
+def _reranked(
+    ordered: list[Hit],
+    rerank: Rerank,
+    permitted_rows: PermittedRows,
+    timings: dict[str, float],
+) -> tuple[list[Hit], dict[int, Any]]:
+    """``ordered`` by fused score times relevance, and every candidate's row
+    (the relevance needs them all); rows deleted meanwhile are left out."""
     t0 = time.perf_counter()
-    final = _dedup(
-        index,
-        ordered,
-        limit,
-        texts=texts,
-        vectors=vectors if vector is not None else None,
-    )
-    timings["dedup"] = _ms(t0)
-    if rerank is None:
-        # Only the rows that reach the results become model instances.
+    rows = permitted_rows.instances([h.row for h in ordered])
+    timings["rows"] = _ms(t0)
+    ordered = [h for h in ordered if h.row in rows]  # deleted meanwhile
+    for hit in ordered:
+        hit.relevance = rerank.relevance(rows[hit.row])
+        hit.score = hit.fused_score * hit.relevance
+    ordered.sort(key=lambda h: -h.score)
+    return ordered, rows
+
+
+def _results(
+    final: list[Hit],
+    *,
+    text: str,
+    rows: dict[int, Any] | None,
+    snippets: dict[int, str],
+    texts: dict[int, str],
+    permitted_rows: PermittedRows,
+    timings: dict[str, float],
+) -> list[Hit]:
+    """The results with their rows (fetched now unless the rerank did:
+    only the rows that reach the results become model instances) and their
+    snippets (the keyword list's, else the text with the query's words
+    marked)."""
+    if rows is None:
         t0 = time.perf_counter()
         rows = permitted_rows.instances([h.row for h in final])
         timings["rows"] = _ms(t0)
@@ -506,10 +609,7 @@ def search(
             else highlight(texts[hit.row], terms)
         )
         hit.row = rows[hit.row]
-    timings["total"] = _ms(started)
-    return SearchOutcome(
-        final, mode, used, degraded, timings, quantised=quantised and used != "fts"
-    )
+    return final
 
 
 def words_search(
@@ -643,18 +743,23 @@ def _missing_vectors(
     return index_vectors(index, row_ids=[h.row for h in hits if h.row not in known])
 
 
-def _fallback_scan(allowed: QuerySet, text: str, limit: int) -> list[Hit]:
+def _fallback_scan(
+    allowed: QuerySet, text: str, limit: int, *, mode: str
+) -> SearchOutcome:
+    """Without the search index: a plain keyword scan, said to be degraded."""
+    degraded = f"search index unavailable on {connection.vendor}; plain keyword scan"
     terms = TERM.findall(text)[:8]
     if not terms:
-        return []
+        return SearchOutcome([], mode, "fts", degraded)
     condition = Q()
     for term in terms:
         condition |= Q(content__icontains=term)
     rows: list[Model] = list(allowed.filter(condition)[:limit])
-    return [
+    hits = [
         Hit(row, highlight(row.content, terms), score=1.0 / (RRF_K + i))
         for i, row in enumerate(rows, start=1)
     ]
+    return SearchOutcome(hits, mode, "fts", degraded)
 
 
 def _ms(t0: float) -> float:

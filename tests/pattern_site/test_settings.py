@@ -243,7 +243,7 @@ def test_health_is_unavailable_when_the_database_fails(client, db, monkeypatch):
     def down() -> None:
         raise RuntimeError("database is locked")
 
-    monkeypatch.setattr(health, "_database", down)
+    monkeypatch.setattr(health, "database_probe", down)
     response = client.get("/api/health")
     assert response.status_code == 503
     assert response.json()["status"] == "unavailable"

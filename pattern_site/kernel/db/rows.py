@@ -1,5 +1,8 @@
 """Plain INSERT/UPDATE statements for hot write paths, built once per model.
 
+Every raw SQL statement of the site outside the search index (which keeps
+its own, ``memory.search``) and migrations is here or in this package.
+
 The ORM's statement building costs more than these statements on the block
 write path, so they are built once per model, fields and database vendor,
 with each field's own conversion (``get_db_prep_save``), and run through
@@ -23,18 +26,29 @@ def _connection() -> Any:
 
 
 @functools.cache
-def _insert_statement(model: type[Model], vendor: str) -> tuple[str, list[Field]]:
-    conn = _connection()
+def _insert_columns(
+    model: type[Model], names: tuple[str, ...], vendor: str
+) -> tuple[str, list[Field]]:
+    """INSERT of the named fields of ``model``, one row of placeholders."""
     meta = model._meta
-    fields = [f for f in meta.concrete_fields if not f.primary_key]
-    quote = conn.ops.quote_name
+    fields = [meta.get_field(name) for name in names]
+    quote = _connection().ops.quote_name
     sql = (
         f"INSERT INTO {quote(meta.db_table)} "
         f"({', '.join(quote(f.column) for f in fields)}) "
         f"VALUES ({', '.join(['%s'] * len(fields))})"
     )
+    return sql, fields
+
+
+@functools.cache
+def _insert_statement(model: type[Model], vendor: str) -> tuple[str, list[Field]]:
+    conn = _connection()
+    meta = model._meta
+    names = tuple(f.name for f in meta.concrete_fields if not f.primary_key)
+    sql, fields = _insert_columns(model, names, vendor)
     if conn.features.can_return_columns_from_insert:
-        sql += f" RETURNING {quote(meta.pk.column)}"
+        sql += f" RETURNING {conn.ops.quote_name(meta.pk.column)}"
     return sql, fields
 
 
@@ -80,6 +94,47 @@ def row_insert(instance: Model) -> int:
             return cursor.fetchone()[0]
         meta = instance._meta
         return conn.ops.last_insert_id(cursor, meta.db_table, meta.pk.column)
+
+
+def rows_insert(model: type[Model], names: tuple[str, ...], rows: list[tuple]) -> None:
+    """INSERT ``rows`` into ``model``'s table, each the values of the fields
+    ``names`` in that order, already prepared for the database (ints and
+    strings as they are): one statement run for every row, with no model
+    instance, for the many small rows of a hot write path."""
+    conn = _connection()
+    sql, _ = _insert_columns(model, names, conn.vendor)
+    with conn.cursor() as cursor:
+        cursor.executemany(sql, rows)
+
+
+@functools.cache
+def _add_statement(
+    model: type[Model], key: tuple[str, ...], field: str, vendor: str
+) -> str:
+    meta = model._meta
+    quote = _connection().ops.quote_name
+    columns = [quote(meta.get_field(name).column) for name in key]
+    n = quote(meta.get_field(field).column)
+    table = quote(meta.db_table)
+    return (
+        f"INSERT INTO {table} ({', '.join(columns)}, {n}) "
+        f"VALUES ({', '.join(['%s'] * (len(columns) + 1))}) "
+        f"ON CONFLICT ({', '.join(columns)}) DO UPDATE SET {n} = {table}.{n} "
+        f"+ excluded.{n}"
+    )
+
+
+def rows_add(
+    model: type[Model], *, key: tuple[str, ...], field: str, rows: list[tuple]
+) -> None:
+    """Add to the counter ``field`` of the rows of ``model`` whose fields
+    ``key`` (a unique constraint) hold each row's first values, the last
+    value of each row being the amount; a row missing is created with it
+    (SQLite and PostgreSQL alike).  Values already prepared for the
+    database."""
+    conn = _connection()
+    with conn.cursor() as cursor:
+        cursor.executemany(_add_statement(model, key, field, conn.vendor), rows)
 
 
 def row_update(instance: Model, names: tuple[str, ...]) -> int:

@@ -1,5 +1,6 @@
 """Concurrent appends through the service layer lose nothing, even while the
-log is being compacted, and every process sees all of them."""
+log is being compacted, and every process sees all of them; a write decides
+whether it needs approval on the row it locked, not on a stale copy."""
 
 import json
 import threading
@@ -8,8 +9,14 @@ import pytest
 from django.db import connection
 
 from memory.blocks.selectors import block_document_load, block_value
-from memory.blocks.services import block_operate
-from memory.models import BlockUpdate
+from memory.blocks.services import block_append, block_operate, block_set_content
+from memory.models import (
+    ApprovalStatus,
+    BlockApproval,
+    BlockUpdate,
+    MemoryBlock,
+    Permission,
+)
 from pattern_site.kernel.actors import Actor
 from tests.memory.conftest import run_in_another_process
 
@@ -72,3 +79,40 @@ def test_concurrent_appends_all_survive_compaction(make_block, agent, settings):
     )
     assert json.loads(out.strip().splitlines()[-1]) == items
     assert block_document_load(block=block).get_list("items").get_deep_value() == items
+
+
+def _loaded_then_reconfigured(block, permission):
+    """The block as a write loaded it, after which a human committed
+    ``permission`` on its row (before the write takes the row's lock)."""
+    loaded = MemoryBlock.objects.get(pk=block.pk)
+    MemoryBlock.objects.filter(pk=block.pk).update(permission=permission)
+    return loaded
+
+
+@pytest.mark.parametrize("operate", ["append", "set_content"])
+def test_a_write_racing_a_switch_to_human_becomes_an_approval_request(
+    make_block, agent, operate
+):
+    block = make_block(content="likes tea", permission=Permission.READ_WRITE)
+    loaded = _loaded_then_reconfigured(block, Permission.HUMAN)
+    actor = Actor.for_agent(agent)
+    if operate == "append":
+        change = block_append(actor=actor, block=loaded, content="coffee")
+    else:
+        change = block_set_content(actor=actor, block=loaded, value="coffee only")
+
+    assert change.status == "pending_approval"
+    assert block_value(block=block) == "likes tea"
+    assert BlockApproval.objects.get().status == ApprovalStatus.PENDING
+
+
+def test_a_write_racing_a_switch_to_read_write_applies_without_a_request(
+    make_block, agent
+):
+    block = make_block(content="likes tea", permission=Permission.HUMAN)
+    loaded = _loaded_then_reconfigured(block, Permission.READ_WRITE)
+    change = block_append(actor=Actor.for_agent(agent), block=loaded, content="coffee")
+
+    assert change.status == "applied"
+    assert block_value(block=block) == "likes tea\ncoffee"
+    assert not BlockApproval.objects.exists()

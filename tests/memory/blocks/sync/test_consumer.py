@@ -11,7 +11,6 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from memory.blocks import seen
-from memory.blocks import services as block_services
 from memory.blocks.selectors import block_document_load
 from memory.blocks.services import (
     block_configure,
@@ -20,6 +19,7 @@ from memory.blocks.services import (
     block_share,
     block_unshare,
 )
+from memory.blocks.services import sharing as block_sharing
 from memory.blocks.sync import consumer as consumer_module
 from memory.blocks.sync import protocol as sp
 from memory.blocks.sync.consumer import CLOSE_PROTOCOL_ERROR, BlockSyncConsumer
@@ -723,7 +723,7 @@ async def test_an_update_sent_right_after_the_token_is_revoked_is_refused(
 async def test_an_update_sent_right_after_an_unshare_is_refused(
     partner, other_agent, shared_block, monkeypatch
 ):
-    _unannounced(monkeypatch, block_services)
+    _unannounced(monkeypatch, block_sharing)
     room = str(shared_block.pk)
     guest, _ = await _guest_and_partner(shared_block, other_agent, partner)
     stored = await sync_to_async(_stored_updates)(shared_block)

@@ -11,7 +11,7 @@ from channels.layers import get_channel_layer
 from django.utils import timezone
 from loro import ExportMode, LoroDoc, LoroText
 
-from memory.blocks import doc_cache, services
+from memory.blocks import doc_cache
 from memory.blocks.permissions import block_access_for_actor
 from memory.blocks.selectors import (
     block_document_load,
@@ -25,6 +25,7 @@ from memory.blocks.services import (
     block_rollback,
     block_share,
     block_update_import,
+    storage,
 )
 from memory.blocks.sync.broadcast import block_group
 from memory.models import BlockUpdate, MemoryBlock, Permission, SharedAccess
@@ -308,7 +309,7 @@ def test_failed_broadcast_is_logged_and_the_change_stays(
     def broken(**kwargs):
         raise ConnectionError("channel layer down")
 
-    monkeypatch.setattr("memory.blocks.services.block_broadcast", broken)
+    monkeypatch.setattr("memory.blocks.services.change.block_broadcast", broken)
     block_operate(
         actor=Actor.for_agent(agent),
         block=block,
@@ -524,7 +525,7 @@ def test_a_burst_folded_into_the_snapshot_stops_growing(make_block, partner, set
 def test_a_long_burst_is_cut_into_versions_of_bounded_size(
     make_block, partner, monkeypatch
 ):
-    monkeypatch.setattr(services, "BURST_MAX_BYTES", 300)
+    monkeypatch.setattr(storage, "BURST_MAX_BYTES", 300)
     block = make_block(content="")
 
     type_into(block, Actor.for_user(partner), "y" * 120)

@@ -1,0 +1,107 @@
+"""Sleeptime groups: checking a group's triggers once its interval has
+passed, and starting an intervention run when one fires; the sweep checks
+every group that is due.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from coordination.groups.models import AgentGroup, GroupRun
+from coordination.groups.patterns import pattern_get
+from coordination.groups.patterns.base import Decision, Deliver
+from coordination.groups.patterns.sleeptime import (
+    Observed,
+    fired_triggers,
+    intervention_prompt,
+)
+from coordination.groups.selectors import group_get_locked, group_members
+from coordination.groups.services.runs import _start_run
+
+
+@transaction.atomic
+def group_sleeptime_check(
+    *, group_id: int, now: datetime | None = None, force: bool = False
+) -> GroupRun | None:
+    """Evaluate a sleeptime group's triggers; start an intervention if any fire.
+
+    Skipped (None) when the group's check interval has not passed since its
+    last check, unless ``force``.
+    """
+    now = now or timezone.now()
+    group = AgentGroup.objects.filter(pk=group_id, pattern="sleeptime").first()
+    if group is None:
+        return None
+    group = group_get_locked(group_id=group_id)
+    if group.pattern != "sleeptime":
+        return None
+    engine = pattern_get("sleeptime")
+    config = engine.validate(group.config)
+    state = dict(group.state)
+    last_check = _parse_time(state.get("last_check_at"))
+    if (
+        not force
+        and last_check is not None
+        and (now - last_check).total_seconds() < config.check_interval
+    ):
+        return None
+    since = _parse_time(state.get("last_intervention_at")) or group.created_at
+    observed = Observed(
+        now=now,
+        since=since,
+        messages_since=GroupRun.objects.filter(
+            group__constellation_id=group.constellation_id, started_at__gt=since
+        )
+        .exclude(requested_by=SLEEPTIME_ACTOR)
+        .count(),
+        metrics={k: float(v) for k, v in state.get("metrics", {}).items()},
+    )
+    fired = fired_triggers(config, observed)
+    state["last_check_at"] = now.isoformat()
+    if not fired:
+        group.state = state
+        group.save(update_fields=["state", "updated_at"])
+        return None
+    members = group_members(group=group)
+    agent = engine.intervener(config, members)  # type: ignore[attr-defined]
+    state["last_intervention_at"] = now.isoformat()
+    state["last_fired"] = [t.name for t in fired]
+    decision = Decision(
+        deliveries=[
+            Deliver(
+                agent_id=agent.agent_id,
+                kind="intervene",
+                content=intervention_prompt(fired, observed),
+            )
+        ],
+        group_state=state,
+        state_changes={"fired": [t.name for t in fired]},
+    )
+    return _start_run(
+        group=group,
+        message=decision.deliveries[0].content,
+        options=[],
+        requested_by=SLEEPTIME_ACTOR,
+        decision=decision,
+        members=members,
+        now=now,
+    )
+
+
+SLEEPTIME_ACTOR = "system:sleeptime"
+
+
+def group_sleeptime_sweep(*, now: datetime | None = None) -> list[GroupRun]:
+    """Check every sleeptime group that is due; the interventions started."""
+    now = now or timezone.now()
+    ids = AgentGroup.objects.filter(pattern="sleeptime").values_list("pk", flat=True)
+    started = [group_sleeptime_check(group_id=i, now=now) for i in ids]
+    return [run for run in started if run is not None]
+
+
+def _parse_time(value: Any) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) else None

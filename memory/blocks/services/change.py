@@ -1,0 +1,200 @@
+"""The one path that changes a block's content, :func:`_block_change`.
+
+Under the block's row lock it loads the document, decides the actor's right
+and whether the actor's writes need approval on the locked row (never on
+the caller's copy, which may predate a permission, a share or a token
+change), applies the change, checks it (``services.rules``), stores it
+(``services.storage``) and broadcasts it after commit
+(``memory.blocks.sync.broadcast``), all in one transaction.  A change that
+needs approval is filed as a ``BlockApproval`` instead, after a dry run that
+refuses a request that could never apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.db import transaction
+from loro import LoroDoc
+
+from memory.blocks import documents
+from memory.blocks.models import BlockApproval, MemoryBlock
+from memory.blocks.permissions import (
+    block_access_now,
+    block_approval_needed,
+    block_change_check,
+    block_require_access,
+    read_only_binds,
+)
+from memory.blocks.selectors import block_document_load
+from memory.blocks.services.events import _block_event
+from memory.blocks.services.rules import (
+    BlockChange,
+    _check_bytes,
+    _check_layout,
+    _check_limit,
+    _summary,
+)
+from memory.blocks.services.storage import (
+    _block_record,
+    _burst_extend,
+    _burst_version,
+    _cache_on_commit,
+    _lock,
+    _locked_document,
+    log_entries_pruned,
+)
+from memory.blocks.sync.broadcast import block_broadcast
+from pattern_site.kernel.actors import Actor
+
+
+@transaction.atomic
+def _block_change(
+    *,
+    block: MemoryBlock,
+    actor: Actor,
+    summary: str,
+    change: Callable[[LoroDoc], list[Any] | None],
+    access: str | None = None,
+    origin: str | None = None,
+    change_type: str = "edit",
+    burst: bool = False,
+    request: list[dict[str, Any]] | None = None,
+) -> BlockChange:
+    """Apply ``change`` to the block's document as ``actor``; see module doc.
+
+    ``change`` mutates the (uncommitted) document and may return entries it
+    pruned (log blocks).  ``access`` overrides the actor's right (approved
+    requests were authorised by a human); otherwise the right is decided on
+    the locked row, and so is whether the actor's writes need approval:
+    then ``request`` (the operations ``change`` applies) is filed as an
+    approval request instead, and nothing changes.  With ``burst`` the
+    change joins the actor's latest version when :func:`_burst_version`
+    finds one, so a burst of live edits is one version of the history.
+
+    The document comes from the per-process cache (``memory.blocks.doc_cache``)
+    when it is at the locked row's version; it goes back into the cache only
+    when this transaction commits, so a failed or rolled-back change never
+    leaves a changed document behind.
+    """
+    locked = _lock(block)
+    if access is None:
+        # From the locked row, never ``block``: a caller (an open socket)
+        # may hold it from before a permission, a share or its token changed.
+        access = block_access_now(actor=actor, block=locked)
+        if request is not None and block_approval_needed(actor=actor, block=locked):
+            return _approval_request(
+                actor=actor, block=locked, operations=request, summary=summary
+            )
+    if access == "read":
+        block_require_access(actor=actor, block=locked, needed="append")
+    doc = _locked_document(locked)
+    before = doc.oplog_vv
+    before_frontiers = doc.oplog_frontiers
+    needs_old = access == "append" or (
+        read_only_binds(actor) and documents.has_read_only(locked.schema)
+    )
+    old_value = documents.document_value(doc, locked.schema) if needs_old else None
+    doc.set_next_commit_message(
+        documents.commit_message(actor_ref=actor.ref, summary=summary)
+    )
+    pruned = change(doc) or []
+    doc.commit()
+    if doc.oplog_vv.encode() == before.encode():
+        _cache_on_commit(locked, doc)
+        return BlockChange(block=locked)
+    _check_layout(block=locked, doc=doc, since=before_frontiers)
+    new_value = documents.document_value(doc, locked.schema)
+    if needs_old:
+        block_change_check(
+            actor=actor, block=locked, access=access, old=old_value, new=new_value
+        )
+    rendered = documents.render_value(locked.schema, new_value)
+    held = documents.held_size(doc, locked.schema, rendered)
+    _check_limit(block=locked, old_size=locked.size, new_size=held)
+    data = documents.updates_since(doc, before)
+    # Against the rendering before, as _check_limit.
+    _check_bytes(block=locked, added=len(data), shrinks=held < locked.size)
+    joined = (
+        _burst_version(block=locked, actor=actor, summary=summary) if burst else None
+    )
+    update = (
+        _burst_extend(
+            block=locked,
+            doc=doc,
+            burst=joined,
+            actor=actor,
+            summary=summary,
+            rendered=rendered,
+        )
+        if joined is not None
+        else None
+    )
+    if update is None:
+        update = _block_record(
+            block=locked,
+            doc=doc,
+            actor=actor,
+            summary=summary,
+            data=data,
+            rendered=rendered,
+        )
+    _cache_on_commit(locked, doc)
+    block_id, version = locked.pk, locked.version
+
+    def broadcast() -> None:  # a def: Django's robust on_commit logs __qualname__
+        block_broadcast(
+            block_id=block_id, updates=[data], origin=origin, version=version
+        )
+
+    transaction.on_commit(broadcast, robust=True)
+    _block_event(actor=actor, block=locked, change_type=change_type, summary=summary)
+    if pruned:
+        log_entries_pruned(block=locked, entries=pruned)
+    block.__dict__.update(
+        {
+            k: getattr(locked, k)
+            for k in (
+                "rendered",
+                "size",
+                "updated_at",
+                "snapshot_upto",
+                "version",
+                "log_count",
+                "log_bytes",
+            )
+        }
+    )
+    return BlockChange(block=locked, update=update, data=data, pruned=pruned)
+
+
+@transaction.atomic
+def _approval_request(
+    *,
+    actor: Actor,
+    block: MemoryBlock,
+    operations: list[dict[str, Any]],
+    summary: str,
+) -> BlockChange:
+    assert actor.agent is not None
+    _dry_run(actor=actor, block=block, operations=operations)
+    approval = BlockApproval(
+        block=block, agent=actor.agent, operations=operations, summary=_summary(summary)
+    )
+    approval.full_clean()
+    approval.save()
+    return BlockChange(block=block, approval=approval)
+
+
+def _dry_run(
+    *, actor: Actor, block: MemoryBlock, operations: list[dict[str, Any]]
+) -> None:
+    """Refuse a request now if it could not apply (bad op, over the limit)."""
+    doc = block_document_load(block=block)
+    old = documents.document_value(doc, block.schema)
+    documents.operations_apply(doc, block.schema, operations, enforce_read_only=True)
+    new = documents.document_value(doc, block.schema)
+    block_change_check(actor=actor, block=block, access="write", old=old, new=new)
+    rendered = documents.render_value(block.schema, new)
+    _check_limit(block=block, old_size=block.size, new_size=len(rendered))

@@ -1,0 +1,100 @@
+"""What every change to a block must satisfy, and what a change returns.
+
+:class:`BlockChange` says what a change did; the checks refuse a change
+over the block's character limit, one that writes outside the containers of
+the block's schema, and one that would store more than
+``settings.MEMORY_BLOCK_MAX_BYTES`` (history included).  Each raises an
+``ApplicationError`` that says what was wrong and what is allowed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from loro import LoroDoc
+
+from memory.blocks import documents
+from memory.blocks.models import BlockApproval, BlockUpdate, MemoryBlock
+from memory.blocks.selectors import block_snapshot_size
+from pattern_site.kernel.errors import InvalidInput, LimitExceeded
+
+SUMMARY_MAX = 300
+
+
+@dataclass
+class BlockChange:
+    """What a change did: the stored update, or the approval it now waits on."""
+
+    block: MemoryBlock
+    update: BlockUpdate | None = None
+    approval: BlockApproval | None = None
+    data: bytes = b""
+    pruned: list[Any] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        if self.approval is not None:
+            return "pending_approval"
+        return "applied" if self.update is not None else "unchanged"
+
+
+def _check_limit(*, block: MemoryBlock, old_size: int, new_size: int) -> None:
+    if new_size > block.char_limit and new_size > old_size:
+        change = new_size - old_size
+        raise LimitExceeded(
+            f"block {block.label!r} is {old_size}/{block.char_limit} chars; "
+            f"this change adds {change}",
+            extra={
+                "block": block.label,
+                "size": old_size,
+                "limit": block.char_limit,
+                "change_size": change,
+            },
+        )
+
+
+def _check_layout(*, block: MemoryBlock, doc: LoroDoc, since: Any) -> None:
+    foreign = documents.foreign_roots(doc, block.schema, since)
+    if foreign:
+        allowed = ", ".join(
+            f"{name} ({ctype})"
+            for name, ctype in sorted(documents.schema_roots(block.schema))
+        )
+        raise InvalidInput(
+            f"block {block.label!r} holds only {allowed}; this change writes to "
+            + ", ".join(foreign)
+        )
+
+
+def _check_bytes(*, block: MemoryBlock, added: int, shrinks: bool) -> None:
+    """The stored document (snapshot, log and this change) within the cap,
+    unless the change ``shrinks`` what the block holds.
+
+    History only grows, so a block at its cap would otherwise refuse every
+    change, deleting a wrong or secret line included.  Each change let
+    through must shrink the content: a block over its cap cannot gather
+    history without end (rewriting the same text over and over)."""
+    cap = settings.MEMORY_BLOCK_MAX_BYTES
+    stored = block_snapshot_size(block_id=block.pk) + block.log_bytes
+    if stored + added > cap and not shrinks:
+        raise LimitExceeded(
+            f"block {block.label!r} stores {stored} bytes with its history; "
+            f"this change adds {added} and a block may store at most {cap} "
+            "(a change that shrinks its content is still accepted)",
+            extra={"block": block.label, "bytes": stored, "max_bytes": cap},
+        )
+
+
+def _summary(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= SUMMARY_MAX else text[: SUMMARY_MAX - 1] + "…"
+
+
+def _choice(value: str, choices: Any, what: str) -> str:
+    if value not in choices.values:
+        raise InvalidInput(
+            f"{what} is one of {', '.join(choices.values)}; got {value!r}"
+        )
+    return value
