@@ -437,7 +437,16 @@ def _consolidate_apply(
         agent=scope.agent,
         constellation_id=scope.constellation.pk,
         event_type=EventType.TOOL_EXECUTED,
-        details={"tool": "archival_consolidate", "run_id": run.pk, **asdict(counts)},
+        details={
+            "tool": "archival_consolidate",
+            "run_id": run.pk,
+            "summary": (
+                f"{counts.promoted} promoted, {counts.merged} merged,"
+                f" {counts.contradicted} contradicted, {counts.pruned} pruned,"
+                f" {counts.capped} over the cap"
+            ),
+            **asdict(counts),
+        },
     )
     return run
 

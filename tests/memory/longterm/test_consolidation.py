@@ -230,3 +230,83 @@ def test_a_restored_entry_is_not_merged_or_pruned_again(
     run = archival_consolidate(agent=agent)
     assert (run.merged, run.pruned) == (0, 0)
     assert fresh(dup).superseded_at is None
+
+
+def test_a_run_shows_in_the_activity_stream_with_its_counts(
+    agent: Any, django_capture_on_commit_callbacks: Any, no_embedding_model: Any
+):
+    from activity.stream.models import ActivityEvent, EventType
+
+    entry(agent, "the printer is on floor 2")
+    entry(agent, "The printer is on floor 2")
+    with django_capture_on_commit_callbacks(execute=True):
+        run = archival_consolidate(agent=agent)
+    (event,) = ActivityEvent.objects.filter(
+        event_type=EventType.TOOL_EXECUTED, details__tool="archival_consolidate"
+    )
+    assert event.details["agent_id"] == agent.pk
+    assert event.details["run_id"] == run.pk and event.details["merged"] == 1
+    assert "1 merged" in event.text
+
+
+def test_each_tier_decays_at_its_own_configured_rate(agent: Any):
+    from memory.longterm.decay import tier_decay
+    from memory.longterm.selectors import retrieval_config_for
+
+    config = retrieval_config_update(
+        constellation=agent.constellation,
+        conversation_decay_rate=0.9,
+        decay_rate=0.99,
+        constellation_decay_rate=0.999,
+    )
+    items = {
+        tier: entry(agent, f"a {tier} fact", tier=tier, importance=1.0)
+        for tier in ("conversation", "agent", "constellation")
+    }
+    for item in items.values():
+        age(item, hours=10)
+    decay = tier_decay(config, now=timezone.now())
+    scores = {tier: decay.relevance(fresh(item)) for tier, item in items.items()}
+    assert scores["conversation"] == pytest.approx(0.9**10, rel=1e-3)
+    assert scores["agent"] == pytest.approx(0.99**10, rel=1e-3)
+    assert scores["constellation"] == pytest.approx(0.999**10, rel=1e-3)
+    assert (
+        retrieval_config_for(constellation=agent.constellation).archival_cap == 10_000
+    )
+
+
+def test_search_decay_is_a_setting_and_a_parameter(agent: Any):
+    old = entry(agent, "heron heron heron seen at the lake", importance=0.9)
+    age(old, hours=24 * 30)
+    entry(agent, "a heron once", importance=0.9)
+
+    def order(**kwargs: Any) -> list[str]:
+        result = memory_search(
+            actor=Actor.for_agent(agent), query="heron", mode="fts", **kwargs
+        )
+        return [hit.row.content for _kind, hit in result.hits]
+
+    by_words = order()
+    assert by_words[0] == "heron heron heron seen at the lake"
+    assert order(decay=True)[0] == "a heron once"  # the stale one decayed
+    retrieval_config_update(constellation=agent.constellation, rerank_enabled=True)
+    assert order()[0] == "a heron once"
+    assert order(decay=False) == by_words
+
+
+def test_the_schedule_runs_the_task_and_a_starting_worker_catches_up(
+    monkeypatch: Any, settings: Any
+):
+    from celery.signals import worker_ready
+
+    from memory.longterm import tasks
+
+    entry_ = settings.CELERY_BEAT_SCHEDULE["memory-archival-consolidation"]
+    assert entry_["task"] == tasks.archival_consolidate_due_task.name
+    assert entry_["schedule"] == settings.ARCHIVAL_CONSOLIDATION_HOURS * 3600
+    sent: list[tuple] = []
+    monkeypatch.setattr(
+        tasks.archival_consolidate_due_task, "delay", lambda *a: sent.append(a)
+    )
+    worker_ready.send(sender=None)
+    assert sent == [()]
