@@ -1,26 +1,12 @@
 """Archival entries gain lifecycle fields: tier, lifetime, the conversation
 they came from, and a superseded mark with its history; per-tier decay
 rates and a per-scope cap on the retrieval config; consolidation runs.
-
-Entries stored before consolidation existed were all meant to be kept, so
-they become long-term; entries a person filed (source ``user``) now say
-``partner``.  Backwards turns ``partner`` and ``import`` back into ``user``.
+The rows already stored get their values in 0013.
 """
 
 import django.core.validators
 import django.db.models.deletion
 from django.db import migrations, models
-
-
-def lifecycle_fill(apps, schema_editor):
-    entries = apps.get_model("memory", "ArchivalEntry").objects
-    entries.update(lifetime="long_term", tier="agent")
-    entries.filter(source="user").update(source="partner")
-
-
-def lifecycle_unfill(apps, schema_editor):
-    entries = apps.get_model("memory", "ArchivalEntry").objects
-    entries.filter(source__in=["partner", "import"]).update(source="user")
 
 
 class Migration(migrations.Migration):
@@ -228,5 +214,4 @@ class Migration(migrations.Migration):
                 name="memory_cons_constel_9cbf87_idx",
             ),
         ),
-        migrations.RunPython(lifecycle_fill, lifecycle_unfill),
     ]

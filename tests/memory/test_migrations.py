@@ -144,7 +144,7 @@ def test_existing_archival_entries_become_long_term_and_people_become_partner():
             source=source,
             content_hash=source,
         )
-    apps = _migrate(("memory", "0012_archival_lifecycle"))
+    apps = _migrate(("memory", "0013_archival_lifecycle_fill"))
     ArchivalEntry = apps.get_model("memory", "ArchivalEntry")
     rows = set(ArchivalEntry.objects.values_list("source", "tier", "lifetime"))
     assert rows == {
