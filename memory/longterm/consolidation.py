@@ -35,7 +35,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from activity.llm.client import LLMUnavailable, chat_client
+from activity.llm.client import chat_client
 from memory.longterm.decay import TierDecay, tier_decay
 from memory.longterm.indexes import ARCHIVAL_INDEX
 from memory.longterm.models import (
@@ -260,7 +260,7 @@ def _llm_decisions(
                     json.loads(completion.text), new=new, candidates=candidates
                 )
             )
-        except (ValueError, LLMUnavailable, ApplicationError) as exc:
+        except (ValueError, ApplicationError) as exc:  # LLMUnavailable, budget
             logger.info("consolidation: rules decide for entry %s (%s)", new, exc)
             decisions += _rule_decisions([(sim, new, old) for sim, old in close])
     return decisions
@@ -451,7 +451,9 @@ def _consolidate_apply(
     return run
 
 
-def archival_consolidation_due(*, every: timedelta, now: datetime | None = None):
+def archival_consolidation_due(
+    *, every: timedelta, now: datetime | None = None
+) -> list[dict[str, Any]]:
     """Scopes not consolidated within ``every``, as keyword arguments of
     ``archival_consolidate``: each active agent, and each constellation."""
     since = (now or timezone.now()) - every

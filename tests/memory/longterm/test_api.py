@@ -649,3 +649,27 @@ def test_consolidation_runs_are_listed_with_their_counts(
     assert len(agent_client.get(url).json()) == 1
     other = f"/api/constellations/{stranger.constellation_id}/consolidation-runs"
     assert partner_api.get(other).status_code == 404
+
+
+def test_an_entry_is_filed_with_its_tier_lifetime_and_conversation(
+    agent: Any, sibling: Any, agent_client: Client
+):
+    own = conversation_start(agent=agent)
+    body = {
+        "content": "the partner prefers mornings",
+        "tier": "constellation",
+        "lifetime": "long_term",
+        "source_conversation_id": own.pk,
+    }
+    created = post(agent_client, "/api/archival", body)
+    assert created.status_code == 201, created.content
+    row = created.json()
+    assert (row["tier"], row["lifetime"], row["source"]) == (
+        "constellation",
+        "long_term",
+        "agent",
+    )
+    assert row["source_conversation_id"] == own.pk and row["history"] == []
+    theirs = conversation_start(agent=sibling)
+    body["source_conversation_id"] = theirs.pk
+    assert post(agent_client, "/api/archival", body).status_code == 404
