@@ -90,7 +90,14 @@ class ArchivalEntryAdmin(ReadOnlyMixin, admin.ModelAdmin):
         "embedding_state",
         "created_at",
     ]
-    list_filter = ["source", "embedding_state", "constellation"]
+    list_filter = [
+        "source",
+        "tier",
+        "lifetime",
+        "superseded_reason",
+        "embedding_state",
+        "constellation",
+    ]
     search_fields = ["content", "label", "agent__name"]
     list_select_related = ["agent"]
     exclude = ["content_hash", "embedded_hash"]

@@ -15,7 +15,10 @@ from memory.blocks.models import (
 )
 from memory.longterm.models import (
     ArchivalEntry,
+    ArchivalLifetime,
     ArchivalSource,
+    ArchivalTier,
+    ConsolidationRun,
     Conversation,
     ConversationStatus,
     Message,
@@ -27,13 +30,16 @@ from memory.search.registry import EmbeddingState
 __all__ = [
     "ApprovalStatus",
     "ArchivalEntry",
+    "ArchivalLifetime",
     "ArchivalSource",
+    "ArchivalTier",
     "BlockApproval",
     "BlockAttachment",
     "BlockSeen",
     "BlockSnapshot",
     "BlockType",
     "BlockUpdate",
+    "ConsolidationRun",
     "Conversation",
     "ConversationStatus",
     "EmbeddingState",

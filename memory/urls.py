@@ -81,6 +81,11 @@ urlpatterns = [
         name="archival-delete",
     ),
     path(
+        "archival/<int:entry_id>/restore/",
+        longterm_views.restore_archival_entry_action,
+        name="archival-restore",
+    ),
+    path(
         "agents/<int:agent_id>/conversations/",
         longterm_views.conversation_list_page,
         name="conversations",

@@ -64,7 +64,9 @@ def event_line(
             )
         case EventType.TOOL_EXECUTED:
             failed = "" if d.get("success", True) else " (failed)"
-            return f"{who} ran {d.get('tool', 'a tool')}{failed}"
+            return _with(
+                f"{who} ran {d.get('tool', 'a tool')}{failed}", d.get("summary")
+            )
         case EventType.MEMORY_BLOCK_UPDATED:
             # Whose block it is matters most when someone else changed it.
             whose = f"{subject}'s" if subject not in (who, SYSTEM, "") else "the"

@@ -6,7 +6,11 @@ from django.http import HttpRequest
 from ninja import Router, Status
 
 from memory.longterm import tools
-from memory.longterm.permissions import retrieval_config_change_check
+from memory.longterm.permissions import (
+    archival_entry_delete_check,
+    archival_entry_restore_check,
+    retrieval_config_change_check,
+)
 from memory.longterm.schemas import (
     ARCHIVAL_MEMORY_INSERT,
     ARCHIVAL_MEMORY_SEARCH,
@@ -16,7 +20,11 @@ from memory.longterm.schemas import (
     ArchivalEntryIn,
     ArchivalEntryOut,
     ArchivalEntryPatchIn,
+    ArchivalLifetimeIn,
     ArchivalPageOut,
+    ArchivalSourceIn,
+    ArchivalTierIn,
+    ConsolidationRunOut,
     ConversationIn,
     ConversationOut,
     ConversationStatusIn,
@@ -36,6 +44,7 @@ from memory.longterm.schemas import (
 from memory.longterm.selectors import (
     archival_entry_get_for_actor,
     archival_entry_list_for_actor,
+    consolidation_runs_for_actor,
     conversation_get_for_actor,
     conversation_list_for_actor,
     message_page_for_actor,
@@ -44,6 +53,7 @@ from memory.longterm.selectors import (
 from memory.longterm.services import (
     archival_entry_create,
     archival_entry_delete,
+    archival_entry_restore,
     archival_entry_update,
     archival_source_of,
     conversation_set_status,
@@ -82,6 +92,15 @@ def create_archival_entry(request: HttpRequest, payload: ArchivalEntryIn) -> Any
         importance=payload.importance,
         source=_source(request),
         label=payload.label,
+        tier=payload.tier,
+        lifetime=payload.lifetime,
+        source_conversation=(
+            None
+            if payload.source_conversation_id is None
+            else conversation_get_for_actor(
+                actor=actor, conversation_id=payload.source_conversation_id
+            )
+        ),
     )
     return Status(201, entry)
 
@@ -97,8 +116,19 @@ def list_archival_entries(
     agent_id: Id | None = None,
     limit: int = 50,
     offset: Offset = 0,
+    include_superseded: bool = False,
+    source: ArchivalSourceIn | None = None,
+    tier: ArchivalTierIn | None = None,
+    lifetime: ArchivalLifetimeIn | None = None,
 ) -> Any:
-    qs = archival_entry_list_for_actor(actor=request_actor(request), agent_id=agent_id)
+    qs = archival_entry_list_for_actor(
+        actor=request_actor(request),
+        agent_id=agent_id,
+        include_superseded=include_superseded,
+        source=source,
+        tier=tier,
+        lifetime=lifetime,
+    )
     limit, offset = max(1, min(limit, 200)), max(0, offset)
     return {"count": qs.count(), "results": list(qs[offset : offset + limit])}
 
@@ -132,14 +162,45 @@ def update_archival_entry(
     "/archival/{entry_id}",
     response={204: None, **error_responses(403, 404, body=False)},
     tags=["archival"],
-    summary="Delete an archival entry",
+    summary="Delete an archival entry for good (the partner only)",
 )
 def delete_archival_entry(request: HttpRequest, entry_id: Id) -> Any:
-    entry = archival_entry_get_for_actor(
-        actor=request_actor(request), entry_id=entry_id
-    )
+    actor = request_actor(request)
+    entry = archival_entry_get_for_actor(actor=actor, entry_id=entry_id)
+    archival_entry_delete_check(actor=actor, entry=entry)
     archival_entry_delete(entry=entry)
     return Status(204, None)
+
+
+@router.post(
+    "/archival/{entry_id}/restore",
+    response={200: ArchivalEntryOut, **error_responses(403, 404, 409, body=False)},
+    tags=["archival"],
+    summary="Restore a merged or pruned archival entry (the partner only)",
+)
+def restore_archival_entry(request: HttpRequest, entry_id: Id) -> Any:
+    actor = request_actor(request)
+    entry = archival_entry_get_for_actor(actor=actor, entry_id=entry_id)
+    archival_entry_restore_check(actor=actor, entry=entry)
+    return archival_entry_restore(entry=entry)
+
+
+@router.get(
+    "/constellations/{constellation_id}/consolidation-runs",
+    response={200: list[ConsolidationRunOut], **error_responses(404, body=False)},
+    tags=["archival"],
+    summary="Recent consolidation runs (promoted, merged, pruned counts)",
+)
+def list_consolidation_runs(
+    request: HttpRequest, constellation_id: Id, limit: int = 10
+) -> Any:
+    actor = request_actor(request)
+    constellation = constellation_get_for_actor(
+        actor=actor, constellation_id=constellation_id
+    )
+    return consolidation_runs_for_actor(
+        actor=actor, constellation_id=constellation.pk, limit=limit
+    )
 
 
 @router.post(

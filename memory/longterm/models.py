@@ -14,10 +14,37 @@ from pattern_site.kernel.agents.models import Agent, Constellation
 
 
 class ArchivalSource(models.TextChoices):
+    """Who produced an entry (provenance only: never used to grant access)."""
+
     AGENT = "agent", "agent"
+    PARTNER = "partner", "partner"
     SYSTEM = "system", "system"
-    USER = "user", "user"
     CONSOLIDATION = "consolidation", "consolidation"
+    IMPORT = "import", "import"
+
+
+class ArchivalTier(models.TextChoices):
+    """How widely an entry applies; each tier decays at its own rate."""
+
+    CONVERSATION = "conversation", "conversation"
+    AGENT = "agent", "agent"
+    CONSTELLATION = "constellation", "constellation"
+
+
+class ArchivalLifetime(models.TextChoices):
+    """Short-term entries are promoted to long-term by consolidation when
+    they prove relevant; conversation entries matter for one conversation."""
+
+    LONG_TERM = "long_term", "long-term"
+    SHORT_TERM = "short_term", "short-term"
+    CONVERSATION = "conversation", "conversation"
+
+
+class SupersededReason(models.TextChoices):
+    MERGED = "merged", "merged into another entry"
+    CONTRADICTED = "contradicted", "contradicted by a newer entry"
+    PRUNED = "pruned", "relevance fell below the floor"
+    CAPPED = "capped", "over the scope's entry cap"
 
 
 class ArchivalEntry(models.Model):
@@ -39,6 +66,38 @@ class ArchivalEntry(models.Model):
     source = models.CharField(
         max_length=20, choices=ArchivalSource.choices, default=ArchivalSource.AGENT
     )
+    source_conversation = models.ForeignKey(
+        "Conversation",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="archival_entries",
+        help_text="The conversation this entry was learned in.",
+    )
+    tier = models.CharField(
+        max_length=16, choices=ArchivalTier.choices, default=ArchivalTier.AGENT
+    )
+    lifetime = models.CharField(
+        max_length=16,
+        choices=ArchivalLifetime.choices,
+        default=ArchivalLifetime.SHORT_TERM,
+    )
+    # Set when consolidation merges or prunes the entry: it is kept (and can
+    # be restored) but left out of default lists and searches.
+    superseded_at = models.DateTimeField(null=True, blank=True)
+    superseded_by = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="supersedes",
+    )
+    superseded_reason = models.CharField(
+        max_length=16, choices=SupersededReason.choices, blank=True
+    )
+    # Earlier texts of the entry and the entries merged into it, oldest
+    # first: {"at", "event", "text", "entry_id"}.
+    history = models.JSONField(default=list, blank=True)
     access_count = models.PositiveIntegerField(default=0)
     accessed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -67,10 +126,15 @@ class ArchivalEntry(models.Model):
         indexes = [
             models.Index(fields=["agent", "-created_at"]),
             models.Index(fields=["embedding_state"]),
+            models.Index(fields=["constellation", "tier", "superseded_at"]),
         ]
 
     def __str__(self) -> str:
         return self.label or self.content[:40]
+
+    @property
+    def superseded(self) -> bool:
+        return self.superseded_at is not None
 
 
 class ConversationStatus(models.TextChoices):
@@ -172,7 +236,23 @@ class RetrievalConfig(models.Model):
     decay_rate = models.FloatField(
         default=0.995,
         validators=[MinValueValidator(0.5), MaxValueValidator(1.0)],
-        help_text="Hourly decay factor of the re-rank (0.995/h keeps ~43% after 7 d).",
+        help_text="Hourly decay of agent-tier entries (0.995/h keeps ~43% after 7 d).",
+    )
+    conversation_decay_rate = models.FloatField(
+        default=0.99,
+        validators=[MinValueValidator(0.5), MaxValueValidator(1.0)],
+        help_text="Hourly decay of conversation-tier entries (fast).",
+    )
+    constellation_decay_rate = models.FloatField(
+        default=0.998,
+        validators=[MinValueValidator(0.5), MaxValueValidator(1.0)],
+        help_text="Hourly decay of constellation-tier entries (slow).",
+    )
+    archival_cap = models.PositiveIntegerField(
+        default=10_000,
+        validators=[MinValueValidator(1)],
+        help_text="Live archival entries a scope keeps; consolidation supersedes"
+        " the least relevant beyond it.",
     )
     fusion = models.CharField(
         max_length=16,
@@ -203,3 +283,38 @@ class RetrievalConfig(models.Model):
 
     def __str__(self) -> str:
         return f"retrieval config of {self.constellation_id}"
+
+
+class ConsolidationRun(models.Model):
+    """One consolidation of a scope: an agent's own entries, or the
+    constellation-tier entries of a constellation (``agent`` empty)."""
+
+    constellation = models.ForeignKey(
+        Constellation, on_delete=models.CASCADE, related_name="consolidation_runs"
+    )
+    agent = models.ForeignKey(
+        Agent,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="consolidation_runs",
+    )
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+    decided_by = models.CharField(
+        max_length=8, help_text='"llm" or "rules": who decided merges'
+    )
+    scored = models.PositiveIntegerField(default=0)
+    promoted = models.PositiveIntegerField(default=0)
+    merged = models.PositiveIntegerField(default=0)
+    contradicted = models.PositiveIntegerField(default=0)
+    pruned = models.PositiveIntegerField(default=0)
+    capped = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-finished_at", "-id"]
+        indexes = [models.Index(fields=["constellation", "agent", "-finished_at"])]
+
+    def __str__(self) -> str:
+        scope = f"agent {self.agent_id}" if self.agent_id else "constellation"
+        return f"consolidation of {scope} at {self.finished_at:%Y-%m-%d %H:%M}"

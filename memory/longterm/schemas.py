@@ -58,6 +58,11 @@ TAGS_EXAMPLE = ["family", "plans"]
 METADATA_EXAMPLE = {"source": "check-in", "confidence": "high"}
 
 
+ArchivalTierIn = Literal["conversation", "agent", "constellation"]
+ArchivalLifetimeIn = Literal["long_term", "short_term", "conversation"]
+ArchivalSourceIn = Literal["agent", "partner", "system", "consolidation", "import"]
+
+
 class ArchivalEntryIn(InputSchema):
     content: str = Field(examples=[CONTENT_EXAMPLE])
     tags: list[str] = Field([], examples=[TAGS_EXAMPLE])
@@ -70,6 +75,20 @@ class ArchivalEntryIn(InputSchema):
         None,
         description="Humans: whose memory. Agents: omit (their own).",
         examples=[None],
+    )
+    tier: ArchivalTierIn = Field(
+        "agent",
+        description="How widely it applies: one conversation, the agent, or the"
+        " whole constellation.",
+        examples=["agent"],
+    )
+    lifetime: ArchivalLifetimeIn = Field(
+        "short_term",
+        description="Short-term entries that prove relevant become long-term.",
+        examples=["short_term"],
+    )
+    source_conversation_id: Id | None = Field(
+        None, description="The conversation it was learned in.", examples=[None]
     )
 
 
@@ -97,6 +116,13 @@ class ArchivalEntryOut(Schema):
     created_at: datetime
     updated_at: datetime
     embedding_state: str
+    tier: str
+    lifetime: str
+    source_conversation_id: int | None
+    superseded_at: datetime | None
+    superseded_by_id: int | None
+    superseded_reason: str
+    history: list[dict[str, Any]]
 
 
 class ArchivalPageOut(Schema):
@@ -345,6 +371,11 @@ class MessagePageOut(Schema):
 class RetrievalConfigIn(InputSchema):
     rerank_enabled: bool | None = Field(None, examples=[True])
     decay_rate: float | None = Field(None, ge=0.5, le=1.0, examples=[0.95])
+    conversation_decay_rate: float | None = Field(None, ge=0.5, le=1.0, examples=[0.99])
+    constellation_decay_rate: float | None = Field(
+        None, ge=0.5, le=1.0, examples=[0.998]
+    )
+    archival_cap: int | None = Field(None, ge=1, examples=[10_000])
     fusion: Literal["weighted", "rrf"] | None = Field(None, examples=["weighted"])
     keyword_weight: float | None = Field(None, ge=0.0, le=1.0, examples=[0.6])
     context_weight: float | None = Field(None, ge=0.0, le=1.0, examples=[0.2])
@@ -356,8 +387,26 @@ class RetrievalConfigOut(Schema):
     constellation_id: int
     rerank_enabled: bool
     decay_rate: float
+    conversation_decay_rate: float
+    constellation_decay_rate: float
+    archival_cap: int
     fusion: str
     keyword_weight: float
     context_weight: float
     date_weight: float
     candidate_depth: int
+
+
+class ConsolidationRunOut(Schema):
+    id: int
+    constellation_id: int
+    agent_id: int | None
+    started_at: datetime
+    finished_at: datetime
+    decided_by: str
+    scored: int
+    promoted: int
+    merged: int
+    contradicted: int
+    pruned: int
+    capped: int

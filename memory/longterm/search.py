@@ -10,6 +10,7 @@ from typing import Any
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from memory.longterm.decay import tier_decay
 from memory.longterm.domains import (
     DomainQuery,
     SearchDomain,
@@ -158,6 +159,7 @@ def memory_search(
     filters: SearchFilters | None = None,
     constellation_id: int | None = None,
     as_of: datetime | None = None,
+    decay: bool | None = None,
 ) -> SearchResult:
     """Search memory as ``actor`` may see it.
 
@@ -171,7 +173,9 @@ def memory_search(
     registered domain); and ``recall`` (archival_memory plus conversations,
     the recall tool's).  ``as_of`` (domains that keep versions: blocks)
     searches the rows as they were at that time.  Hits of every domain
-    merge by score.
+    merge by score.  ``decay`` re-ranks by relevance with each tier's decay
+    rate (None: as the constellation's config says).  Entries consolidation
+    merged or pruned are not searched.
     """
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("the search query is empty; give some words to look for")
@@ -230,7 +234,7 @@ def memory_search(
             cache["v"] = embed_query(text) if status.available else None
         return cache["v"]
 
-    fusion, rerank = _stages_for(constellation)
+    fusion, rerank = _stages_for(constellation, decay=decay)
     outcomes: list[tuple[str, SearchOutcome]] = []
     for kind, index, allowed, owners in targets:
         outcome = search(
@@ -315,9 +319,12 @@ _RETRIEVAL_CONFIG = CompiledQuery(
 )
 
 
-def _stages_for(constellation: Constellation) -> tuple[Fusion, Rerank | None]:
-    """The constellation's fusion settings and re-rank (if enabled); the
-    model's defaults when it has no saved config."""
+def _stages_for(
+    constellation: Constellation, *, decay: bool | None = None
+) -> tuple[Fusion, Rerank | None]:
+    """The constellation's fusion settings and its tier-decay re-rank (when
+    ``decay``, or when None and the config enables it); the model's
+    defaults when it has no saved config."""
     config = _RETRIEVAL_CONFIG.first(constellation_id=constellation.pk)
     config = config or RetrievalConfig(constellation=constellation)
     fusion = Fusion(
@@ -327,9 +334,9 @@ def _stages_for(constellation: Constellation) -> tuple[Fusion, Rerank | None]:
         date_weight=config.date_weight,
         depth=config.candidate_depth,
     )
-    if not config.rerank_enabled:
+    if not (config.rerank_enabled if decay is None else decay):
         return fusion, None
-    return fusion, Rerank(decay_rate=config.decay_rate, now=timezone.now())
+    return fusion, tier_decay(config, now=timezone.now())
 
 
 def _owner(filters: SearchFilters) -> list[int] | None:

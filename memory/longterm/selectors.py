@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
-from memory.longterm.models import ArchivalEntry, Conversation, Message, RetrievalConfig
+from memory.longterm.models import (
+    ArchivalEntry,
+    ArchivalLifetime,
+    ArchivalSource,
+    ArchivalTier,
+    ConsolidationRun,
+    Conversation,
+    Message,
+    RetrievalConfig,
+)
 from memory.longterm.permissions import longterm_rows_visible
 from memory.search.registry import EmbeddingState
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Constellation
-from pattern_site.kernel.agents.selectors import agent_get_private
-from pattern_site.kernel.errors import NotFound
+from pattern_site.kernel.agents.selectors import (
+    agent_get_private,
+    constellation_list_for_actor,
+)
+from pattern_site.kernel.errors import InvalidInput, NotFound
 
 SEARCH_DOMAINS = ("archival_memory", "conversations", "constellation_messages", "all")
 
@@ -35,19 +47,51 @@ def _filter_agent_check(*, actor: Actor, agent_id: int | None) -> None:
         agent_get_private(actor=actor, agent_id=agent_id)
 
 
+def _choice(value: str | None, choices: type, what: str) -> str | None:
+    if value in (None, ""):
+        return None
+    if value not in choices.values:
+        raise InvalidInput(
+            f"unknown {what} {value!r}; use one of {', '.join(choices.values)}",
+            extra={"field": what},
+        )
+    return value
+
+
 def archival_entry_list_for_actor(
-    *, actor: Actor, agent_id: int | None = None
+    *,
+    actor: Actor,
+    agent_id: int | None = None,
+    include_superseded: bool = False,
+    source: str | None = None,
+    tier: str | None = None,
+    lifetime: str | None = None,
 ) -> QuerySet[ArchivalEntry]:
     """Agents see their own entries; humans those of their constellations.
-    An ``agent_id`` whose memory the actor may not see is ``NotFound``."""
+    An ``agent_id`` whose memory the actor may not see is ``NotFound``.
+    Entries consolidation merged or pruned are left out unless
+    ``include_superseded``; ``source``, ``tier`` and ``lifetime`` filter."""
     _filter_agent_check(actor=actor, agent_id=agent_id)
-    return longterm_rows_visible(
+    qs = longterm_rows_visible(
         ArchivalEntry.objects.select_related("agent"), actor=actor, agent_id=agent_id
     )
+    if not include_superseded:
+        qs = qs.filter(superseded_at__isnull=True)
+    wanted = {
+        "source": _choice(source, ArchivalSource, "source"),
+        "tier": _choice(tier, ArchivalTier, "tier"),
+        "lifetime": _choice(lifetime, ArchivalLifetime, "lifetime"),
+    }
+    return qs.filter(**{k: v for k, v in wanted.items() if v is not None})
 
 
 def archival_entry_get_for_actor(*, actor: Actor, entry_id: int) -> ArchivalEntry:
-    entry = archival_entry_list_for_actor(actor=actor).filter(pk=entry_id).first()
+    """One entry the actor may see, superseded or not."""
+    entry = (
+        archival_entry_list_for_actor(actor=actor, include_superseded=True)
+        .filter(pk=entry_id)
+        .first()
+    )
     if entry is None:
         raise NotFound(f"archival entry {entry_id} does not exist")
     return entry
@@ -64,6 +108,46 @@ def archival_entry_get_by_label(
     if entry is None:
         raise NotFound(f"no archival entry labelled {label!r}")
     return entry
+
+
+def archival_merge_history(*, entry: ArchivalEntry) -> list[dict]:
+    """What consolidation did to ``entry``, oldest first: its earlier texts
+    and the entries merged into it (with whether each is still merged)."""
+    events = [dict(item) for item in entry.history]
+    merged = {
+        row.pk: row
+        for row in ArchivalEntry.objects.filter(superseded_by=entry).order_by(
+            "superseded_at", "pk"
+        )
+    }
+    for event in events:
+        row = merged.get(event.get("entry_id"))  # type: ignore[arg-type]
+        event["still_superseded"] = row is not None
+    return events
+
+
+def consolidation_runs_for_actor(
+    *,
+    actor: Actor,
+    constellation_id: int,
+    agent_id: int | None = None,
+    limit: int = 10,
+) -> list[ConsolidationRun]:
+    """The newest consolidation runs of a constellation's scopes the actor
+    may see (an agent: its own); with ``agent_id``, that agent's and the
+    constellation's own."""
+    qs = ConsolidationRun.objects.select_related("agent").filter(
+        constellation_id=constellation_id
+    )
+    if agent_id is not None:
+        qs = qs.filter(Q(agent_id=agent_id) | Q(agent__isnull=True))
+    if actor.kind == "agent":
+        assert actor.agent is not None
+        qs = qs.filter(agent_id=actor.agent.pk)
+    else:
+        visible = constellation_list_for_actor(actor=actor).values("pk")
+        qs = qs.filter(constellation__in=visible)
+    return list(qs[: max(1, min(limit, 100))])
 
 
 def conversation_list_for_actor(

@@ -19,7 +19,9 @@ from activity.summaries.summarizers import SummaryMessage
 from memory.longterm.indexes import ARCHIVAL_INDEX, MESSAGE_INDEX
 from memory.longterm.models import (
     ArchivalEntry,
+    ArchivalLifetime,
     ArchivalSource,
+    ArchivalTier,
     Conversation,
     ConversationStatus,
     Message,
@@ -122,9 +124,17 @@ def archival_entry_create(
     importance: float = 0.5,
     source: str = ArchivalSource.AGENT,
     label: str | None = None,
+    tier: str = ArchivalTier.AGENT,
+    lifetime: str = ArchivalLifetime.SHORT_TERM,
+    source_conversation: Conversation | None = None,
 ) -> ArchivalEntry:
     content = _clean_content(content, what="archival", max_chars=ARCHIVAL_MAX_CHARS)
     label = label.strip() if label else None
+    if source_conversation is not None and source_conversation.agent_id != agent.pk:
+        raise InvalidInput(
+            f"conversation {source_conversation.pk} is not {agent.name}'s",
+            extra={"field": "source_conversation_id"},
+        )
     if label and ArchivalEntry.objects.filter(agent=agent, label=label).exists():
         raise Conflict(f"agent {agent.name} already has an archival entry {label!r}")
     entry = ArchivalEntry(
@@ -136,6 +146,9 @@ def archival_entry_create(
         metadata=metadata or {},
         importance=importance,
         source=source,
+        tier=tier,
+        lifetime=lifetime,
+        source_conversation=source_conversation,
         content_hash=content_hash(content),
     )
     full_clean(entry, validate_constraints=False)
@@ -235,6 +248,70 @@ def archival_entry_delete(*, entry: ArchivalEntry) -> None:
     index_delete(ARCHIVAL_INDEX, row_ids=[entry.pk])
     _archival_event(entry=entry, tool="archival_memory_delete")
     entry.delete()
+
+
+def history_event(
+    *, event: str, text: str, entry_id: int | None = None, at: datetime | None = None
+) -> dict[str, Any]:
+    """One line of an entry's history (``ArchivalEntry.history``)."""
+    return {
+        "at": (at or timezone.now()).isoformat(),
+        "event": event,
+        "text": text,
+        "entry_id": entry_id,
+    }
+
+
+@transaction.atomic
+def archival_entry_supersede(
+    *,
+    entry: ArchivalEntry,
+    reason: str,
+    by: ArchivalEntry | None = None,
+    at: datetime | None = None,
+) -> ArchivalEntry:
+    """Mark ``entry`` merged into ``by`` or pruned: kept, restorable, but
+    out of default lists and searches."""
+    if by is not None and by.pk == entry.pk:
+        raise InvalidInput("an entry cannot be superseded by itself")
+    entry.superseded_at = at or timezone.now()
+    entry.superseded_by = by
+    entry.superseded_reason = reason
+    full_clean(entry, validate_constraints=False)
+    entry.save(update_fields=["superseded_at", "superseded_by", "superseded_reason"])
+    return entry
+
+
+@transaction.atomic
+def archival_entry_restore(*, entry: ArchivalEntry) -> ArchivalEntry:
+    """Undo a merge or prune: the entry is live again (the entry it was
+    merged into keeps what it took from it, noted in its history).  The
+    partner wants it kept, so it becomes long-term (never pruned), and
+    consolidation does not merge it again with the entry it left."""
+    if entry.superseded_at is None:
+        raise Conflict(f"archival entry {entry.pk} is not superseded")
+    entry.lifetime = ArchivalLifetime.LONG_TERM
+    entry.history = [
+        *entry.history,
+        history_event(
+            event="restored",
+            text=entry.superseded_reason,
+            entry_id=entry.superseded_by_id,
+        ),
+    ]
+    entry.superseded_at, entry.superseded_by, entry.superseded_reason = None, None, ""
+    entry.save(
+        update_fields=[
+            "superseded_at",
+            "superseded_by",
+            "superseded_reason",
+            "history",
+            "lifetime",
+            "updated_at",
+        ]
+    )
+    _archival_event(entry=entry, tool="archival_memory_restore")
+    return entry
 
 
 CONVERSATION_TRANSITIONS: dict[str, set[str]] = {
@@ -420,6 +497,9 @@ def retrieval_config_update(
     context_weight: float | None = None,
     date_weight: float | None = None,
     candidate_depth: int | None = None,
+    conversation_decay_rate: float | None = None,
+    constellation_decay_rate: float | None = None,
+    archival_cap: int | None = None,
 ) -> RetrievalConfig:
     """Change the given settings (None: keep); invalid values store nothing."""
     config, _ = RetrievalConfig.objects.get_or_create(constellation=constellation)
@@ -431,6 +511,9 @@ def retrieval_config_update(
         "context_weight": context_weight,
         "date_weight": date_weight,
         "candidate_depth": candidate_depth,
+        "conversation_decay_rate": conversation_decay_rate,
+        "constellation_decay_rate": constellation_decay_rate,
+        "archival_cap": archival_cap,
     }
     fields = []
     for name, value in given.items():
@@ -445,4 +528,4 @@ def retrieval_config_update(
 
 def archival_source_of(actor: Actor) -> str:
     """Who an entry comes from: an agent itself, or a person."""
-    return ArchivalSource.AGENT if actor.agent is not None else ArchivalSource.USER
+    return ArchivalSource.AGENT if actor.agent is not None else ArchivalSource.PARTNER

@@ -2,6 +2,7 @@
 
 from datetime import UTC, date, datetime, time
 from typing import Any
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
@@ -11,12 +12,23 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from memory.longterm.access import archival_access_record_later
-from memory.longterm.models import ArchivalSource, MessageRole
+from memory.longterm.models import (
+    ArchivalLifetime,
+    ArchivalSource,
+    ArchivalTier,
+    MessageRole,
+)
+from memory.longterm.permissions import (
+    archival_entry_delete_check,
+    archival_entry_restore_check,
+)
 from memory.longterm.search import SearchFilters, memory_search, search_hit_payload
 from memory.longterm.selectors import (
     MAX_SEARCH_LIMIT,
     archival_entry_get_for_actor,
     archival_entry_list_for_actor,
+    archival_merge_history,
+    consolidation_runs_for_actor,
     conversation_get_for_actor,
     conversation_list_for_actor,
     longterm_unindexed_count,
@@ -25,6 +37,7 @@ from memory.longterm.selectors import (
 from memory.longterm.services import (
     archival_entry_create,
     archival_entry_delete,
+    archival_entry_restore,
     archival_entry_update,
 )
 from memory.search.embedder import embedding_status
@@ -108,6 +121,10 @@ def _is_weak(hit: dict[str, Any]) -> bool:
     return distance is None or distance > settings.SEARCH_WEAK_DISTANCE
 
 
+# The search page's decay choice: the constellation's setting, on or off.
+_DECAY_CHOICES: dict[str, bool | None] = {"": None, "on": True, "off": False}
+
+
 @login_required
 def search_page(request: HttpRequest) -> HttpResponse:
     actor = Actor.for_user(request.user)
@@ -150,6 +167,7 @@ def search_page(request: HttpRequest) -> HttpResponse:
                     until=_day(params.get("until"), "to", end=True),
                 ),
                 constellation_id=constellation_id,
+                decay=_DECAY_CHOICES.get(params.get("decay", "")),
             )
         except ApplicationError as exc:
             context["error"] = exc.message
@@ -186,7 +204,7 @@ def archival_browser_page(request: HttpRequest, agent_id: int) -> HttpResponse:
     if request.method == "POST":
         try:
             archival_entry_create(
-                agent=agent, source=ArchivalSource.USER, **_archival_form(request)
+                agent=agent, source=ArchivalSource.PARTNER, **_archival_form(request)
             )
         except ApplicationError as exc:
             messages.error(request, exc.message)
@@ -194,8 +212,24 @@ def archival_browser_page(request: HttpRequest, agent_id: int) -> HttpResponse:
             messages.success(request, "Archival entry stored.")
         return redirect("memory:archival", agent_id=agent.pk)
     offset = max(0, _int_or_none(request.GET.get("offset")) or 0)
-    entries = archival_entry_list_for_actor(actor=actor, agent_id=agent.pk)
+    filters = {
+        name: request.GET.get(name, "") for name in ("source", "tier", "lifetime")
+    }
+    include_superseded = request.GET.get("superseded") == "1"
+    try:
+        entries = archival_entry_list_for_actor(
+            actor=actor,
+            agent_id=agent.pk,
+            include_superseded=include_superseded,
+            **filters,
+        )
+    except InvalidInput as exc:
+        messages.error(request, exc.message)
+        return redirect("memory:archival", agent_id=agent.pk)
     page = list(entries[offset : offset + ARCHIVAL_PAGE + 1])
+    query = urlencode(
+        {**filters, "superseded": "1" if include_superseded else ""}, doseq=False
+    )
     return render(
         request,
         "memory/archival.html",
@@ -203,6 +237,23 @@ def archival_browser_page(request: HttpRequest, agent_id: int) -> HttpResponse:
             "agent": agent,
             "constellation": agent.constellation,
             "entries": page[:ARCHIVAL_PAGE],
+            "filters": filters,
+            "include_superseded": include_superseded,
+            "filter_query": query,
+            "filter_fields": [
+                (name, choices.choices, filters[name])
+                for name, choices in (
+                    ("source", ArchivalSource),
+                    ("tier", ArchivalTier),
+                    ("lifetime", ArchivalLifetime),
+                )
+            ],
+            "runs": consolidation_runs_for_actor(
+                actor=actor,
+                constellation_id=agent.constellation_id,
+                agent_id=agent.pk,
+                limit=5,
+            ),
             "next_offset": offset + ARCHIVAL_PAGE
             if len(page) > ARCHIVAL_PAGE
             else None,
@@ -231,6 +282,7 @@ def edit_archival_entry_page(request: HttpRequest, entry_id: int) -> HttpRespons
             "entry": entry,
             "agent": entry.agent,
             "constellation": entry.agent.constellation,
+            "history": archival_merge_history(entry=entry),
         },
     )
 
@@ -241,9 +293,29 @@ def delete_archival_entry_action(request: HttpRequest, entry_id: int) -> HttpRes
     actor = Actor.for_user(request.user)
     entry = archival_entry_get_for_actor(actor=actor, entry_id=entry_id)
     agent_id = entry.agent_id
+    try:
+        archival_entry_delete_check(actor=actor, entry=entry)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+        return redirect("memory:archival", agent_id=agent_id)
     archival_entry_delete(entry=entry)
-    messages.success(request, "Archival entry deleted.")
+    messages.success(request, "Archival entry deleted for good.")
     return redirect("memory:archival", agent_id=agent_id)
+
+
+@login_required
+@require_POST
+def restore_archival_entry_action(request: HttpRequest, entry_id: int) -> HttpResponse:
+    actor = Actor.for_user(request.user)
+    entry = archival_entry_get_for_actor(actor=actor, entry_id=entry_id)
+    try:
+        archival_entry_restore_check(actor=actor, entry=entry)
+        archival_entry_restore(entry=entry)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Archival entry restored.")
+    return redirect("memory:archival-edit", entry_id=entry.pk)
 
 
 @login_required

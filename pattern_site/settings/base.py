@@ -370,6 +370,16 @@ CELERY_BEAT_SCHEDULE["memory-embedding-backfill"] = {
     "task": "memory.embedding_backfill",
     "schedule": EMBEDDING_BACKFILL_MINUTES * 60.0,
 }
+# Archival consolidation (promote, merge, prune, cap) of each agent and each
+# constellation, at most once per this many hours; a worker starting up
+# catches up the scopes that missed their run.
+ARCHIVAL_CONSOLIDATION_HOURS = env.float(
+    "PATTERN_ARCHIVAL_CONSOLIDATION_HOURS", default=6.0
+)
+CELERY_BEAT_SCHEDULE["memory-archival-consolidation"] = {
+    "task": "memory.archival_consolidate_due",
+    "schedule": ARCHIVAL_CONSOLIDATION_HOURS * 3600.0,
+}
 
 # --- Coordination work ------------------------------------------------------
 # An agent counts as active (``/coord status``) when it made an authenticated

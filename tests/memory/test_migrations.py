@@ -123,3 +123,36 @@ def test_postgres_search_splits_into_text_with_context_and_date_and_vectors():
             (reeds, None, two),
         ]
     _migrate()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_existing_archival_entries_become_long_term_and_people_become_partner():
+    apps = _migrate(("memory", "0011_pgsearch_text_and_vector_tables"))
+    User = apps.get_model("auth", "User")
+    Constellation = apps.get_model("coordination", "Constellation")
+    Agent = apps.get_model("coordination", "Agent")
+    ArchivalEntry = apps.get_model("memory", "ArchivalEntry")
+    constellation = Constellation.objects.create(
+        name="Mig", partner=User.objects.create(username="mig")
+    )
+    agent = Agent.objects.create(constellation=constellation, name="Old")
+    for source in ("user", "agent"):
+        ArchivalEntry.objects.create(
+            agent=agent,
+            constellation=constellation,
+            content=f"filed by {source}",
+            source=source,
+            content_hash=source,
+        )
+    apps = _migrate(("memory", "0013_archival_lifecycle_fill"))
+    ArchivalEntry = apps.get_model("memory", "ArchivalEntry")
+    rows = set(ArchivalEntry.objects.values_list("source", "tier", "lifetime"))
+    assert rows == {
+        ("partner", "agent", "long_term"),
+        ("agent", "agent", "long_term"),
+    }
+    assert not ArchivalEntry.objects.filter(superseded_at__isnull=False).exists()
+    apps = _migrate(("memory", "0011_pgsearch_text_and_vector_tables"))
+    ArchivalEntry = apps.get_model("memory", "ArchivalEntry")
+    assert ArchivalEntry.objects.filter(source="user").count() == 1
+    _migrate()

@@ -433,7 +433,9 @@ def test_partner_tunes_decay_but_agents_cannot(
 ):
     url = f"/api/constellations/{constellation.pk}/retrieval-config"
     assert partner_api.get(url).json()["rerank_enabled"] is False
-    body = json.dumps({"rerank_enabled": True, "decay_rate": 0.99})
+    body = json.dumps(
+        {"rerank_enabled": True, "decay_rate": 0.99, "constellation_decay_rate": 0.9}
+    )
     tuned = partner_api.put(
         url,
         body,
@@ -445,6 +447,9 @@ def test_partner_tunes_decay_but_agents_cannot(
         "constellation_id": constellation.pk,
         "rerank_enabled": True,
         "decay_rate": 0.99,
+        "conversation_decay_rate": 0.99,
+        "constellation_decay_rate": 0.9,
+        "archival_cap": 10_000,
         "fusion": "weighted",
         "keyword_weight": 0.6,
         "context_weight": 0.2,
@@ -489,7 +494,7 @@ def test_partner_can_file_an_entry_for_an_agent_but_not_a_strangers(
     agent: Any, stranger: Any, partner_api: Client
 ):
     ok = post(partner_api, "/api/archival", {"content": "x", "agent_id": agent.pk})
-    assert ok.status_code == 201 and ok.json()["source"] == "user"
+    assert ok.status_code == 201 and ok.json()["source"] == "partner"
     other = post(
         partner_api, "/api/archival", {"content": "x", "agent_id": stranger.pk}
     )
@@ -583,3 +588,104 @@ def test_all_merges_every_domain_by_score_each_hit_saying_its_kind(
         {"query": "heron", "domain": "activity", "mode": "fts"},
     ).json()
     assert {h["kind"] for h in only["results"]} == {"activity"}
+
+
+def _superseded_pair(agent: Any) -> tuple[ArchivalEntry, ArchivalEntry]:
+    """Two entries of ``agent``, the second merged into the first."""
+    from memory.longterm.services import archival_entry_supersede
+
+    kept = archival_entry_create(agent=agent, content="the boat is moored at pier 4")
+    merged = archival_entry_create(agent=agent, content="boat moored at pier 4")
+    archival_entry_supersede(entry=merged, reason="merged", by=kept)
+    return kept, merged
+
+
+def test_archival_list_hides_superseded_entries_unless_asked_and_filters(
+    agent: Any, partner_api: Client
+):
+    kept, merged = _superseded_pair(agent)
+    archival_entry_create(
+        agent=agent, content="team rota", tier="constellation", lifetime="long_term"
+    )
+    ids = lambda query: [  # noqa: E731
+        e["id"] for e in partner_api.get(f"/api/archival?{query}").json()["results"]
+    ]
+    assert merged.pk not in ids("") and kept.pk in ids("")
+    listed = partner_api.get("/api/archival?include_superseded=true").json()
+    row = next(e for e in listed["results"] if e["id"] == merged.pk)
+    assert row["superseded_by_id"] == kept.pk and row["superseded_reason"] == "merged"
+    assert len(ids("tier=constellation")) == 1
+    assert len(ids("lifetime=long_term&source=agent")) == 1
+    assert ids("source=partner") == []
+    assert partner_api.get("/api/archival?tier=galaxy").status_code == 422
+
+
+def test_only_the_partner_restores_a_superseded_entry(
+    agent: Any, partner_api: Client, agent_client: Client, stranger: Any
+):
+    _kept, merged = _superseded_pair(agent)
+    url = f"/api/archival/{merged.pk}/restore"
+    assert post(agent_client, url, {}).status_code == 403
+    _other_kept, theirs = _superseded_pair(stranger)
+    assert (
+        post(partner_api, f"/api/archival/{theirs.pk}/restore", {}).status_code == 404
+    )
+    restored = post(partner_api, url, {})
+    assert restored.status_code == 200 and restored.json()["superseded_at"] is None
+    assert post(partner_api, url, {}).status_code == 409  # not superseded now
+    ids = [e["id"] for e in agent_client.get("/api/archival").json()["results"]]
+    assert merged.pk in ids
+
+
+def test_a_hard_delete_is_the_partners_alone(
+    agent: Any, partner_api: Client, agent_client: Client
+):
+    item = archival_entry_create(agent=agent, content="delete me for good")
+    url = f"/api/archival/{item.pk}"
+    assert agent_client.delete(url).status_code == 403
+    assert ArchivalEntry.objects.filter(pk=item.pk).exists()
+    headers = {"X-CSRFToken": partner_api.cookies["csrftoken"].value}
+    assert partner_api.delete(url, headers=headers).status_code == 204
+    assert not ArchivalEntry.objects.filter(pk=item.pk).exists()
+
+
+def test_consolidation_runs_are_listed_with_their_counts(
+    agent: Any, partner_api: Client, agent_client: Client, stranger: Any
+):
+    from memory.longterm.consolidation import archival_consolidate
+
+    archival_entry_create(agent=agent, content="twins", importance=0.9)
+    archival_entry_create(agent=agent, content="Twins", importance=0.9)
+    run = archival_consolidate(agent=agent)
+    url = f"/api/constellations/{agent.constellation_id}/consolidation-runs"
+    body = partner_api.get(url).json()
+    assert [(r["id"], r["merged"], r["agent_id"]) for r in body] == [
+        (run.pk, 1, agent.pk)
+    ]
+    assert len(agent_client.get(url).json()) == 1
+    other = f"/api/constellations/{stranger.constellation_id}/consolidation-runs"
+    assert partner_api.get(other).status_code == 404
+
+
+def test_an_entry_is_filed_with_its_tier_lifetime_and_conversation(
+    agent: Any, sibling: Any, agent_client: Client
+):
+    own = conversation_start(agent=agent)
+    body = {
+        "content": "the partner prefers mornings",
+        "tier": "constellation",
+        "lifetime": "long_term",
+        "source_conversation_id": own.pk,
+    }
+    created = post(agent_client, "/api/archival", body)
+    assert created.status_code == 201, created.content
+    row = created.json()
+    assert (row["tier"], row["lifetime"], row["source"]) == (
+        "constellation",
+        "long_term",
+        "agent",
+    )
+    assert row["source_conversation_id"] == own.pk and row["history"] == []
+    theirs = conversation_start(agent=sibling)
+    body["source_conversation_id"] = theirs.pk
+    assert post(agent_client, "/api/archival", body).status_code == 404

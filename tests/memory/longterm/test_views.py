@@ -147,7 +147,7 @@ def test_archival_browser_creates_edits_and_deletes(agent: Any, partner_client: 
     )
     assert created.status_code == 302
     entry = ArchivalEntry.objects.get()
-    assert entry.tags == ["car", "rain"] and entry.source == "user"
+    assert entry.tags == ["car", "rain"] and entry.source == "partner"
     assert "Umbrella in the car" in partner_client.get(url).content.decode()
     csrf_post(
         partner_client,
@@ -273,3 +273,48 @@ def test_archival_browser_treats_an_offset_past_64_bits_as_the_first_page(
     )
     assert page.status_code == 200
     assert "heron" in page.content.decode()
+
+
+def test_archival_page_filters_shows_merges_and_restores(
+    agent: Any, partner_client: Client, no_embedding_model: Any
+):
+    from memory.longterm.consolidation import archival_consolidate
+
+    kept = archival_entry_create(agent=agent, content="The tram stop moved north")
+    merged = archival_entry_create(agent=agent, content="the tram stop moved NORTH")
+    archival_entry_create(
+        agent=agent, content="Shared rota", tier="constellation", lifetime="long_term"
+    )
+    archival_consolidate(agent=agent)
+    url = f"/memory/agents/{agent.pk}/archival/"
+    page = partner_client.get(url).content.decode()
+    assert "The tram stop moved north" in page and "NORTH" not in page
+    assert "1 merged" in page  # the run's counts
+    shown = partner_client.get(url + "?superseded=1").content.decode()
+    assert (
+        "the tram stop moved NORTH" in shown
+        and 'data-testid="superseded-entry"' in shown
+    )
+    assert f"into entry {kept.pk}" in shown
+    only_shared = partner_client.get(url + "?tier=constellation").content.decode()
+    assert "Shared rota" in only_shared and "tram" not in only_shared
+    long_term = partner_client.get(url + "?lifetime=long_term").content.decode()
+    assert "Shared rota" in long_term and "tram" not in long_term
+    history = partner_client.get(f"/memory/archival/{kept.pk}/edit/").content.decode()
+    assert "merged" in history and "the tram stop moved NORTH" in history
+    csrf_post(partner_client, f"/memory/archival/{merged.pk}/restore/", {})
+    assert ArchivalEntry.objects.get(pk=merged.pk).superseded_at is None
+    history = partner_client.get(f"/memory/archival/{kept.pk}/edit/").content.decode()
+    assert "(restored since)" in history
+
+
+def test_members_cannot_hard_delete_on_the_archival_page(agent: Any):
+    from tests.factories import UserFactory
+
+    member = UserFactory(username="member")
+    agent.constellation.members.add(member)
+    client = Client()
+    client.force_login(member)
+    item = archival_entry_create(agent=agent, content="keep me")
+    client.post(f"/memory/archival/{item.pk}/delete/", {})
+    assert ArchivalEntry.objects.filter(pk=item.pk).exists()
