@@ -64,9 +64,7 @@ def event_line(
             )
         case EventType.TOOL_EXECUTED:
             failed = "" if d.get("success", True) else " (failed)"
-            return _with(
-                f"{who} ran {d.get('tool', 'a tool')}{failed}", d.get("summary")
-            )
+            return f"{who} ran {d.get('tool', 'a tool')}{failed}"
         case EventType.MEMORY_BLOCK_UPDATED:
             # Whose block it is matters most when someone else changed it.
             whose = f"{subject}'s" if subject not in (who, SYSTEM, "") else "the"
@@ -111,9 +109,12 @@ def event_line(
                 f" ({d.get('outcome', 'done')})"
             )
         case EventType.CONSOLIDATION_RUN:
+            whose = f"{subject}'s" if subject not in (who, SYSTEM, "") else "the"
             return (
-                f"{who} consolidated memory: {d.get('promoted', 0)} promoted, "
-                f"{d.get('merged', 0)} merged, {d.get('pruned', 0)} pruned"
+                f"{who} consolidated {whose} memory: {d.get('promoted', 0)} "
+                f"promoted, {d.get('merged', 0)} merged, "
+                f"{d.get('contradicted', 0)} contradicted, {d.get('pruned', 0)} "
+                f"pruned, {d.get('capped', 0)} over the cap"
             )
         case EventType.HANDOFF_INITIATED:
             return _with(

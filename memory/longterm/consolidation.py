@@ -432,22 +432,18 @@ def _consolidate_apply(
         decided_by=decided_by,
         **asdict(counts),
     )
-    event_record(
-        actor=Actor.system(),
-        agent=scope.agent,
-        constellation_id=scope.constellation.pk,
-        event_type=EventType.TOOL_EXECUTED,
-        details={
-            "tool": "archival_consolidate",
-            "run_id": run.pk,
-            "summary": (
-                f"{counts.promoted} promoted, {counts.merged} merged,"
-                f" {counts.contradicted} contradicted, {counts.pruned} pruned,"
-                f" {counts.capped} over the cap"
-            ),
-            **asdict(counts),
-        },
-    )
+    # A run that changed nothing is not news: every scope is consolidated
+    # several times a day, and quiet runs would crowd the stream out.
+    changed = asdict(counts)
+    del changed["scored"]
+    if any(changed.values()):
+        event_record(
+            actor=Actor.system(),
+            agent=scope.agent,
+            constellation_id=scope.constellation.pk,
+            event_type=EventType.CONSOLIDATION_RUN,
+            details={"run_id": run.pk, **asdict(counts)},
+        )
     return run
 
 

@@ -241,11 +241,10 @@ def test_a_run_shows_in_the_activity_stream_with_its_counts(
     entry(agent, "The printer is on floor 2")
     with django_capture_on_commit_callbacks(execute=True):
         run = archival_consolidate(agent=agent)
-    (event,) = ActivityEvent.objects.filter(
-        event_type=EventType.TOOL_EXECUTED, details__tool="archival_consolidate"
-    )
+    (event,) = ActivityEvent.objects.filter(event_type=EventType.CONSOLIDATION_RUN)
     assert event.details["agent_id"] == agent.pk
     assert event.details["run_id"] == run.pk and event.details["merged"] == 1
+    assert event.text.startswith(f"System consolidated {agent.name}'s memory: ")
     assert "1 merged" in event.text
 
 
@@ -310,3 +309,15 @@ def test_the_schedule_runs_the_task_and_a_starting_worker_catches_up(
     )
     worker_ready.send(sender=None)
     assert sent == [()]
+
+
+def test_a_run_that_changes_nothing_is_not_in_the_activity_stream(
+    agent: Any, django_capture_on_commit_callbacks: Any, no_embedding_model: Any
+):
+    from activity.stream.models import ActivityEvent, EventType
+
+    entry(agent, "the printer is on floor 2")
+    with django_capture_on_commit_callbacks(execute=True):
+        run = archival_consolidate(agent=agent)
+    assert run.merged == run.promoted == run.pruned == 0
+    assert not ActivityEvent.objects.filter(event_type=EventType.CONSOLIDATION_RUN)
