@@ -9,6 +9,7 @@ import pytest
 from django.apps import apps
 from django.contrib.auth import get_user_model
 
+from activity.models import ActivityTerm
 from memory.longterm.search import memory_search
 from memory.search.index import index_clear
 from memory.search.registry import search_tables
@@ -77,11 +78,33 @@ def test_round_trip_into_an_empty_site_reproduces_every_table(built):
         label for label, rows in before.items() if not rows
     ]
     archive = export_bytes(built)
+    old_ids = set(Agent.objects.values_list("pk", flat=True))
 
     site_empty()
     result = constellation_import(source=archive)
 
     assert canonical(result.constellation) == before
+    # The ids did change, and what named them in JSON followed.
+    lead = result.constellation.agents.get(name="Lead")
+    assert lead.pk not in old_ids
+    assert result.constellation.agent_groups.get().config["leader_id"] == lead.pk
+    # The comparison above reads ids with the importer's own declarations:
+    # each kind of declared id is also checked on its own.
+    notes = result.constellation.memory_blocks.get(label="notes")
+    assert (str(lead.pk), "agent") in notes.updates.values_list(
+        "actor_id", "actor_kind"
+    )
+    assert notes.updates.filter(pk=notes.snapshot_upto).exists()
+    assert lead.blocks_seen.get(block=notes).upto in set(
+        notes.updates.values_list("pk", flat=True)
+    )
+    partner = get_user_model().objects.get(username="partner")
+    assert result.constellation.tasks.get(title="Report").updated_by == (
+        f"human:{partner.pk}"
+    )
+    assert set(
+        ActivityTerm.objects.values_list("constellation_id_value", flat=True)
+    ) == {result.constellation.pk}
     assert result.agents == ["Helper", "Lead"]
     assert get_user_model().objects.get(username="member").has_usable_password() is (
         False
