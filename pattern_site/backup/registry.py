@@ -12,6 +12,7 @@ new table cannot silently stay behind.
 
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import models
 
@@ -56,7 +57,8 @@ from memory.models import (
     RetrievalConfig,
 )
 
-USER = "auth.user"
+# The user model, by label: users travel by username, not by id.
+USER = settings.AUTH_USER_MODEL.lower()
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 import numpy as np
-from django.conf import settings
 from django.db import models, transaction
 from django.utils import timezone
 
@@ -32,14 +31,13 @@ from pattern_site.backup.archive import (
     archive_write,
     data_member,
 )
-from pattern_site.backup.registry import OWNED, Owned, Ref, label, user_model
+from pattern_site.backup.registry import OWNED, USER, Owned, Ref, label, user_model
 from pattern_site.kernel.agents.models import Agent, Constellation
 from pattern_site.kernel.errors import Conflict
 
 # The id maps of an import: model label -> {id in the archive: id here}.
 IdMaps = dict[str, dict[Any, Any]]
 
-USER = settings.AUTH_USER_MODEL.lower()
 VECTOR_KEY = "vector"
 
 

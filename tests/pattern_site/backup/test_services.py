@@ -14,9 +14,8 @@ from memory.longterm.search import memory_search
 from memory.search.index import index_clear
 from memory.search.registry import search_tables
 from pattern_site.backup.archive import MANIFEST, InvalidArchive
-from pattern_site.backup.registry import EXCLUDED, OWNED, SITE_APPS
+from pattern_site.backup.registry import EXCLUDED, OWNED, SITE_APPS, USER
 from pattern_site.backup.services import (
-    USER,
     constellation_export,
     constellation_import,
     constellation_rows,
