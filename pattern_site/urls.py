@@ -11,6 +11,7 @@ urlpatterns = [
     path("login/", PartnerLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("pattern_site.kernel.agents.urls")),
+    path("", include("pattern_site.backup.urls")),
     path("", include("coordination.work.urls")),
     path("memory/", include("memory.urls")),
     path("activity/", include("activity.urls")),

@@ -159,6 +159,17 @@ def archival_entry_create(
 
 
 def _index_archival(entry: ArchivalEntry) -> None:
+    _archival_texts_put(entry)
+    embedding_schedule(kind="archival", row_ids=[entry.pk])
+
+
+def archival_entries_reindex(*, entry_ids: Sequence[int]) -> None:
+    """Put these entries' keyword-index rows (back) in place."""
+    for entry in ArchivalEntry.objects.filter(pk__in=list(entry_ids)).order_by("pk"):
+        _archival_texts_put(entry)
+
+
+def _archival_texts_put(entry: ArchivalEntry) -> None:
     # The context: the same agent's entries just before this one.  It is
     # fixed when the entry is indexed; editing an entry leaves the context
     # of the entries after it as it was.
@@ -172,7 +183,6 @@ def _index_archival(entry: ArchivalEntry) -> None:
         contexts={entry.pk: context_text(previous[::-1])},
         dates={entry.pk: _archival_date(entry)},
     )
-    embedding_schedule(kind="archival", row_ids=[entry.pk])
 
 
 def _archival_date(entry: ArchivalEntry) -> date:
@@ -427,23 +437,7 @@ def messages_append(
                 conversation=locked, position__gt=locked.message_count
             )
         )
-    # Each message's context: the messages just before it in the
-    # conversation (earlier appends, then this one's).
-    texts = list(
-        Message.objects.filter(conversation=locked, position__lte=locked.message_count)
-        .order_by("-position")
-        .values_list("content", flat=True)[:CONTEXT_ROWS]
-    )[::-1]
-    contexts: dict[int, str] = {}
-    for message in created:
-        contexts[message.pk] = context_text(texts)
-        texts.append(message.content)
-    index_put_texts(
-        MESSAGE_INDEX,
-        rows=[(m.pk, m.constellation_id, m.agent_id, m.content) for m in created],
-        contexts=contexts,
-        dates={m.pk: m.created_at.date() for m in created},
-    )
+    _messages_texts_put(locked, created)
     embedding_schedule(kind="message", row_ids=[m.pk for m in created])
     locked.message_count += len(created)
     fields = ["message_count", "updated_at"]
@@ -465,6 +459,39 @@ _MESSAGE_EVENTS = {
     MessageRole.USER: EventType.MESSAGE_RECEIVED,
     MessageRole.ASSISTANT: EventType.MESSAGE_SENT,
 }
+
+
+def _messages_texts_put(conversation: Conversation, messages: list[Message]) -> None:
+    """Index consecutive ``messages`` of ``conversation`` (position order)."""
+    # Each message's context: the messages just before it in the
+    # conversation (earlier appends, then this one's).
+    texts = list(
+        Message.objects.filter(
+            conversation=conversation, position__lt=messages[0].position
+        )
+        .order_by("-position")
+        .values_list("content", flat=True)[:CONTEXT_ROWS]
+    )[::-1]
+    contexts: dict[int, str] = {}
+    for message in messages:
+        contexts[message.pk] = context_text(texts)
+        texts.append(message.content)
+    index_put_texts(
+        MESSAGE_INDEX,
+        rows=[(m.pk, m.constellation_id, m.agent_id, m.content) for m in messages],
+        contexts=contexts,
+        dates={m.pk: m.created_at.date() for m in messages},
+    )
+
+
+def messages_reindex(*, message_ids: Sequence[int]) -> None:
+    """Put these messages' keyword-index rows (back) in place; each one's
+    context is read from its stored conversation."""
+    rows = Message.objects.filter(pk__in=list(message_ids)).select_related(
+        "conversation"
+    )
+    for message in rows.order_by("conversation_id", "position"):
+        _messages_texts_put(message.conversation, [message])
 
 
 def _message_events(*, conversation: Conversation, messages: list[Message]) -> None:

@@ -14,7 +14,7 @@ from django.db import (
 from django.db.models import F
 
 from memory.search.embedder import embed_texts, embedding_status
-from memory.search.index import index_put_vectors
+from memory.search.index import index_put_texts, index_put_vectors
 from memory.search.registry import EmbeddingState, search_table, search_tables
 from memory.search.tasks import embeddings_refresh_task
 from pattern_site.kernel.batching import Batcher
@@ -144,3 +144,19 @@ def embedding_backfill(*, batch: int | None = None) -> dict[str, int]:
             embeddings_refresh(kind=table.kind, row_ids=ids) if ids else 0
         )
     return done
+
+
+def search_rows_reindex(*, kind: str, row_ids: Sequence[int]) -> None:
+    """Put the keyword-index rows of these base rows (back) in place: rows
+    written without their services (a restored backup) become searchable."""
+    table = search_table(kind)
+    if not row_ids:
+        return
+    if table.reindex is not None:
+        table.reindex(row_ids)
+        return
+    index = table.index
+    rows = table.model.objects.filter(pk__in=list(row_ids)).values_list(
+        "pk", index.scope_column, index.owner_column, "content"
+    )
+    index_put_texts(index, rows=list(rows))

@@ -8,7 +8,7 @@ and the index's scope and owner columns (``constellation_id`` and
 ``agent_id`` unless its ``TextIndex`` names others).
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from django.db import models
@@ -29,6 +29,10 @@ class SearchTable:
     # Called with the ids of rows whose vectors were just stored, by apps
     # that follow their rows' indexing (progress, readiness).
     on_embedded: Callable[[list[int]], None] | None = None
+    # Puts the keyword-index rows of these rows back (their text, and the
+    # context and date the owning app indexes with them); None: the row's
+    # own text only (``memory.search.pipeline.search_rows_reindex``).
+    reindex: Callable[[Sequence[int]], None] | None = None
 
 
 _TABLES: dict[str, SearchTable] = {}
@@ -40,6 +44,7 @@ def search_table_register(
     model: type[models.Model],
     index: TextIndex | None = None,
     on_embedded: Callable[[list[int]], None] | None = None,
+    reindex: Callable[[Sequence[int]], None] | None = None,
 ) -> SearchTable:
     """Make ``model``'s rows searchable as ``kind`` (idempotent)."""
     table = SearchTable(
@@ -47,6 +52,7 @@ def search_table_register(
         model=model,
         index=index or TextIndex(model._meta.db_table),
         on_embedded=on_embedded,
+        reindex=reindex,
     )
     existing = _TABLES.get(kind)
     if existing is not None and existing.model is not model:
@@ -64,3 +70,8 @@ def search_table(kind: str) -> SearchTable:
 
 def search_tables() -> tuple[SearchTable, ...]:
     return tuple(_TABLES.values())
+
+
+def search_table_of(model: type[models.Model]) -> SearchTable | None:
+    """The searchable table ``model`` is registered as, if any."""
+    return next((t for t in _TABLES.values() if t.model is model), None)

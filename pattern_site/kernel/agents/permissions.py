@@ -10,7 +10,7 @@ own and its constellation's humans'; for other agents it does not exist.
 from django.db.models import Q
 
 from pattern_site.kernel.actors import Actor
-from pattern_site.kernel.agents.models import Agent
+from pattern_site.kernel.agents.models import Agent, Constellation
 
 
 def constellation_filter(actor: Actor) -> Q | None:
@@ -44,3 +44,13 @@ def agent_is_self(actor: Actor, agent_id: int | None) -> bool:
     if actor.agent is None:
         return False
     return agent_id is None or agent_id == actor.agent.pk
+
+
+def constellation_can_export(actor: Actor, constellation: Constellation) -> bool:
+    """Taking a whole constellation away (its backup) is for its partner."""
+    return actor.user is not None and constellation.partner_id == actor.user.pk
+
+
+def constellation_can_import(actor: Actor) -> bool:
+    """Any person may bring a constellation in: they become its partner."""
+    return actor.kind == "human"

@@ -10,6 +10,7 @@ from django.shortcuts import redirect, render
 
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.forms import AgentModelForm
+from pattern_site.kernel.agents.permissions import constellation_can_export
 from pattern_site.kernel.agents.selectors import (
     agent_get_for_actor,
     agent_get_for_change,
@@ -45,7 +46,11 @@ def constellation_detail(request: HttpRequest, constellation_id: int) -> HttpRes
     return render(
         request,
         "dashboard/constellation.html",
-        {"constellation": constellation, "agents": agents},
+        {
+            "constellation": constellation,
+            "agents": agents,
+            "can_export": constellation_can_export(actor, constellation),
+        },
     )
 
 
