@@ -37,6 +37,7 @@ from coordination.models import (
     RunDelivery,
     Task,
 )
+from coordination.work.selectors import HANDOFF, TASK
 from folders.models import (
     FilePassage,
     Folder,
@@ -44,6 +45,7 @@ from folders.models import (
     FolderFile,
     OpenFile,
 )
+from memory.longterm.selectors import CONVERSATION
 from memory.models import (
     ArchivalEntry,
     BlockApproval,
@@ -51,6 +53,7 @@ from memory.models import (
     BlockSeen,
     BlockSnapshot,
     BlockUpdate,
+    ConsolidationRun,
     Conversation,
     MemoryBlock,
     Message,
@@ -93,6 +96,9 @@ class Owned:
     json_ids: dict[str, dict[str, Ref]] = field(default_factory=dict)
     # JSON columns -> {key: Ref}: the key's value is an object keyed by ids.
     json_keyed: dict[str, dict[str, Ref]] = field(default_factory=dict)
+    # (kind column, id column, {kind: Ref}): an id whose table the kind
+    # column names (what an activity event is about).
+    object_pairs: tuple[tuple[str, str, dict[str, Ref]], ...] = ()
 
     @property
     def label(self) -> str:
@@ -129,6 +135,15 @@ ACTIVITY_DETAIL_IDS = {
     "task": Ref(label(Task), prefix="task-"),
 }
 
+# The objects an activity event is about, by kind.
+ACTIVITY_OBJECTS = {
+    TASK: Ref(label(Task)),
+    HANDOFF: Ref(label(HandoffNote)),
+    CONVERSATION: Ref(label(Conversation)),
+}
+# An archival entry's history names the entries it was merged with.
+ENTRY_HISTORY_IDS = {"entry_id": Ref(label(ArchivalEntry))}
+
 OWNED: tuple[Owned, ...] = (
     Owned(Constellation, "pk"),
     Owned(Agent, "constellation"),
@@ -151,7 +166,8 @@ OWNED: tuple[Owned, ...] = (
         "block__constellation",
         ids={"upto": Ref(label(BlockUpdate))},
     ),
-    Owned(ArchivalEntry, "constellation"),
+    Owned(ArchivalEntry, "constellation", json_ids={"history": ENTRY_HISTORY_IDS}),
+    Owned(ConsolidationRun, "constellation"),
     Owned(Conversation, "constellation"),
     Owned(Message, "constellation"),
     Owned(RetrievalConfig, "constellation"),
@@ -204,6 +220,7 @@ OWNED: tuple[Owned, ...] = (
         ActivityEvent,
         "constellation",
         json_ids={"details": ACTIVITY_DETAIL_IDS},
+        object_pairs=(("object_kind", "object_id", ACTIVITY_OBJECTS),),
     ),
     Owned(
         ActivityTerm,

@@ -156,6 +156,10 @@ def soft_refs_remap(owned: Owned, fields: dict[str, Any], maps: IdMaps) -> dict:
             out[column] = f"{kind}:{_actor_remap(kind, actor_id, maps)}"
     for kind_column, id_column in owned.actor_pairs:
         out[id_column] = _actor_remap(fields[kind_column], fields[id_column], maps)
+    for kind_column, id_column, refs in owned.object_pairs:
+        ref = refs.get(fields[kind_column])
+        if ref is not None:
+            out[id_column] = _ref_remap(ref, fields[id_column], maps)
     for column in owned.json_ids.keys() | owned.json_keyed.keys():
         out[column] = _json_remap(
             fields[column],

@@ -34,6 +34,7 @@ from memory.blocks.services import (
     block_operate,
     block_share,
 )
+from memory.longterm.consolidation import archival_consolidate
 from memory.longterm.services import (
     agent_summary_from_messages,
     archival_entry_create,
@@ -88,6 +89,8 @@ def _fill(constellation: Any, partner: Any) -> None:
     archival_entry_create(
         agent=lead, content="Deploys happen on Tuesdays.", label="deploys"
     )
+    archival_entry_create(agent=lead, content="the partner takes tea at five.")
+    archival_consolidate(agent=lead)
     conversation = conversation_start(agent=lead, title="planning")
     messages_append(
         conversation=conversation,

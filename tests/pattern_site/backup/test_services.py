@@ -9,7 +9,7 @@ import pytest
 from django.apps import apps
 from django.contrib.auth import get_user_model
 
-from activity.models import ActivityTerm
+from activity.models import ActivityEvent, ActivityTerm
 from memory.longterm.search import memory_search
 from memory.search.index import index_clear
 from memory.search.registry import search_tables
@@ -98,9 +98,14 @@ def test_round_trip_into_an_empty_site_reproduces_every_table(built):
         notes.updates.values_list("pk", flat=True)
     )
     partner = get_user_model().objects.get(username="partner")
-    assert result.constellation.tasks.get(title="Report").updated_by == (
-        f"human:{partner.pk}"
+    report = result.constellation.tasks.get(title="Report")
+    assert report.updated_by == f"human:{partner.pk}"
+    # What an event is about follows its object's new id.
+    about = ActivityEvent.objects.filter(object_kind="task").values_list(
+        "object_id", flat=True
     )
+    assert report.pk in set(about)
+    assert set(about) <= set(result.constellation.tasks.values_list("pk", flat=True))
     assert set(
         ActivityTerm.objects.values_list("constellation_id_value", flat=True)
     ) == {result.constellation.pk}
