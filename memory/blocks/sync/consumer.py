@@ -32,6 +32,10 @@ A frame that is not a message of the protocol closes the socket with
 websocket layer, and Daphne lets an application close only with 1000 or
 3000-4999 (anything else becomes 1011 after a timeout and a traceback).
 
+A join is authorised for the token in its auth bytes, else for the actor
+the socket connected as (``scope["actor"]``, put there by
+``pattern_site.kernel.auth.websocket_auth``).
+
 Thin: framing is ``memory.blocks.sync.protocol``; decisions are the
 permission module's and the services'.
 """
@@ -68,7 +72,10 @@ from memory.blocks.sync.broadcast import (
     block_room_leave,
 )
 from pattern_site.kernel.actors import Actor
-from pattern_site.kernel.agents.services import agent_token_actor
+from pattern_site.kernel.agents.services import (
+    agent_token_actor,
+    agent_token_actor_recheck,
+)
 from pattern_site.kernel.errors import (
     ApplicationError,
     AuthenticationFailed,
@@ -150,23 +157,27 @@ class _Room:
     presence: loro.EphemeralStore | None = None
 
 
-def _resolve_actor(*, user: Any, auth: bytes) -> Actor:
-    """An agent by the API token in the join's auth bytes, else the session."""
+def _resolve_actor(*, actor: Actor | None, auth: bytes) -> Actor:
+    """An agent by the API token in the join's auth bytes, else the actor
+    the socket connected as (``scope["actor"]``, see ``kernel.auth``); an
+    agent's token is checked again, as the socket outlives the check."""
     if auth:
         try:
             raw = auth.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise AuthenticationFailed("the auth payload is not a token") from exc
         return agent_token_actor(raw=raw)
-    if user is not None and user.is_authenticated:
-        return Actor.for_user(user)
+    if actor is not None and actor.token_id is not None:
+        return agent_token_actor_recheck(actor=actor)
+    if actor is not None:
+        return actor
     raise AuthenticationFailed("sign in, or send an agent token in the join")
 
 
 def _join_block(
-    *, user: Any, auth: bytes, block_id: str
+    *, actor: Actor | None, auth: bytes, block_id: str
 ) -> tuple[Actor, MemoryBlock, str]:
-    actor = _resolve_actor(user=user, auth=auth)
+    actor = _resolve_actor(actor=actor, auth=auth)
     try:
         block = block_get_for_actor(actor=actor, block_id=block_id)
     except (ValueError, TypeError) as exc:  # not a UUID
@@ -344,7 +355,9 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             return
         try:
             actor, block, access = await database_sync_to_async(_join_block)(
-                user=self.scope.get("user"), auth=message.auth, block_id=message.room_id
+                actor=self.scope.get("actor"),
+                auth=message.auth,
+                block_id=message.room_id,
             )
         except AuthenticationFailed as exc:
             await self._join_error(message, sp.JoinErrorCode.AUTH_FAILED, exc.message)
@@ -487,7 +500,7 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         assert room.peer is not None
         try:
             actor, block, access = await database_sync_to_async(_join_block)(
-                user=self.scope.get("user"), auth=room.auth, block_id=room.room_id
+                actor=self.scope.get("actor"), auth=room.auth, block_id=room.room_id
             )
         except ApplicationError as exc:
             await self._evict(room.room_id, exc.message)

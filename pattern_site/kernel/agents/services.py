@@ -170,6 +170,25 @@ def agent_token_actor(*, raw: str) -> Actor:
     return Actor.for_agent(token.agent, token_id=token.pk)
 
 
+def agent_token_actor_recheck(*, actor: Actor) -> Actor:
+    """``actor`` (bound to a token by :func:`agent_token_actor`) as the
+    database has it now, or ``AuthenticationFailed`` when its token was
+    revoked or its agent deactivated since."""
+    token = None
+    if actor.token_id is not None:
+        token = (
+            AgentToken.objects.select_related("agent__constellation")
+            .filter(pk=actor.token_id, revoked_at__isnull=True, agent__is_active=True)
+            .first()
+        )
+    if token is None:
+        raise AuthenticationFailed(
+            "the agent token this connection authenticated with is revoked, "
+            "or its agent deactivated"
+        )
+    return Actor.for_agent(token.agent, token_id=token.pk)
+
+
 def _token_authenticate(*, raw: str) -> AgentToken:
     token = _TOKEN_BY_HASH.first(key_hash=token_hash(raw))
     if token is None:

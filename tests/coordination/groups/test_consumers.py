@@ -17,7 +17,7 @@ ORIGIN = (b"origin", b"http://127.0.0.1")
 async def agent_socket(agent) -> WebsocketCommunicator:
     issued = await sync_to_async(agent_token_issue)(agent=agent)
     auth = (b"authorization", f"Bearer {issued.raw}".encode())
-    return WebsocketCommunicator(application, "/ws/groups/", headers=[ORIGIN, auth])
+    return WebsocketCommunicator(application, "/ws/groups/", headers=[auth])
 
 
 async def human_socket(user) -> WebsocketCommunicator:
@@ -90,7 +90,7 @@ async def test_the_socket_refuses_a_bad_token():
     communicator = WebsocketCommunicator(
         application,
         "/ws/groups/",
-        headers=[ORIGIN, (b"authorization", b"Bearer pat_wrong")],
+        headers=[(b"authorization", b"Bearer pat_wrong")],
     )
     connected, code = await communicator.connect()
     assert (connected, code) == (False, 4401)

@@ -65,7 +65,7 @@ class Peer:
             app or BlockSyncConsumer.as_asgi(), "/ws/sync/", headers=headers or []
         )
         if user is not None:
-            communicator.scope["user"] = user
+            communicator.scope["actor"] = Actor.for_user(user)
         connected, _ = await communicator.connect()
         assert connected
         return cls(communicator, peer_id)
