@@ -16,9 +16,13 @@ Bearer <token>`` on the upgrade request (a client that sends no
   vote?}, ``delivery.failure`` {delivery_id, reason}: as the HTTP API.
 
 Rights are the selectors' (``coordination.groups.permissions``); domain
-errors come back as ``error`` with the error's code.
+errors come back as ``error`` with the error's code.  An agent whose token
+dies while the socket is open (``pattern_site.kernel.agents.watch``) gets an
+``error`` (``auth_failed``) and the socket is closed with
+``CLOSE_UNAUTHENTICATED``.
 """
 
+import asyncio
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -27,7 +31,12 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from coordination.groups import permissions, selectors, services
 from coordination.groups.schemas import DeliveryOut
 from pattern_site.kernel.actors import Actor
-from pattern_site.kernel.errors import ApplicationError, InvalidInput
+from pattern_site.kernel.agents.watch import token_unwatch, token_watch
+from pattern_site.kernel.errors import (
+    ApplicationError,
+    AuthenticationFailed,
+    InvalidInput,
+)
 from pattern_site.kernel.realtime import (
     CLOSE_UNAUTHENTICATED,
     group_for_inbox,
@@ -117,8 +126,27 @@ class GroupSocketConsumer(AsyncJsonWebsocketConsumer):
         self.watching: dict[int, int] = {}  # run id -> last event sent
         self.subscribed = False
         await self.accept()
+        if self.actor.token_id is not None:
+            token_watch(token_id=self.actor.token_id, on_dead=self._token_dead)
+
+    def _token_dead(self, token_id: int) -> None:
+        """The agent's token died (revoked, rotated, agent deactivated)."""
+        self._ending = asyncio.get_running_loop().create_task(self._revoked())
+
+    async def _revoked(self) -> None:
+        await self.send_json(
+            {
+                "type": "error",
+                "code": AuthenticationFailed.code,
+                "detail": "the agent token of this connection is no longer valid",
+                "ref": None,
+            }
+        )
+        await self.close(code=CLOSE_UNAUTHENTICATED)
 
     async def disconnect(self, code: int) -> None:
+        if self.actor is not None and self.actor.token_id is not None:
+            token_unwatch(token_id=self.actor.token_id, on_dead=self._token_dead)
         for run_id in list(getattr(self, "watching", {})):
             await self.channel_layer.group_discard(
                 group_for_run(run_id), self.channel_name

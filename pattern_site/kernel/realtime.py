@@ -22,10 +22,14 @@ from pattern_site.kernel.layer_send import group_send_from_sync
 logger = logging.getLogger(__name__)
 
 # Websocket close codes (Daphne lets an application close with 1000 or
-# 3000-4999 only): no credential or a refused one; an object the actor may
-# not see (answered as if it did not exist).
+# 3000-4999 only), after their HTTP namesakes: no credential, a refused one
+# or one revoked while the socket was open; an object the actor may not see
+# (answered as if it did not exist); a socket that did not start its work in
+# time; one socket more than an actor may hold open.
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
+CLOSE_IDLE = 4408
+CLOSE_TOO_MANY = 4429
 
 Event = Mapping[str, Any]
 

@@ -102,8 +102,11 @@ def agent_create(
 
 @transaction.atomic
 def agent_token_issue(*, agent: Agent) -> IssuedToken:
-    """Make a new token for ``agent`` and revoke its earlier ones."""
+    """Make a new token for ``agent`` and revoke its earlier ones (their
+    open sockets end, as with :func:`agent_token_revoke`)."""
     revoked = _tokens_revoke(agent=agent)
+    if revoked:
+        rights_revoke_send(agent_id=agent.pk)
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = AgentToken(agent=agent, key_hash=token_hash(raw), prefix=raw[:12])
     token.full_clean()
@@ -337,6 +340,9 @@ def agent_update(
     agent.full_clean()
     agent.save(update_fields=fields)
     if agent.is_active != was_active:
+        if not agent.is_active:
+            # Its open sockets end (they check their tokens again).
+            rights_revoke_send(agent_id=agent.pk)
         event_record(
             actor=actor or Actor.system(),
             agent=agent,
