@@ -104,19 +104,16 @@ async def _replay(chunks: list[bytes]) -> AsyncIterator[bytes]:
 
 django_asgi_app = SyncChainASGIHandler()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from pattern_site.kernel.auth import websocket_origin_validator  # noqa: E402
+from pattern_site.kernel.auth import websocket_auth  # noqa: E402
 from pattern_site.mcp.http import McpHttpApp  # noqa: E402
 from pattern_site.routing import websocket_urlpatterns  # noqa: E402
 
 channels_app = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": websocket_origin_validator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
+        "websocket": websocket_auth(URLRouter(websocket_urlpatterns)),
     }
 )
 

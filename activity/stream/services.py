@@ -37,7 +37,7 @@ from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent, Constellation
 from pattern_site.kernel.db.rows import rows_add, rows_insert
 from pattern_site.kernel.errors import InvalidInput
-from pattern_site.kernel.layer_send import group_send_from_sync
+from pattern_site.kernel.realtime import group_for_constellation, publish_on_commit
 
 logger = logging.getLogger(__name__)
 
@@ -230,27 +230,21 @@ def event_payload(event: ActivityEvent) -> dict[str, Any]:
 
 
 def _broadcast(events: list[ActivityEvent]) -> None:
-    """One message per constellation for the whole batch."""
-    from pattern_site.kernel.agents.consumers import constellation_group
-
+    """One message per constellation for the whole batch; a dashboard that
+    misses it shows the events on its next load."""
     by_constellation: dict[int, list[dict[str, Any]]] = {}
     for event in events:
         by_constellation.setdefault(event.constellation_id, []).append(
             event_payload(event)
         )
-    try:
-        for constellation_id, payloads in by_constellation.items():
-            group_send_from_sync(
-                constellation_group(constellation_id),
-                {
-                    "type": "constellation.event",
-                    "event": {"type": "activity.events", "events": payloads},
-                },
-            )
-    except Exception:
-        # The events are stored; a dashboard that missed the push shows
-        # them on its next load.
-        logger.warning("broadcasting activity events failed", exc_info=True)
+    for constellation_id, payloads in by_constellation.items():
+        publish_on_commit(
+            group_for_constellation(constellation_id),
+            {
+                "type": "constellation.event",
+                "event": {"type": "activity.events", "events": payloads},
+            },
+        )
 
 
 def activity_events_enqueue(pending: list[PendingEvent]) -> None:

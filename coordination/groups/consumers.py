@@ -1,8 +1,9 @@
 """The groups websocket (``/ws/groups/``): watch runs, take and answer work.
 
-Humans authenticate with their session, agents with ``Authorization:
-Bearer <token>`` on the upgrade request (non-browser clients must also
-send an ``Origin`` of an allowed host).  Every message is JSON with a
+The actor is the one the websocket middleware (``kernel.auth``) put in the
+scope: a human by session (a same-site page), an agent by ``Authorization:
+Bearer <token>`` on the upgrade request (a client that sends no
+``Origin``).  Every message is JSON with a
 ``type``; a client may add ``ref``, echoed in the ``ack`` or ``error``.
 
 - ``run.watch`` {run_id, after?}: the run's stored events after ``after``,
@@ -15,42 +16,32 @@ send an ``Origin`` of an allowed host).  Every message is JSON with a
   vote?}, ``delivery.failure`` {delivery_id, reason}: as the HTTP API.
 
 Rights are the selectors' (``coordination.groups.permissions``); domain
-errors come back as ``error`` with the error's code.
+errors come back as ``error`` with the error's code.  An agent whose token
+dies while the socket is open (``pattern_site.kernel.agents.watch``) gets an
+``error`` (``auth_failed``) and the socket is closed with
+``CLOSE_UNAUTHENTICATED``.
 """
 
+import asyncio
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from coordination.groups import permissions, realtime, selectors, services
+from coordination.groups import permissions, selectors, services
 from coordination.groups.schemas import DeliveryOut
 from pattern_site.kernel.actors import Actor
-from pattern_site.kernel.agents.services import agent_token_authenticate
-from pattern_site.kernel.errors import ApplicationError, InvalidInput
-
-CLOSE_UNAUTHENTICATED = 4401
-
-
-def _bearer(scope: dict[str, Any]) -> str | None:
-    for name, value in scope.get("headers", []):
-        if name == b"authorization" and value.lower().startswith(b"bearer "):
-            return value[7:].decode().strip()
-    return None
-
-
-@database_sync_to_async
-def _authenticate(scope: dict[str, Any]) -> Actor | None:
-    token = _bearer(scope)
-    if token is not None:
-        try:
-            return Actor.for_agent(agent_token_authenticate(raw=token))
-        except ApplicationError:
-            return None
-    user = scope.get("user")
-    if user is not None and user.is_authenticated:
-        return Actor.for_user(user)
-    return None
+from pattern_site.kernel.agents.watch import token_unwatch, token_watch
+from pattern_site.kernel.errors import (
+    ApplicationError,
+    AuthenticationFailed,
+    InvalidInput,
+)
+from pattern_site.kernel.realtime import (
+    CLOSE_UNAUTHENTICATED,
+    group_for_inbox,
+    group_for_run,
+)
 
 
 @database_sync_to_async
@@ -128,22 +119,41 @@ class GroupSocketConsumer(AsyncJsonWebsocketConsumer):
     actor: Actor | None = None
 
     async def connect(self) -> None:
-        self.actor = await _authenticate(self.scope)
+        self.actor = self.scope.get("actor")
         if self.actor is None:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.watching: dict[int, int] = {}  # run id -> last event sent
         self.subscribed = False
         await self.accept()
+        if self.actor.token_id is not None:
+            token_watch(token_id=self.actor.token_id, on_dead=self._token_dead)
+
+    def _token_dead(self, token_id: int) -> None:
+        """The agent's token died (revoked, rotated, agent deactivated)."""
+        self._ending = asyncio.get_running_loop().create_task(self._revoked())
+
+    async def _revoked(self) -> None:
+        await self.send_json(
+            {
+                "type": "error",
+                "code": AuthenticationFailed.code,
+                "detail": "the agent token of this connection is no longer valid",
+                "ref": None,
+            }
+        )
+        await self.close(code=CLOSE_UNAUTHENTICATED)
 
     async def disconnect(self, code: int) -> None:
+        if self.actor is not None and self.actor.token_id is not None:
+            token_unwatch(token_id=self.actor.token_id, on_dead=self._token_dead)
         for run_id in list(getattr(self, "watching", {})):
             await self.channel_layer.group_discard(
-                realtime.run_channel_group(run_id), self.channel_name
+                group_for_run(run_id), self.channel_name
             )
         if getattr(self, "subscribed", False) and self.actor and self.actor.agent:
             await self.channel_layer.group_discard(
-                realtime.inbox_channel_group(self.actor.agent.pk), self.channel_name
+                group_for_inbox(self.actor.agent.pk), self.channel_name
             )
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
@@ -176,22 +186,20 @@ class GroupSocketConsumer(AsyncJsonWebsocketConsumer):
             run_id = int(content.get("run_id", 0))
             await _watch(self.actor, run_id)
             self.watching[run_id] = int(content.get("after", 0))
-            await self.channel_layer.group_add(
-                realtime.run_channel_group(run_id), self.channel_name
-            )
+            await self.channel_layer.group_add(group_for_run(run_id), self.channel_name)
             await self._send_events(run_id)
         elif kind == "run.unwatch":
             run_id = int(content.get("run_id", 0))
             self.watching.pop(run_id, None)
             await self.channel_layer.group_discard(
-                realtime.run_channel_group(run_id), self.channel_name
+                group_for_run(run_id), self.channel_name
             )
         elif kind == "inbox.subscribe":
             permissions.inbox_check_read(actor=self.actor)
             assert self.actor.agent is not None
             self.subscribed = True
             await self.channel_layer.group_add(
-                realtime.inbox_channel_group(self.actor.agent.pk), self.channel_name
+                group_for_inbox(self.actor.agent.pk), self.channel_name
             )
             await self._send_inbox()
         elif kind in DELIVERY_ACTIONS:

@@ -3,7 +3,8 @@
 Both are async iterators handed to Django as the body of a streaming
 response, so under Daphne they wait on the event loop, not on one of the
 few HTTP threads.  They read the database (in a worker thread) when woken
-by ``realtime`` or every ``GROUPS_POLL_SECONDS``, whichever comes first.
+by ``coordination.groups.realtime`` or every ``GROUPS_POLL_SECONDS``,
+whichever comes first.
 """
 
 import asyncio
@@ -18,9 +19,9 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import close_old_connections
 
-from coordination.groups import realtime
 from coordination.groups.models import GroupRunEvent
 from coordination.groups.selectors import run_events_after
+from pattern_site.kernel.realtime import group_for_inbox, group_for_run
 
 # Comment lines keep proxies and clients from timing an idle stream out.
 KEEPALIVE_SECONDS = 15.0
@@ -65,7 +66,7 @@ async def run_event_stream(*, run_id: int, after: int) -> AsyncIterator[bytes]:
     """Server-Sent Events of a run from ``after`` on, ending with the run."""
     read = _in_thread(run_events_after)
     poll = settings.GROUPS_POLL_SECONDS
-    async with woken_by(realtime.run_channel_group(run_id)) as wait:
+    async with woken_by(group_for_run(run_id)) as wait:
         yield b"retry: 1000\n\n"
         idle_since = time.monotonic()
         while True:
@@ -94,7 +95,7 @@ async def inbox_long_poll(
     claim = _in_thread(lambda: take())
     deadline = time.monotonic() + wait_seconds
     poll = settings.GROUPS_POLL_SECONDS
-    async with woken_by(realtime.inbox_channel_group(agent_id)) as wait:
+    async with woken_by(group_for_inbox(agent_id)) as wait:
         while True:
             items = await claim()
             left = deadline - time.monotonic()

@@ -24,8 +24,6 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from asgiref.sync import async_to_sync
-from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -48,7 +46,6 @@ from coordination.work.permissions import (
 )
 from coordination.work.selectors import HANDOFF, NOTES_KEY, TASK
 from pattern_site.kernel.actors import Actor
-from pattern_site.kernel.agents.consumers import constellation_group
 from pattern_site.kernel.agents.models import Agent, Constellation
 from pattern_site.kernel.errors import (
     Conflict,
@@ -58,6 +55,7 @@ from pattern_site.kernel.errors import (
     full_clean,
 )
 from pattern_site.kernel.events import EventType, Importance, event_record
+from pattern_site.kernel.realtime import group_for_constellation, publish_on_commit
 
 # Turns a model's ValidationError into InvalidInput naming each field.
 
@@ -68,28 +66,11 @@ NOTES_KEPT = 100
 NOTE_MAX_CHARS = 2_000
 
 
-def _broadcast(*, constellation_id: int, event: dict[str, Any]) -> None:
-    """Tell the constellation's open pages; a committed write stands even
-    when the channel layer is down, so failures are logged, not raised."""
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    group = constellation_group(constellation_id)
-    # An in-memory layer reaches only this process: skip the loop hop when
-    # no page of this constellation is open here.
-    if isinstance(layer, InMemoryChannelLayer) and not layer.groups.get(group):
-        return
-    try:
-        async_to_sync(layer.group_send)(
-            group, {"type": "constellation.event", "event": event}
-        )
-    except Exception:
-        logger.exception("could not broadcast %s", event.get("type"))
-
-
 def _broadcast_later(*, constellation_id: int, event: dict[str, Any]) -> None:
-    transaction.on_commit(
-        lambda: _broadcast(constellation_id=constellation_id, event=event)
+    """Tell the constellation's open pages once the write commits."""
+    publish_on_commit(
+        group_for_constellation(constellation_id),
+        {"type": "constellation.event", "event": event},
     )
 
 

@@ -3,19 +3,25 @@
 Agents send ``Authorization: Bearer <token>``; humans use their Django
 session (with CSRF enforced on writes).  No credential at all is a 401 (never
 a CSRF failure).  A present but wrong bearer token is a 401 with its reason;
-it never falls back to the session.  Websockets:
-:func:`websocket_origin_validator` (agents join with their token).
+it never falls back to the session.  Websockets: :func:`websocket_auth`.
 """
 
 from typing import Any
 
-from channels.security.websocket import AllowedHostsOriginValidator
+from channels.auth import AuthMiddlewareStack
+from channels.db import database_sync_to_async
+from channels.security.websocket import AllowedHostsOriginValidator, WebsocketDenier
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
 from django.http import HttpRequest, parse_cookie
 from ninja.security import HttpBearer, SessionAuth
 
 from pattern_site.kernel.actors import Actor
-from pattern_site.kernel.agents.services import agent_token_authenticate
+from pattern_site.kernel.agents.services import (
+    agent_token_actor,
+    agent_token_authenticate,
+)
+from pattern_site.kernel.errors import ApplicationError
 
 
 class AgentTokenAuth(HttpBearer):
@@ -48,26 +54,62 @@ def request_actor(request: HttpRequest) -> Actor:
     return actor
 
 
-def websocket_origin_validator(application: Any) -> Any:
-    """Channels' same-site ``Origin`` check for websockets, except for a
-    connection that sends neither an ``Origin`` nor a session cookie.
+def websocket_auth(application: Any) -> Any:
+    """Authenticate a websocket once, on its upgrade request, and put the
+    actor in ``scope["actor"]`` (None: no credential, or a refused one).
 
-    The check stops another site's page from opening a socket with the
-    partner's session cookie; a browser always sends ``Origin``.  Agent
-    clients (not browsers) send no ``Origin`` and no cookie: they
-    authenticate with their token in each join, so nothing of a session can
-    be borrowed, and they are let through (as anonymous).  A session
-    cookie without an ``Origin`` is refused.
+    A browser always sends ``Origin``: such a connection is authenticated by
+    its session only, and only from a same-site ``Origin`` (Channels'
+    ``AllowedHostsOriginValidator``), so another site's page cannot open a
+    socket with a partner's session cookie; an ``Authorization`` header on
+    it is ignored.  A connection without ``Origin`` is not a browser's: it
+    is authenticated by an agent token (``Authorization: Bearer``) or not at
+    all, and one that carries a session cookie is refused, as a session
+    cookie without ``Origin`` is no browser's either.  The actor is bound to
+    its token (``agent_token_actor``): a socket outlives the check.
     """
-    checked = AllowedHostsOriginValidator(application)
+    browser = AllowedHostsOriginValidator(
+        AuthMiddlewareStack(_session_actor(application))
+    )
 
-    async def validate(scope: dict[str, Any], receive: Any, send: Any) -> Any:
+    async def authenticate(scope: dict[str, Any], receive: Any, send: Any) -> Any:
         headers = dict(scope.get("headers") or ())
-        if b"origin" not in headers and not _has_session_cookie(headers):
-            return await application(scope, receive, send)
-        return await checked(scope, receive, send)
+        if b"origin" in headers:
+            return await browser(scope, receive, send)
+        if _has_session_cookie(headers):
+            return await WebsocketDenier()(scope, receive, send)
+        token = _bearer(headers)
+        actor = None if token is None else await _token_actor(token)
+        scope = {**scope, "user": AnonymousUser(), "actor": actor}
+        return await application(scope, receive, send)
 
-    return validate
+    return authenticate
+
+
+def _session_actor(application: Any) -> Any:
+    async def with_actor(scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        user = scope.get("user")
+        actor = (
+            Actor.for_user(user) if user is not None and user.is_authenticated else None
+        )
+        return await application({**scope, "actor": actor}, receive, send)
+
+    return with_actor
+
+
+@database_sync_to_async
+def _token_actor(raw: str) -> Actor | None:
+    try:
+        return agent_token_actor(raw=raw)
+    except ApplicationError:
+        return None
+
+
+def _bearer(headers: dict[bytes, bytes]) -> str | None:
+    value = headers.get(b"authorization", b"")
+    if not value.lower().startswith(b"bearer "):
+        return None
+    return value[7:].decode("latin1").strip() or None
 
 
 def _has_session_cookie(headers: dict[bytes, bytes]) -> bool:

@@ -337,6 +337,12 @@ PATTERN_SYNC_MAX_UPDATE_BYTES = env.int(
 # Updates a second one socket may send (bursts of twice that); more are
 # refused with rate_limited.  0 turns the limit off.
 PATTERN_SYNC_RATE_LIMIT = env.float("PATTERN_SYNC_RATE_LIMIT", default=200.0)
+# A socket that has joined no block this many seconds after connecting is
+# closed (close code 4408).
+PATTERN_SYNC_JOIN_TIMEOUT = env.float("PATTERN_SYNC_JOIN_TIMEOUT", default=10.0)
+# Sync sockets one agent or person may hold open in one server process; one
+# more is closed (close code 4429).
+PATTERN_SYNC_SOCKETS_PER_ACTOR = env.int("PATTERN_SYNC_SOCKETS_PER_ACTOR", default=32)
 
 # --- Long-term memory search and embedding jobs ----------------------------
 # The quantised fast path: a binary vec0 table gives oversample * k coarse

@@ -15,8 +15,6 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import transaction
-
 from coordination.groups import realtime
 from coordination.groups.deadlines import deadline_schedule
 from coordination.groups.llm_queue import llm_answer_queue
@@ -57,7 +55,7 @@ def _event(run: GroupRun, type_: str, data: dict[str, Any]) -> GroupRunEvent:
 
 def _wake_after_commit(run: GroupRun, agent_ids: Iterable[int] = ()) -> None:
     run_id, agents = run.pk, tuple(sorted(set(agent_ids)))
-    transaction.on_commit(lambda: realtime.wake(run_ids=(run_id,), agent_ids=agents))
+    realtime.wake_on_commit(run_ids=(run_id,), agent_ids=agents)
 
 
 def _deliver(

@@ -8,7 +8,8 @@ any change to a block.  Delivery has two legs:
   to each hub once; the hub encodes the frames once and sends them to every
   peer's socket itself - no channel-layer message, task wake-up or dispatch
   per peer.
-- Other processes get one ``block.updates`` message on :func:`block_group`.
+- Other processes get one ``block.updates`` message on the block's group
+  (``pattern_site.kernel.realtime.group_for_block``).
   When the channel layer reaches other processes (Redis), a hub joins the
   group of each block it has peers for, with one channel per hub, and relays
   what arrives to its peers; it skips its own process's messages, which the
@@ -49,17 +50,13 @@ from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_
 from memory.blocks.sync import protocol as sp
 from pattern_site.kernel import rights
 from pattern_site.kernel.layer_send import layer_send
+from pattern_site.kernel.realtime import group_for_block
 
 logger = logging.getLogger(__name__)
 
 MESSAGE_TYPE = "block.updates"
 # How often a hub tries its channel layer again after it failed.
 RECEIVE_RETRY_SECONDS = 1.0
-
-
-def block_group(block_id: uuid.UUID | str) -> str:
-    """The channel-layer group of a block's room (ASCII, under 100 chars)."""
-    return f"block.{_key(block_id)}"
 
 
 @dataclass(eq=False)
@@ -152,7 +149,7 @@ def block_broadcast(
     layer = get_channel_layer()
     if layer is None:
         return
-    group = block_group(block_id)
+    group = group_for_block(block_id)
     if not _reaches_other_processes(layer) and not layer.groups.get(group):
         return
     send = layer.group_send(
@@ -322,10 +319,10 @@ class _RoomHub:
             wanted = self.cross and key in self.rooms
             if wanted and key not in self.listening:
                 self.listening.add(key)
-                changes.append((self.layer.group_add, block_group(key)))
+                changes.append((self.layer.group_add, group_for_block(key)))
             elif not wanted and key in self.listening:
                 self.listening.discard(key)
-                changes.append((self.layer.group_discard, block_group(key)))
+                changes.append((self.layer.group_discard, group_for_block(key)))
             if bool(self.rooms or self.watchers) != self.rights:
                 self.rights = bool(self.rooms or self.watchers)
                 change = (
@@ -389,7 +386,7 @@ class _RoomHub:
             try:
                 async with self.membership:
                     for key in self.listening:
-                        await self.layer.group_add(block_group(key), self.channel)
+                        await self.layer.group_add(group_for_block(key), self.channel)
                     if self.rights:
                         await self.layer.group_add(rights.RIGHTS_GROUP, self.channel)
             except Exception:

@@ -27,10 +27,26 @@ document sent on joining and each change relayed to it advance the agent's
 use; a task per socket hands the counters over, merging what arrives
 meanwhile, so no frame waits for it.  Human sockets record nothing.
 
-A frame that is not a message of the protocol closes the socket with
-:data:`CLOSE_PROTOCOL_ERROR` (4002): WebSocket's own 1002 is reserved to the
-websocket layer, and Daphne lets an application close only with 1000 or
-3000-4999 (anything else becomes 1011 after a timeout and a traceback).
+A frame that is not a message of the protocol (a text frame other than
+``ping`` included) closes the socket with :data:`CLOSE_PROTOCOL_ERROR`
+(4002): WebSocket's own 1002 is reserved to the websocket layer, and Daphne
+lets an application close only with 1000 or 3000-4999 (anything else
+becomes 1011 after a timeout and a traceback).
+
+An agent token the socket authenticated with (on connecting or in a join)
+that dies - revoked, rotated away, its agent deactivated - ends the socket:
+its rooms get ``RoomError`` (``EVICTED``) and the socket is closed with
+``CLOSE_UNAUTHENTICATED``.  The channel layer's revocation brings that at
+once where it reaches; ``pattern_site.kernel.agents.watch`` finds it in the
+database otherwise (another process, the in-memory layer), within a poll.
+A socket that has joined no room ``PATTERN_SYNC_JOIN_TIMEOUT`` seconds
+after connecting is closed with ``CLOSE_IDLE``; an actor may hold
+``PATTERN_SYNC_SOCKETS_PER_ACTOR`` sockets in one process, and one more is
+closed with ``CLOSE_TOO_MANY``.
+
+A join is authorised for the token in its auth bytes, else for the actor
+the socket connected as (``scope["actor"]``, put there by
+``pattern_site.kernel.auth.websocket_auth``).
 
 Thin: framing is ``memory.blocks.sync.protocol``; decisions are the
 permission module's and the services'.
@@ -43,7 +59,8 @@ import contextvars
 import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,7 +85,11 @@ from memory.blocks.sync.broadcast import (
     block_room_leave,
 )
 from pattern_site.kernel.actors import Actor
-from pattern_site.kernel.agents.services import agent_token_actor
+from pattern_site.kernel.agents.services import (
+    agent_token_actor,
+    agent_token_actor_recheck,
+)
+from pattern_site.kernel.agents.watch import token_unwatch, token_watch
 from pattern_site.kernel.errors import (
     ApplicationError,
     AuthenticationFailed,
@@ -76,6 +97,11 @@ from pattern_site.kernel.errors import (
     LimitExceeded,
     NotFound,
     PermissionDenied,
+)
+from pattern_site.kernel.realtime import (
+    CLOSE_IDLE,
+    CLOSE_TOO_MANY,
+    CLOSE_UNAUTHENTICATED,
 )
 
 logger = logging.getLogger(__name__)
@@ -150,23 +176,27 @@ class _Room:
     presence: loro.EphemeralStore | None = None
 
 
-def _resolve_actor(*, user: Any, auth: bytes) -> Actor:
-    """An agent by the API token in the join's auth bytes, else the session."""
+def _resolve_actor(*, actor: Actor | None, auth: bytes) -> Actor:
+    """An agent by the API token in the join's auth bytes, else the actor
+    the socket connected as (``scope["actor"]``, see ``kernel.auth``); an
+    agent's token is checked again, as the socket outlives the check."""
     if auth:
         try:
             raw = auth.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise AuthenticationFailed("the auth payload is not a token") from exc
         return agent_token_actor(raw=raw)
-    if user is not None and user.is_authenticated:
-        return Actor.for_user(user)
+    if actor is not None and actor.token_id is not None:
+        return agent_token_actor_recheck(actor=actor)
+    if actor is not None:
+        return actor
     raise AuthenticationFailed("sign in, or send an agent token in the join")
 
 
 def _join_block(
-    *, user: Any, auth: bytes, block_id: str
+    *, actor: Actor | None, auth: bytes, block_id: str
 ) -> tuple[Actor, MemoryBlock, str]:
-    actor = _resolve_actor(user=user, auth=auth)
+    actor = _resolve_actor(actor=actor, auth=auth)
     try:
         block = block_get_for_actor(actor=actor, block_id=block_id)
     except (ValueError, TypeError) as exc:  # not a UUID
@@ -249,11 +279,33 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         # (agent id, block id) -> version counter received, not handed over.
         self._looks: dict[tuple[int, str], int] = {}
         self._looks_task: asyncio.Task[None] | None = None
+        self._tokens: set[int] = set()  # watched (see module doc)
+        self._joined = False
+        self._idle: asyncio.TimerHandle | None = None
+        # The actor counted against the cap, and where.
+        self._counted: tuple[dict[str, int], str] | None = None
+        self._ending = False
+        self._tasks: set[asyncio.Task[None]] = set()
         await self.accept()
+        if not await self._authenticated(self.scope.get("actor")):
+            return
+        self._idle = asyncio.get_running_loop().call_later(
+            settings.PATTERN_SYNC_JOIN_TIMEOUT, self._idle_close
+        )
 
     async def disconnect(self, code: int) -> None:
+        self._ending = True
         if self._reaper is not None:
             self._reaper.cancel()
+        if getattr(self, "_idle", None) is not None:
+            self._idle.cancel()
+        for token_id in getattr(self, "_tokens", ()):
+            token_unwatch(token_id=token_id, on_dead=self._token_dead)
+        if getattr(self, "_counted", None) is not None:
+            counts, key = self._counted
+            counts[key] -= 1
+            if not counts[key]:
+                del counts[key]
         for room in list(getattr(self, "rooms", {}).values()):
             await self._leave(room)
         if getattr(self, "_looks_task", None) is not None:
@@ -280,6 +332,9 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         if text_data is not None:
             if text_data == sp.PING:
                 await self.send(text_data=sp.PONG)
+            else:
+                logger.info("closing a sync socket after a text frame")
+                await self.close(code=CLOSE_PROTOCOL_ERROR)
             return
         try:
             message = sp.decode(bytes_data or b"")
@@ -344,7 +399,9 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             return
         try:
             actor, block, access = await database_sync_to_async(_join_block)(
-                user=self.scope.get("user"), auth=message.auth, block_id=message.room_id
+                actor=self.scope.get("actor"),
+                auth=message.auth,
+                block_id=message.room_id,
             )
         except AuthenticationFailed as exc:
             await self._join_error(message, sp.JoinErrorCode.AUTH_FAILED, exc.message)
@@ -354,6 +411,9 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
                 message, sp.JoinErrorCode.APP_ERROR, exc.message, exc.code
             )
             return
+        if not await self._authenticated(actor):
+            return
+        self._joined = True
         if message.crdt == sp.CrdtType.LORO_EPHEMERAL:
             await self._join_presence(message, actor, block)
             return
@@ -487,8 +547,11 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         assert room.peer is not None
         try:
             actor, block, access = await database_sync_to_async(_join_block)(
-                user=self.scope.get("user"), auth=room.auth, block_id=room.room_id
+                actor=self.scope.get("actor"), auth=room.auth, block_id=room.room_id
             )
+        except AuthenticationFailed as exc:
+            await self._revoked(exc.message)
+            return
         except ApplicationError as exc:
             await self._evict(room.room_id, exc.message)
             return
@@ -676,3 +739,64 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
                 "origin": self.channel_name,
             },
         )
+
+    # --- who holds the socket --------------------------------------------------
+
+    async def _authenticated(self, actor: Actor | None) -> bool:
+        """Count ``actor`` against the cap (once per socket) and watch its
+        token; False when the socket was closed for being one too many."""
+        if actor is None:
+            return True
+        if self._counted is None:
+            counts, key = (
+                _open_sockets.setdefault(asyncio.get_running_loop(), {}),
+                actor.ref,
+            )
+            if counts.get(key, 0) >= settings.PATTERN_SYNC_SOCKETS_PER_ACTOR:
+                logger.info("closing a sync socket: %s holds too many", key)
+                await self._end(CLOSE_TOO_MANY)
+                return False
+            counts[key] = counts.get(key, 0) + 1
+            self._counted = (counts, key)
+        if actor.token_id is not None and actor.token_id not in self._tokens:
+            self._tokens.add(actor.token_id)
+            token_watch(token_id=actor.token_id, on_dead=self._token_dead)
+        return True
+
+    def _idle_close(self) -> None:
+        self._idle = None
+        if not self._joined:
+            self._spawn(self._end(CLOSE_IDLE))
+
+    def _token_dead(self, token_id: int) -> None:
+        self._tokens.discard(token_id)
+        self._spawn(
+            self._revoked("the agent token of this connection is no longer valid")
+        )
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)  # the loop keeps only weak references
+        task.add_done_callback(self._tasks.discard)
+
+    async def _revoked(self, text: str) -> None:
+        """The socket's credentials died: out of every room, and closed."""
+        if self._ending:
+            return  # another room's recheck, or the watcher, got here first
+        self._ending = True
+        for room in list(self.rooms.values()):
+            if self.rooms.get((room.crdt, room.room_id)) is room:
+                await self._evict(room.room_id, text)
+        await self.close(code=CLOSE_UNAUTHENTICATED)
+
+    async def _end(self, code: int) -> None:
+        if not self._ending:
+            self._ending = True
+            await self.close(code=code)
+
+
+# Sockets open on each event loop (a server process runs one), by actor
+# (``Actor.ref``), for the cap.
+_open_sockets: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, int]] = (
+    weakref.WeakKeyDictionary()
+)

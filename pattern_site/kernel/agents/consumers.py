@@ -1,9 +1,10 @@
 """Live presence of the humans looking at a constellation's dashboard.
 
-Thin: authenticate (session), ask the selector whether the user may see the
-constellation, then relay.  Group ``constellation.<id>`` also carries any
-``constellation.event`` another process sends (e.g. activity), so a page
-updates without polling.
+Thin: take the actor the websocket middleware (``kernel.auth``) put in the
+scope - a human, by session - ask the selector whether the user may see the
+constellation, then relay.  The constellation's group (``kernel.realtime``)
+also carries any ``constellation.event`` another process sends (e.g.
+activity), so a page updates without polling.
 """
 
 from typing import Any
@@ -14,33 +15,31 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.selectors import constellation_get_for_actor
 from pattern_site.kernel.errors import NotFound
-
-CLOSE_UNAUTHENTICATED = 4401
-CLOSE_NOT_FOUND = 4404
-
-
-def constellation_group(constellation_id: int) -> str:
-    return f"constellation.{constellation_id}"
+from pattern_site.kernel.realtime import (
+    CLOSE_NOT_FOUND,
+    CLOSE_UNAUTHENTICATED,
+    group_for_constellation,
+)
 
 
 class PresenceConsumer(AsyncJsonWebsocketConsumer):
     group: str | None = None
 
     async def connect(self) -> None:
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
+        actor: Actor | None = self.scope.get("actor")
+        if actor is None or actor.user is None:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         constellation_id = int(self.scope["url_route"]["kwargs"]["constellation_id"])
         try:
             await database_sync_to_async(constellation_get_for_actor)(
-                actor=Actor.for_user(user), constellation_id=constellation_id
+                actor=actor, constellation_id=constellation_id
             )
         except NotFound:
             await self.close(code=CLOSE_NOT_FOUND)
             return
-        self.group = constellation_group(constellation_id)
-        self.username = user.get_username()
+        self.group = group_for_constellation(constellation_id)
+        self.username = actor.display_name
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         await self._announce("presence.joined")

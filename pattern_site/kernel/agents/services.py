@@ -104,8 +104,11 @@ def agent_create(
 
 @transaction.atomic
 def agent_token_issue(*, agent: Agent) -> IssuedToken:
-    """Make a new token for ``agent`` and revoke its earlier ones."""
+    """Make a new token for ``agent`` and revoke its earlier ones (their
+    open sockets end, as with :func:`agent_token_revoke`)."""
     revoked = _tokens_revoke(agent=agent)
+    if revoked:
+        rights_revoke_send(agent_id=agent.pk)
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = AgentToken(agent=agent, key_hash=token_hash(raw), prefix=raw[:12])
     token.full_clean()
@@ -169,6 +172,25 @@ def agent_token_actor(*, raw: str) -> Actor:
     """The agent whose live token is ``raw`` as an actor bound to that token,
     for a connection that outlives the check (see ``Actor.token_id``)."""
     token = _token_authenticate(raw=raw)
+    return Actor.for_agent(token.agent, token_id=token.pk)
+
+
+def agent_token_actor_recheck(*, actor: Actor) -> Actor:
+    """``actor`` (bound to a token by :func:`agent_token_actor`) as the
+    database has it now, or ``AuthenticationFailed`` when its token was
+    revoked or its agent deactivated since."""
+    token = None
+    if actor.token_id is not None:
+        token = (
+            AgentToken.objects.select_related("agent__constellation")
+            .filter(pk=actor.token_id, revoked_at__isnull=True, agent__is_active=True)
+            .first()
+        )
+    if token is None:
+        raise AuthenticationFailed(
+            "the agent token this connection authenticated with is revoked, "
+            "or its agent deactivated"
+        )
     return Actor.for_agent(token.agent, token_id=token.pk)
 
 
@@ -329,6 +351,9 @@ def agent_update(
     agent.full_clean()
     agent.save(update_fields=fields)
     if agent.is_active != was_active:
+        if not agent.is_active:
+            # Its open sockets end (they check their tokens again).
+            rights_revoke_send(agent_id=agent.pk)
         event_record(
             actor=actor or Actor.system(),
             agent=agent,

@@ -17,7 +17,7 @@ ORIGIN = (b"origin", b"http://127.0.0.1")
 async def agent_socket(agent) -> WebsocketCommunicator:
     issued = await sync_to_async(agent_token_issue)(agent=agent)
     auth = (b"authorization", f"Bearer {issued.raw}".encode())
-    return WebsocketCommunicator(application, "/ws/groups/", headers=[ORIGIN, auth])
+    return WebsocketCommunicator(application, "/ws/groups/", headers=[auth])
 
 
 async def human_socket(user) -> WebsocketCommunicator:
@@ -90,7 +90,23 @@ async def test_the_socket_refuses_a_bad_token():
     communicator = WebsocketCommunicator(
         application,
         "/ws/groups/",
-        headers=[ORIGIN, (b"authorization", b"Bearer pat_wrong")],
+        headers=[(b"authorization", b"Bearer pat_wrong")],
     )
     connected, code = await communicator.connect()
     assert (connected, code) == (False, 4401)
+
+
+async def test_an_agents_socket_ends_when_its_token_is_revoked(agents, monkeypatch):
+    """Revoked elsewhere: only the database tells this process."""
+    from pattern_site.kernel.agents import services as agent_services
+
+    monkeypatch.setattr(agent_services, "rights_revoke_send", lambda **kw: None)
+    flux = await agent_socket(agents["Flux"])
+    assert (await flux.connect())[0]
+    await sync_to_async(agent_services.agent_token_revoke)(agent=agents["Flux"])
+    error = await flux.receive_json_from(timeout=3)
+    assert (error["type"], error["code"]) == ("error", "auth_failed")
+    assert await flux.receive_output(timeout=3) == {
+        "type": "websocket.close",
+        "code": 4401,
+    }

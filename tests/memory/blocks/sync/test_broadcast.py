@@ -13,10 +13,10 @@ from memory.blocks.sync.broadcast import (
     MESSAGE_TYPE,
     RoomPeer,
     block_broadcast,
-    block_group,
     block_room_join,
     block_room_leave,
 )
+from pattern_site.kernel.realtime import group_for_block
 
 
 class Socket:
@@ -148,7 +148,7 @@ async def test_through_redis_a_peer_gets_each_update_once_and_other_processes_to
     # Another process's change arrives through the block's group, after the
     # echo of the local one would have (one channel, in order).
     await get_channel_layer().group_send(
-        block_group(block_id),
+        group_for_block(block_id),
         {
             "type": MESSAGE_TYPE,
             "block_id": str(block_id),

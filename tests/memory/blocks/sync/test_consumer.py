@@ -29,6 +29,11 @@ from pattern_site.asgi import application
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents import services as agent_services
 from pattern_site.kernel.agents.services import agent_token_issue, agent_token_revoke
+from pattern_site.kernel.realtime import (
+    CLOSE_IDLE,
+    CLOSE_TOO_MANY,
+    CLOSE_UNAUTHENTICATED,
+)
 from tests.conftest import daphne
 from tests.factories import AgentFactory, ConstellationFactory
 from tests.wsclient import WebSocket
@@ -65,7 +70,7 @@ class Peer:
             app or BlockSyncConsumer.as_asgi(), "/ws/sync/", headers=headers or []
         )
         if user is not None:
-            communicator.scope["user"] = user
+            communicator.scope["actor"] = Actor.for_user(user)
         connected, _ = await communicator.connect()
         assert connected
         return cls(communicator, peer_id)
@@ -112,6 +117,12 @@ class Peer:
         pong to a ping sent now comes first only if nothing else is due."""
         await self.ws.send_to(text_data="ping")
         return await self.ws.receive_from() == "pong"
+
+    async def closed(self) -> int:
+        """The code the server closed this socket with (nothing else came)."""
+        output = await self.ws.receive_output(timeout=3)
+        assert output["type"] == "websocket.close", output
+        return int(output["code"])
 
 
 @pytest.fixture
@@ -668,9 +679,9 @@ async def test_revoking_the_token_evicts_every_socket_joined_with_it(
         EPH, room, sp.RoomErrorCode.EVICTED, presence.message
     )
     assert "revoked" in presence.message
-    # The human's session socket is untouched.
+    # The human's session socket is untouched; the agent's are closed.
     assert (await session.edit(room, "!")).status == sp.UpdateStatus.OK
-    assert await first.nothing_more() and await second.nothing_more()
+    assert await first.closed() == await second.closed() == CLOSE_UNAUTHENTICATED
 
 
 async def test_a_socket_only_in_the_presence_room_is_evicted_too(
@@ -694,7 +705,7 @@ async def test_a_socket_only_in_the_presence_room_is_evicted_too(
     presence = sp.DocUpdate(EPH, room, (store.encode_all(),), sp.new_batch_id())
     await session.send(presence)
     assert (await session.receive()).status == sp.UpdateStatus.OK
-    assert await watcher.nothing_more()
+    assert await watcher.closed() == CLOSE_UNAUTHENTICATED
 
 
 def _unannounced(monkeypatch, *modules) -> None:
@@ -767,6 +778,7 @@ def test_a_revoked_token_evicts_its_sockets_in_every_daphne_process(
                 evicted = sp.decode(ws.receive_binary())
                 assert isinstance(evicted, sp.RoomError)
                 assert (evicted.crdt, evicted.code) == (crdt, sp.RoomErrorCode.EVICTED)
+                assert ws.close_code() == CLOSE_UNAUTHENTICATED
         finally:
             for ws, _ in sockets:
                 ws.close()
@@ -888,3 +900,51 @@ async def test_an_agent_sockets_looks_are_merged_and_written_off_its_path(
     assert sent == [[[agent.pk, room, newest]]]
     await sync_to_async(blocks_seen_record_task)(sent[0])
     assert await sync_to_async(_look)(agent, block) == newest
+
+
+async def test_a_text_frame_other_than_ping_closes_the_socket(partner):
+    peer = await Peer.open(user=partner)
+    await peer.ws.send_to(text_data="hello?")
+    output = await peer.ws.receive_output(timeout=2)
+    assert output == {"type": "websocket.close", "code": CLOSE_PROTOCOL_ERROR}
+
+
+async def test_a_socket_that_joins_nothing_is_closed_after_the_timeout(
+    settings, partner, block
+):
+    settings.PATTERN_SYNC_JOIN_TIMEOUT = 0.3
+    idle, busy = await Peer.open(), await Peer.open(user=partner, peer_id=2)
+    await busy.join(str(block.pk))
+    output = await idle.ws.receive_output(timeout=3)
+    assert output == {"type": "websocket.close", "code": CLOSE_IDLE}
+    assert await busy.ws.receive_nothing(timeout=0.5)
+    await busy.ws.disconnect()
+
+
+async def test_one_socket_more_than_an_actor_may_hold_is_closed(settings, partner):
+    settings.PATTERN_SYNC_SOCKETS_PER_ACTOR = 2
+    held = [await Peer.open(user=partner, peer_id=i) for i in (1, 2)]
+    one_more = await Peer.open(user=partner, peer_id=3)
+    output = await one_more.ws.receive_output(timeout=2)
+    assert output == {"type": "websocket.close", "code": CLOSE_TOO_MANY}
+    await held[0].ws.disconnect()
+    again = await Peer.open(user=partner, peer_id=4)
+    assert await again.ws.receive_nothing(timeout=0.3)
+    for peer in (held[1], again):
+        await peer.ws.disconnect()
+
+
+async def test_a_token_revoked_without_any_message_ends_the_socket(
+    agent, agent_token, block, monkeypatch
+):
+    """Another process revoked it (nothing reaches this one but the
+    database): the watcher finds it and the socket is evicted and closed."""
+    monkeypatch.setattr(agent_services, "rights_revoke_send", lambda **kw: None)
+    room = str(block.pk)
+    peer = await Peer.open(peer_id=61)
+    await peer.join(room, token=agent_token.raw)
+    await sync_to_async(agent_token_revoke)(agent=agent)
+    evicted = await peer.receive(timeout=3)
+    assert isinstance(evicted, sp.RoomError)
+    assert evicted.code == sp.RoomErrorCode.EVICTED
+    assert await peer.closed() == CLOSE_UNAUTHENTICATED

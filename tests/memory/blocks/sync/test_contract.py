@@ -27,7 +27,6 @@ from memory.blocks.services import (
     block_update_import,
     storage,
 )
-from memory.blocks.sync.broadcast import block_group
 from memory.models import BlockUpdate, MemoryBlock, Permission, SharedAccess
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.errors import (
@@ -36,6 +35,7 @@ from pattern_site.kernel.errors import (
     NotFound,
     PermissionDenied,
 )
+from pattern_site.kernel.realtime import group_for_block
 
 
 def remote_edit(block: Any, edit: Any) -> bytes:
@@ -248,20 +248,20 @@ def test_shared_access_is_weaker_of_permission_and_attachment(make_block, other_
     assert block_access_for_actor(actor=actor, block=seen) == "append"
 
 
-def test_block_group_is_short_ascii(make_block):
+def test_group_for_block_is_short_ascii(make_block):
     block = make_block()
-    group = block_group(block.pk)
+    group = group_for_block(block.pk)
     assert group.isascii() and len(group) < 100
-    assert group == block_group(str(block.pk))
+    assert group == group_for_block(str(block.pk))
 
 
 @pytest.mark.django_db(transaction=True)
-def test_service_change_reaches_the_block_group(make_block, agent):
+def test_service_change_reaches_the_group_for_block(make_block, agent):
     block = make_block(content="Hello")
     peer = block_document_load(block=block)  # an editor that has the block open
     layer = get_channel_layer()
     channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(block_group(block.pk), channel)
+    async_to_sync(layer.group_add)(group_for_block(block.pk), channel)
 
     block_operate(
         actor=Actor.for_agent(agent),
@@ -284,7 +284,7 @@ def test_import_reaches_the_group_through_redis(make_block, agent, redis_channel
     peer = block_document_load(block=block)
     layer = get_channel_layer()
     channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(block_group(block.pk), channel)
+    async_to_sync(layer.group_add)(group_for_block(block.pk), channel)
 
     block_update_import(
         block=block,

@@ -16,9 +16,15 @@
 //        [--origin none] [--timeout MS] URL
 //     one client tries to connect and join within MS (default 5000): prints
 //     {"joined": true, "texts": [text]} or {"joined": false, "error": why}.
+//   node coedit_clients.mjs revoked --room ID --token T [--timeout MS] URL
+//     one client joins, prints {"phase": "joined"}, and after the line "go"
+//     on stdin waits up to MS (default 10000) for the server to close the
+//     socket; prints {"roomErrors": [codes], "closeCode": code or null,
+//     "ms": ms from "go" to the close (0: closed before)}.
 //   Every mode: --origin none sends no Origin header (an agent's client);
 //   --cookie sends that Cookie header (a browser session).
 import { createInterface } from "node:readline";
+import { MessageType, tryDecode } from "loro-protocol";
 import { joinedClient, parseArgs, sleep, waitFor } from "../../../../../bench/node/clients.mjs";
 
 const args = parseArgs(process.argv.slice(2));
@@ -41,6 +47,33 @@ if (mode === "join") {
   } catch (error) {
     console.log(JSON.stringify({ joined: false, error: String(error.message ?? error) }));
   }
+  process.exit(0);
+}
+
+if (mode === "revoked") {
+  const timeoutMs = Number(args.timeout ?? 10000);
+  const c = await joinedClient({ url: urls[0], roomId: args.room, token: args.token, ...socket });
+  const ws = c.client.ws;
+  const roomErrors = [];
+  let closedAt = null;
+  let closeCode = null;
+  ws.addEventListener("message", (event) => {
+    const msg = tryDecode(new Uint8Array(event.data));
+    if (msg?.type === MessageType.RoomError) roomErrors.push(msg.code);
+  });
+  ws.addEventListener("close", (event) => {
+    closedAt = Date.now();
+    closeCode = event.code;
+  });
+  const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+  console.log(JSON.stringify({ phase: "joined" }));
+  await lines.next(); // "go"
+  const go = Date.now();
+  try {
+    await waitFor(() => closedAt !== null, timeoutMs, "the server to close");
+  } catch {}
+  const ms = closedAt === null ? null : Math.max(0, closedAt - go);
+  console.log(JSON.stringify({ roomErrors, closeCode, ms }));
   process.exit(0);
 }
 
