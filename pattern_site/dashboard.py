@@ -1,5 +1,6 @@
 """What every dashboard page shows in its frame (templates/base.html): the
-pending approvals badge and the banner when no worker has been seen.
+pending approvals badge, the banner when no worker has been seen and the
+one when the worker's last probe found database writes failing.
 
 The banner reads the ``worker`` section of the health report (``ok``,
 ``last_heartbeat_seconds_ago``, ``detail``), produced by the callable named
@@ -15,6 +16,7 @@ from django.http import HttpRequest
 from django.utils.module_loading import import_string
 
 from memory.blocks.selectors import approval_pending_count_for_actor
+from pattern_site.heartbeat import database_writes_problem
 from pattern_site.kernel.web import page_actor
 
 # A worker not seen for this long gets the banner (the health report's own
@@ -53,6 +55,16 @@ def worker_status() -> dict[str, Any] | None:
         return {"ok": False, "detail": f"{type(exc).__name__}: {exc}"}
 
 
+def writes_banner(problem: str) -> str:
+    """The banner when the worker's last probe found writes failing."""
+    if not problem:
+        return ""
+    return (
+        "The database is not taking changes right now (it is busy or out of "
+        "space): edits may be refused until it recovers. Reading works."
+    )
+
+
 def dashboard_frame(request: HttpRequest) -> dict[str, Any]:
     """Context processor for templates/base.html."""
     if not getattr(request, "user", None) or not request.user.is_authenticated:
@@ -62,4 +74,5 @@ def dashboard_frame(request: HttpRequest) -> dict[str, Any]:
             actor=page_actor(request)
         ),
         "worker_banner": worker_banner(worker_status()),
+        "writes_banner": writes_banner(database_writes_problem()),
     }

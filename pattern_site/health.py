@@ -1,9 +1,10 @@
 """What ``GET /api/health`` reports: each subsystem the site depends on.
 
 ``status`` is ``ok``; ``unavailable`` (HTTP 503) when the database fails,
-since nothing works without it; or ``degraded`` (HTTP 200) when the channel
-layer or the broker fails (Redis, with ``PATTERN_REDIS_URL``), or no worker
-heartbeat was seen for a minute: reads and writes go on and are committed,
+since nothing works without it; or ``degraded`` (HTTP 200) when writes to
+the database wait or fail, when the channel layer or the broker fails
+(Redis, with ``PATTERN_REDIS_URL``), or no worker heartbeat was seen for a
+minute: reads and writes go on and are committed,
 and ``degraded`` says, for each failing part, what waits or is lost until it
 returns.  No embedding model: the embeddings entry says so and search uses
 keywords; that is a supported setup, not a fault.
@@ -21,7 +22,11 @@ from activity.summaries.summarizers import summarizer_status
 from memory.search.embedder import embedding_status
 from pattern_site.celery import app as celery_app
 from pattern_site.heartbeat import STALE_AFTER_SECONDS, worker_heartbeat_at
-from pattern_site.kernel.db.probe import database_probe
+from pattern_site.kernel.db.probe import database_probe, database_write_probe
+
+# How long the write probe waits for the write lock: a writer that waits
+# longer than this already makes every request that writes feel stuck.
+WRITE_PROBE_WAIT_SECONDS = 1.0
 
 
 async def _roundtrip(layer: Any) -> None:
@@ -69,6 +74,20 @@ def worker_status() -> dict[str, Any]:
     }
 
 
+def _database_writes() -> dict[str, Any]:
+    return database_write_probe(wait_seconds=WRITE_PROBE_WAIT_SECONDS)
+
+
+def database_writes_check() -> str:
+    """ "" when a write would go through now, else why not (what the
+    worker's heartbeat records for the dashboard's banner)."""
+    try:
+        _database_writes()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return ""
+
+
 def _embeddings() -> dict[str, Any]:
     status = embedding_status()
     return {
@@ -93,9 +112,16 @@ DEGRADED = {
         "back; archival access counts and agents' last-active times of the "
         "outage are not recorded"
     ),
+    "database_writes": (
+        "writes wait for the database longer than "
+        f"{WRITE_PROBE_WAIT_SECONDS:.0f} s or fail (a long transaction holds "
+        "the write lock, or the disk is full or read-only): changes are "
+        "refused or slow until it is back; reads go on"
+    ),
     "worker": (
-        "no worker has run a task for a minute: embeddings, activity and "
-        "summaries wait until one runs again"
+        "no worker has run a task for a minute (stopped, or behind a queue "
+        "it has not emptied: its heartbeat waits in that queue too): "
+        "embeddings, activity and summaries wait until one catches up"
     ),
 }
 
@@ -107,6 +133,7 @@ def health_report() -> tuple[bool, dict[str, Any]]:
     failed = []
     for name, check in (
         ("database", database_probe),
+        ("database_writes", _database_writes),
         ("channel_layer", _channel_layer),
         ("broker", _broker),
     ):

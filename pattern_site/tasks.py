@@ -6,9 +6,13 @@ from celery import shared_task
 
 @shared_task(name="pattern_site.worker_heartbeat", ignore_result=True)
 def worker_heartbeat_task() -> None:
-    from pattern_site.heartbeat import worker_heartbeat_record
+    from pattern_site.health import database_writes_check
+    from pattern_site.heartbeat import database_writes_record, worker_heartbeat_record
 
     worker_heartbeat_record()
+    # Whether writes go through, for every page's banner: probed here, on
+    # beat's schedule, so that no page takes the write lock to find out.
+    database_writes_record(problem=database_writes_check())
 
 
 @shared_task(name="pattern_site.broker_prune", ignore_result=True)

@@ -43,7 +43,7 @@ def test_health_is_degraded_without_any_heartbeat(
 )
 def test_health_reports_the_heartbeat_age_and_degrades_after_a_minute(
     client: Any,
-    db: None,
+    transactional_db: None,
     not_eager: None,
     fresh_data_dir: None,
     age: int,

@@ -139,7 +139,9 @@ def test_postgresql_pooling_can_be_turned_off(tmp_path):
     assert "pool" not in cfg["db_options"] and cfg["conn_max_age"] == 600
 
 
-def test_health_reports_every_subsystem(client, db):
+def test_health_reports_every_subsystem(client, transactional_db):
+    # A transactional test: the plain db fixture's open transaction would
+    # hold the write lock the health report probes.
     response = client.get("/api/health")
     assert response.status_code == 200
     body = response.json()
@@ -220,7 +222,7 @@ def test_django_stays_on_the_series_whose_internals_pattern_site_db_uses():
 
 
 def test_health_is_degraded_not_down_when_only_redis_parts_fail(
-    client, db, monkeypatch
+    client, transactional_db, monkeypatch
 ):
     def down() -> None:
         raise ConnectionError("Error 111 connecting to 127.0.0.1:6379")
