@@ -1,13 +1,13 @@
-"""Activity endpoints of the tool API: the stream, its keyword search,
-notable events and the catch-up digest."""
+"""Activity endpoints of the tool API: the stream, its keyword search and
+the catch-up digest (the ``notable`` tool is declared in ``activity.tools``)."""
 
 from datetime import timedelta
 
 from django.http import HttpRequest
 from django.utils import timezone
-from ninja import Query, Router, Status
+from ninja import Query, Router
 
-from activity.schemas import ActivityEventOut, CatchUpOut, NotableIn, NotableOut
+from activity.schemas import ActivityEventOut, CatchUpOut
 from activity.stream.permissions import (
     activity_constellation_for_read,
     catch_up_agent_for_read,
@@ -15,7 +15,6 @@ from activity.stream.permissions import (
 from activity.stream.selectors import activity_list, activity_search
 from activity.summaries.digest import catch_up_build
 from activity.summaries.summarizers import summarizer_status
-from activity.tools import NOTABLE_TOOL, notable_tool
 from pattern_site.kernel.apitypes import Id, Moment, error_responses
 from pattern_site.kernel.auth import request_actor
 
@@ -66,17 +65,6 @@ def search_activity(
     return activity_search(
         actor=actor, constellation=constellation, query=q, limit=limit
     )
-
-
-@router.post(
-    "/tools/notable",
-    response={201: NotableOut, **error_responses(403, 404, body=True)},
-    summary="Flag a notable event (feeds Key Decisions at medium and above)",
-    description=NOTABLE_TOOL,
-    operation_id="notable",
-)
-def flag_notable(request: HttpRequest, payload: NotableIn) -> Status[dict]:
-    return Status(201, notable_tool(actor=request_actor(request), args=payload))
 
 
 @router.get(

@@ -10,6 +10,7 @@ class ActivityConfig(AppConfig):
     def ready(self) -> None:
         from celery.signals import worker_process_shutdown
 
+        from activity import tools  # noqa: F401  (registers the notable tool)
         from activity.stream.services import activity_record
         from pattern_site.kernel.events import event_recorder_set
 

@@ -1,5 +1,5 @@
-"""The ``notable`` agent tool, shared by its HTTP endpoint (``activity.api``)
-and the MCP server.
+"""The ``notable`` agent tool, registered with ``pattern_site.kernel.tools``
+(which serves it over HTTP, MCP and in process).
 
 ``notable_tool`` resolves the constellation and the agents involved through
 the stream's permission module and records the event with
@@ -9,13 +9,14 @@ tool's description for the model.
 
 from typing import Any
 
-from activity.schemas import NotableIn
+from activity.schemas import NotableIn, NotableOut
 from activity.stream.permissions import (
     agents_involved_for_flag,
     notable_constellation_for_flag,
 )
 from activity.stream.services import notable_flag
 from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.tools import AgentTool, tool_register
 
 NOTABLE_TOOL = (
     "Flag something notable that happened: a decision taken, a milestone, a"
@@ -42,3 +43,18 @@ def notable_tool(*, actor: Actor, args: NotableIn) -> dict[str, Any]:
         agents_involved=agents,
     )
     return {"recorded": True}
+
+
+tool_register(
+    AgentTool(
+        name="notable",
+        description=NOTABLE_TOOL,
+        args=NotableIn,
+        out=NotableOut,
+        run=notable_tool,
+        writes=True,
+        status=201,
+        summary="Flag a notable event (feeds Key Decisions at medium and above)",
+        tags=("activity",),
+    ),
+)

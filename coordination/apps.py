@@ -6,7 +6,10 @@ class CoordinationConfig(AppConfig):
     verbose_name = "Coordination"
 
     def ready(self) -> None:
+        # Importing the tools modules registers coord and route_to_group.
         from activity.stream.permissions import activity_object_kind_register
+        from coordination.groups import tools as group_tools  # noqa: F401
+        from coordination.work import tools as work_tools  # noqa: F401
         from coordination.work.selectors import (
             HANDOFF,
             TASK,

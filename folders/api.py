@@ -1,10 +1,10 @@
-"""Folders API and the agents' file tools (thin: selectors and services).
+"""Folders API (thin: selectors and services).
 
 Folders: humans of the constellation create them, attach them to agents
-and manage files; agents see the folders attached to them.  File tools
-(agent token): open/read/next/prev/close windows of files in the agent's
-context, grep and semantic search, under v1 names (``/tools/files/...``)
-and Letta's (``open_files``, ``grep_files``, ``semantic_search_files``).
+and manage files; agents see the folders attached to them.  The agents'
+file tools (``POST /tools/files/...`` and Letta's ``open_files``,
+``grep_files``, ``semantic_search_files``) are declared in
+``folders.tools.agent``; here is only the listing of an agent's open files.
 """
 
 from typing import Any
@@ -21,26 +21,13 @@ from folders.permissions import Right
 from folders.schemas import (
     AttachmentIn,
     AttachmentOut,
-    CloseOut,
     FileChangeOut,
-    FileCloseIn,
     FileDetailOut,
-    FileOpenIn,
     FileOut,
-    FileReadIn,
-    FileRefIn,
-    FileSearchIn,
-    FileSearchOut,
     FileWriteIn,
     FolderIn,
     FolderOut,
     FolderPatchIn,
-    GrepIn,
-    GrepOut,
-    LettaGrepIn,
-    LettaOpenFilesIn,
-    LettaOpenFilesOut,
-    LettaSearchFilesIn,
     RescanOut,
     UploadOut,
     WindowOut,
@@ -285,62 +272,7 @@ def rescan_folder(request: HttpRequest, folder_id: Id) -> Any:
     return services.folder_rescan(actor=actor, folder=folder)
 
 
-# --- file tools ----------------------------------------------------------------
-
-
-@router.post(
-    "/tools/files/open",
-    response={200: WindowOut, **error_responses(403, 404, 409, body=True)},
-    summary="open",
-    description=agent.OPEN_HELP,
-    operation_id="files_open",
-)
-def open_file(request: HttpRequest, payload: FileOpenIn) -> Any:
-    return agent.files_open_tool(actor=request_actor(request), args=payload)
-
-
-@router.post(
-    "/tools/files/read",
-    response={200: WindowOut, **error_responses(403, 404, 409, body=True)},
-    summary="read",
-    description=agent.READ_HELP,
-    operation_id="files_read",
-)
-def read_file(request: HttpRequest, payload: FileReadIn) -> Any:
-    return agent.files_read_tool(actor=request_actor(request), args=payload)
-
-
-@router.post(
-    "/tools/files/next",
-    response={200: WindowOut, **error_responses(403, 404, 409, body=True)},
-    summary="next",
-    description=agent.NEXT_HELP,
-    operation_id="files_next",
-)
-def next_page(request: HttpRequest, payload: FileRefIn) -> Any:
-    return agent.files_next_tool(actor=request_actor(request), args=payload)
-
-
-@router.post(
-    "/tools/files/prev",
-    response={200: WindowOut, **error_responses(403, 404, 409, body=True)},
-    summary="prev",
-    description=agent.PREV_HELP,
-    operation_id="files_prev",
-)
-def prev_page(request: HttpRequest, payload: FileRefIn) -> Any:
-    return agent.files_prev_tool(actor=request_actor(request), args=payload)
-
-
-@router.post(
-    "/tools/files/close",
-    response={200: CloseOut, **error_responses(403, 404, 409, body=True)},
-    summary="close",
-    description=agent.CLOSE_HELP,
-    operation_id="files_close",
-)
-def close_file(request: HttpRequest, payload: FileCloseIn) -> Any:
-    return agent.files_close_tool(actor=request_actor(request), args=payload)
+# --- open files ------------------------------------------------------------------
 
 
 @router.get(
@@ -352,61 +284,3 @@ def close_file(request: HttpRequest, payload: FileCloseIn) -> Any:
 )
 def list_open_files(request: HttpRequest) -> Any:
     return agent.files_list_open(actor=request_actor(request))
-
-
-@router.post(
-    "/tools/files/grep",
-    response={200: GrepOut, **error_responses(403, 404, 409, body=True)},
-    summary="grep",
-    description=agent.GREP_HELP,
-    operation_id="files_grep",
-)
-def grep_files_v1(request: HttpRequest, payload: GrepIn) -> Any:
-    return agent.files_grep_tool(actor=request_actor(request), args=payload)
-
-
-@router.post(
-    "/tools/files/search",
-    response={200: FileSearchOut, **error_responses(403, 404, 409, body=True)},
-    summary="search files",
-    description=agent.SEARCH_HELP,
-    operation_id="files_search",
-)
-def search_files(request: HttpRequest, payload: FileSearchIn) -> Any:
-    return agent.files_search_tool(actor=request_actor(request), args=payload)
-
-
-# --- Letta-compatible names ------------------------------------------------------
-
-
-@router.post(
-    "/tools/open_files",
-    response={200: LettaOpenFilesOut, **error_responses(403, 404, 409, body=True)},
-    summary="open_files (Letta)",
-    description=agent.OPEN_FILES_HELP,
-    operation_id="open_files",
-)
-def open_files(request: HttpRequest, payload: LettaOpenFilesIn) -> Any:
-    return agent.open_files_tool(actor=request_actor(request), args=payload)
-
-
-@router.post(
-    "/tools/grep_files",
-    response={200: GrepOut, **error_responses(403, 404, 409, body=True)},
-    summary="grep_files (Letta)",
-    description=agent.GREP_FILES_HELP,
-    operation_id="grep_files",
-)
-def grep_files(request: HttpRequest, payload: LettaGrepIn) -> Any:
-    return agent.grep_files_tool(actor=request_actor(request), args=payload)
-
-
-@router.post(
-    "/tools/semantic_search_files",
-    response={200: FileSearchOut, **error_responses(403, 404, 409, body=True)},
-    summary="semantic_search_files (Letta)",
-    description=agent.SEARCH_HELP,
-    operation_id="semantic_search_files",
-)
-def semantic_search_files(request: HttpRequest, payload: LettaSearchFilesIn) -> Any:
-    return agent.semantic_search_files_tool(actor=request_actor(request), args=payload)

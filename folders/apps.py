@@ -11,6 +11,7 @@ class FoldersConfig(AppConfig):
         from folders.files.index import FILE_PASSAGE_INDEX, FILE_PASSAGE_KIND
         from folders.files.models import FilePassage
         from folders.files.services import passages_embedded
+        from folders.tools import agent  # noqa: F401  (registers the file tools)
         from folders.tools.search import file_hit_payload, files_domain_search
         from folders.tools.windows import files_render_for_agent
         from memory.context import context_section_register

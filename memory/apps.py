@@ -6,10 +6,13 @@ class MemoryConfig(AppConfig):
     verbose_name = "Memory"
 
     def ready(self) -> None:
-        # Registers archival entries and messages as searchable tables, and
-        # the search tool's domains of this app beyond them.
+        # Registers archival entries and messages as searchable tables, the
+        # search tool's domains of this app beyond them, and (by importing
+        # the tools modules) this app's agent tools.
         from activity.stream.permissions import activity_object_kind_register
         from activity.summaries.digest import catch_up_section_register
+        from memory import tools  # noqa: F401
+        from memory.blocks import tools as block_tools  # noqa: F401
         from memory.blocks.search import block_hit_payload, blocks_domain_search
         from memory.context import (
             changes_since_render,
@@ -17,6 +20,7 @@ class MemoryConfig(AppConfig):
             context_section_register,
         )
         from memory.longterm import indexes  # noqa: F401
+        from memory.longterm import tools as longterm_tools  # noqa: F401
         from memory.longterm.activity import (
             activity_domain_search,
             activity_hit_payload,

@@ -21,7 +21,8 @@ from django.core.exceptions import RequestDataTooBig, TooManyFilesSent
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.http.multipartparser import MultiPartParserError
-from ninja import Field, NinjaAPI, Schema
+from django.utils.module_loading import import_string
+from ninja import Field, NinjaAPI, Router, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
@@ -29,6 +30,7 @@ from pattern_site.health import health_report
 from pattern_site.kernel.apitypes import error_responses
 from pattern_site.kernel.auth import api_auth
 from pattern_site.kernel.errors import ApplicationError, InvalidInput, MalformedRequest
+from pattern_site.tool_routes import tool_routes_add
 from pattern_site.tool_schemas import tool_schemas
 
 AUTH_REQUIRED = (
@@ -285,14 +287,14 @@ class ToolSchemasOut(Schema):
 )
 def list_tool_schemas(request: HttpRequest) -> dict[str, Any]:
     """Every agent tool with its description and JSON-Schema parameters, in
-    OpenAI's and Anthropic's function-calling formats, generated from this
-    document's own request schemas."""
+    OpenAI's and Anthropic's function-calling formats, generated from the
+    tool registry that this document's tool routes are generated from."""
     return _tool_schemas()
 
 
 @functools.cache
 def _tool_schemas() -> dict[str, Any]:
-    return tool_schemas(api.get_openapi_schema(path_prefix="/api"))
+    return tool_schemas(path_prefix="/api")
 
 
 @api.get(
@@ -307,11 +309,18 @@ def health(request: HttpRequest) -> HttpResponse:
     return api.create_response(request, report, status=200 if healthy else 503)
 
 
-api.add_router("/", "pattern_site.kernel.agents.api.router")
-api.add_router("/", "memory.blocks.api.router")
-api.add_router("/", "memory.longterm.api.router")
-api.add_router("/", "memory.api.router")
-api.add_router("/", "coordination.work.api.router")
-api.add_router("/", "activity.api.router")
-api.add_router("/", "coordination.groups.api.router")
-api.add_router("/", "folders.api.router")
+ROUTERS: list[Router] = [
+    import_string(f"{module}.router")
+    for module in (
+        "pattern_site.kernel.agents.api",
+        "memory.blocks.api",
+        "memory.longterm.api",
+        "coordination.work.api",
+        "activity.api",
+        "coordination.groups.api",
+        "folders.api",
+    )
+]
+for _router in ROUTERS:
+    api.add_router("/", _router)
+tool_routes_add(default=api.default_router, routers=ROUTERS)

@@ -27,13 +27,11 @@ from coordination.groups.schemas import (
     MemberOut,
     MetricIn,
     RouteIn,
-    RouteToGroupIn,
     RunDetailOut,
     RunOut,
     ToolCallIn,
     ToolResultIn,
 )
-from coordination.groups.tools import ROUTE_TO_GROUP_TOOL, route_to_group_tool
 from pattern_site.kernel.agents.selectors import (
     agent_get_for_actor,
     constellation_get_for_actor,
@@ -42,20 +40,6 @@ from pattern_site.kernel.apitypes import Id, Offset, error_responses, number_tex
 from pattern_site.kernel.auth import request_actor
 
 router = Router(tags=["groups"])
-
-
-def _event_stream_response(run_id: int, after: int) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(
-        streams.run_event_stream(run_id=run_id, after=after),
-        content_type="text/event-stream",
-    )
-    response["Cache-Control"] = "no-cache"
-    response["X-Accel-Buffering"] = "no"
-    return response
-
-
-def _wants_stream(request: HttpRequest) -> bool:
-    return "text/event-stream" in request.headers.get("Accept", "")
 
 
 @router.get(
@@ -174,21 +158,8 @@ def route_message(request: HttpRequest, group_id: Id, payload: RouteIn) -> Any:
     run = services.group_message_route(
         actor=actor, group=group, message=payload.message, options=payload.options
     )
-    if _wants_stream(request):
-        return _event_stream_response(run.pk, 0)
-    return Status(202, run)
-
-
-@router.post(
-    "/tools/route_to_group",
-    response={202: RunOut, **error_responses(403, 404, 409, body=True)},
-    summary="route_to_group",
-    description=ROUTE_TO_GROUP_TOOL,
-)
-def route_to_group(request: HttpRequest, payload: RouteToGroupIn) -> Any:
-    run = route_to_group_tool(actor=request_actor(request), args=payload)
-    if _wants_stream(request):
-        return _event_stream_response(run.pk, 0)
+    if streams.event_stream_wanted(request):
+        return streams.run_event_stream_response(run_id=run.pk, after=0)
     return Status(202, run)
 
 
@@ -222,7 +193,7 @@ def stream_run_events(request: HttpRequest, run_id: Id, after: Offset = 0) -> An
     last = number_text(request.headers.get("Last-Event-ID", ""))
     if last is not None:
         after = last
-    return _event_stream_response(run.pk, after)
+    return streams.run_event_stream_response(run_id=run.pk, after=after)
 
 
 @router.get(

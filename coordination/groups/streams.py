@@ -18,6 +18,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import close_old_connections
+from django.http import HttpRequest, StreamingHttpResponse
 
 from coordination.groups.models import GroupRunEvent
 from coordination.groups.selectors import run_events_after
@@ -60,6 +61,21 @@ async def woken_by(group: str) -> AsyncIterator[Callable[[float], Awaitable[None
 def sse_frame(event: GroupRunEvent) -> bytes:
     data = json.dumps({"seq": event.seq, "type": event.type, **event.data})
     return f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n".encode()
+
+
+def event_stream_wanted(request: HttpRequest) -> bool:
+    return "text/event-stream" in request.headers.get("Accept", "")
+
+
+def run_event_stream_response(*, run_id: int, after: int) -> StreamingHttpResponse:
+    """A run's events from ``after`` on as an HTTP response."""
+    response = StreamingHttpResponse(
+        run_event_stream(run_id=run_id, after=after),
+        content_type="text/event-stream",
+    )
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
 
 
 async def run_event_stream(*, run_id: int, after: int) -> AsyncIterator[bytes]:

@@ -1,5 +1,6 @@
-"""The ``route_to_group`` agent tool, shared by its HTTP endpoint
-(``coordination.groups.api``) and the MCP server.
+"""The ``route_to_group`` agent tool, registered with
+``pattern_site.kernel.tools`` (which serves it over HTTP, MCP and in
+process).
 
 ``route_to_group_tool`` checks the group id the model sent (a string, as
 tools send ids), finds the group through the selectors (which decide who
@@ -8,12 +9,15 @@ answer is the run, shaped by ``RunOut``; its events follow on the run's
 event stream.  ``ROUTE_TO_GROUP_TOOL`` is the tool's description.
 """
 
-from coordination.groups import selectors, services
+from django.http import HttpRequest, StreamingHttpResponse
+
+from coordination.groups import selectors, services, streams
 from coordination.groups.models import GroupRun
-from coordination.groups.schemas import RouteToGroupIn
+from coordination.groups.schemas import RouteToGroupIn, RunOut
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.apitypes import number_text
 from pattern_site.kernel.errors import InvalidInput
+from pattern_site.kernel.tools import AgentTool, tool_register
 
 ROUTE_TO_GROUP_TOOL = (
     "Route a message through an agent group. The group's coordination"
@@ -37,3 +41,29 @@ def route_to_group_tool(*, actor: Actor, args: RouteToGroupIn) -> GroupRun:
     return services.group_message_route(
         actor=actor, group=group, message=args.message, options=[]
     )
+
+
+def _run_stream_when_asked(
+    request: HttpRequest, run: GroupRun
+) -> StreamingHttpResponse | None:
+    # An HTTP caller that accepts an event stream follows the run at once.
+    if not streams.event_stream_wanted(request):
+        return None
+    return streams.run_event_stream_response(run_id=run.pk, after=0)
+
+
+tool_register(
+    AgentTool(
+        name="route_to_group",
+        description=ROUTE_TO_GROUP_TOOL,
+        args=RouteToGroupIn,
+        out=RunOut,
+        run=route_to_group_tool,
+        writes=True,
+        status=202,
+        errors=(403, 404, 409),
+        summary="route_to_group",
+        tags=("groups",),
+        respond=_run_stream_when_asked,
+    ),
+)

@@ -1,6 +1,7 @@
-"""Task, handoff and coordination-state endpoints of the tool API, and the
-``/coord`` dialect tool.  Thin: resolve what the request names through the
-selectors, call one service, shape the answer."""
+"""Task, handoff and coordination-state endpoints of the tool API (the
+``/coord`` dialect tool is declared in ``coordination.work.tools``).
+Thin: resolve what the request names through the selectors, call one
+service, shape the answer."""
 
 from typing import Any
 
@@ -9,8 +10,6 @@ from ninja import Router, Status
 
 from coordination.work import selectors, services
 from coordination.work.schemas import (
-    CoordIn,
-    CoordOut,
     HandoffIn,
     HandoffOut,
     StateIn,
@@ -21,27 +20,11 @@ from coordination.work.schemas import (
     TaskOut,
     TaskStatusIn,
 )
-from coordination.work.tools import COORD_TOOL, coord_tool
 from pattern_site.kernel.agents.selectors import agent_get_for_actor
 from pattern_site.kernel.apitypes import Id, error_responses
 from pattern_site.kernel.auth import request_actor
 
 router = Router(tags=["tasks"])
-
-
-@router.post(
-    "/tools/coord",
-    response={200: CoordOut, **error_responses(403, 404, 409, body=True)},
-    summary="coord: tasks, handoffs and notes",
-    description=COORD_TOOL,
-    operation_id="coord",
-)
-def run_coord(
-    request: HttpRequest, payload: CoordIn, constellation_id: Id | None = None
-) -> Any:
-    return coord_tool(
-        actor=request_actor(request), args=payload, constellation_id=constellation_id
-    )
 
 
 # --- tasks ---------------------------------------------------------------------

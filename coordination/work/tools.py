@@ -1,11 +1,13 @@
-"""The ``coord`` agent tool, shared by its HTTP endpoint
-(``coordination.work.api``) and the MCP server.
+"""The ``coord`` agent tool, registered with ``pattern_site.kernel.tools``
+(which serves it over HTTP, MCP and in process).
 
 ``coord_tool`` parses the command (``InvalidInput`` with the command's
 grammar when malformed), resolves the constellation the caller works in and
 runs the command through the dialect, whose selectors and services decide
 every right.  ``COORD_TOOL`` is the tool's description for the model.
 """
+
+from ninja import Schema
 
 from coordination.work import selectors
 from coordination.work.dialect import (
@@ -14,8 +16,10 @@ from coordination.work.dialect import (
     coord_execute,
     coord_parse,
 )
-from coordination.work.schemas import CoordIn
+from coordination.work.schemas import CoordIn, CoordOut
 from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.apitypes import Id
+from pattern_site.kernel.tools import AgentTool, tool_register
 
 COORD_TOOL = f"""Coordinate with the other agents of your constellation: shared
 tasks, handoff notes and shared notes. Send one command per call as `command`.
@@ -41,6 +45,12 @@ in double quotes. A malformed command answers with the grammar of that
 command."""
 
 
+class CoordQuery(Schema):
+    """Over HTTP a human names the constellation to work in."""
+
+    constellation_id: Id | None = None
+
+
 def coord_tool(
     *, actor: Actor, args: CoordIn, constellation_id: int | None = None
 ) -> CoordResult:
@@ -51,3 +61,19 @@ def coord_tool(
         actor=actor, constellation_id=constellation_id
     )
     return coord_execute(actor=actor, constellation=constellation, command=command)
+
+
+tool_register(
+    AgentTool(
+        name="coord",
+        description=COORD_TOOL,
+        args=CoordIn,
+        out=CoordOut,
+        run=coord_tool,
+        writes=True,
+        errors=(403, 404, 409),
+        summary="coord: tasks, handoffs and notes",
+        tags=("tasks",),
+        query=CoordQuery,
+    ),
+)

@@ -1,5 +1,6 @@
-"""The agents' file tools, one function per tool, shared by the HTTP tool
-endpoints (``folders.api``) and the MCP server.
+"""The agents' file tools, one function per tool, registered with
+``pattern_site.kernel.tools`` (which serves them over HTTP, MCP and in
+process).
 
 Each takes the calling actor and the tool's parsed input schema, finds the
 folder and file through the selectors (a folder not attached to the agent
@@ -16,21 +17,27 @@ from folders import permissions
 from folders.files import selectors
 from folders.files.models import FolderFile
 from folders.schemas import (
+    CloseOut,
     FileCloseIn,
     FileOpenIn,
     FileReadIn,
     FileRefIn,
     FileSearchIn,
+    FileSearchOut,
     GrepIn,
+    GrepOut,
     LettaGrepIn,
     LettaOpenFilesIn,
+    LettaOpenFilesOut,
     LettaSearchFilesIn,
+    WindowOut,
 )
 from folders.tools import windows
 from folders.tools.grep import GrepResult, folder_grep
 from folders.tools.search import folder_search, passage_hit_payload
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.errors import InvalidInput
+from pattern_site.kernel.tools import AgentTool, tool_register
 
 OPEN_HELP = (
     "Open a file of an attached folder: a window of its lines (100 unless you"
@@ -217,3 +224,115 @@ def semantic_search_files_tool(
     return files_search_tool(
         actor=actor, args=FileSearchIn(query=args.query, limit=args.limit)
     )
+
+
+def _file_tool(name: str, path: str = "", **declared: Any) -> AgentTool:
+    # The file tools document the same errors, under the folders tag.
+    return AgentTool(
+        name=name,
+        path=path,
+        errors=(403, 404, 409),
+        tags=("folders",),
+        **declared,
+    )
+
+
+tool_register(
+    _file_tool(
+        "files_open",
+        "/tools/files/open",
+        description=OPEN_HELP,
+        args=FileOpenIn,
+        out=WindowOut,
+        run=files_open_tool,
+        writes=True,
+        summary="open",
+    ),
+    _file_tool(
+        "files_read",
+        "/tools/files/read",
+        description=READ_HELP,
+        args=FileReadIn,
+        out=WindowOut,
+        run=files_read_tool,
+        writes=False,
+        summary="read",
+    ),
+    _file_tool(
+        "files_next",
+        "/tools/files/next",
+        description=NEXT_HELP,
+        args=FileRefIn,
+        out=WindowOut,
+        run=files_next_tool,
+        writes=True,
+        summary="next",
+    ),
+    _file_tool(
+        "files_prev",
+        "/tools/files/prev",
+        description=PREV_HELP,
+        args=FileRefIn,
+        out=WindowOut,
+        run=files_prev_tool,
+        writes=True,
+        summary="prev",
+    ),
+    _file_tool(
+        "files_close",
+        "/tools/files/close",
+        description=CLOSE_HELP,
+        args=FileCloseIn,
+        out=CloseOut,
+        run=files_close_tool,
+        writes=True,
+        summary="close",
+    ),
+    _file_tool(
+        "files_grep",
+        "/tools/files/grep",
+        description=GREP_HELP,
+        args=GrepIn,
+        out=GrepOut,
+        run=files_grep_tool,
+        writes=False,
+        summary="grep",
+    ),
+    _file_tool(
+        "files_search",
+        "/tools/files/search",
+        description=SEARCH_HELP,
+        args=FileSearchIn,
+        out=FileSearchOut,
+        run=files_search_tool,
+        writes=False,
+        summary="search files",
+    ),
+    _file_tool(
+        "open_files",
+        description=OPEN_FILES_HELP,
+        args=LettaOpenFilesIn,
+        out=LettaOpenFilesOut,
+        run=open_files_tool,
+        writes=True,
+        summary="open_files (Letta)",
+    ),
+    _file_tool(
+        "grep_files",
+        description=GREP_FILES_HELP,
+        args=LettaGrepIn,
+        out=GrepOut,
+        run=grep_files_tool,
+        writes=False,
+        summary="grep_files (Letta)",
+    ),
+    _file_tool(
+        "semantic_search_files",
+        description=SEARCH_HELP,
+        args=LettaSearchFilesIn,
+        out=FileSearchOut,
+        run=semantic_search_files_tool,
+        writes=False,
+        summary="semantic_search_files (Letta)",
+    ),
+)

@@ -1,5 +1,5 @@
-"""Memory block endpoints of the tool API: the agent tools (context,
-core_memory_*), block resources, approvals and export/import.
+"""Memory block endpoints of the tool API: block resources, approvals and
+export/import (the agent tools are declared in ``memory.blocks.tools``).
 
 Thin: parse, ask a selector, call a service, shape the answer.
 """
@@ -15,11 +15,6 @@ from memory.blocks.blame import block_blame
 from memory.blocks.models import BlockApproval, MemoryBlock
 from memory.blocks.permissions import block_create_check
 from memory.blocks.schemas import (
-    CHANGES_TOOL,
-    CONTEXT_TOOL,
-    CORE_MEMORY_APPEND,
-    CORE_MEMORY_REPLACE,
-    CORE_MEMORY_UPDATE,
     ApprovalOut,
     AttachmentOut,
     BlameOut,
@@ -30,11 +25,6 @@ from memory.blocks.schemas import (
     ChangeOut,
     ChangesIn,
     ChangesOut,
-    ContextToolIn,
-    ContextToolOut,
-    CoreMemoryIn,
-    CoreMemoryReplaceIn,
-    CoreMemoryUpdateIn,
     DecisionIn,
     DiffOut,
     ImportOut,
@@ -114,58 +104,6 @@ def _approval_out(approval: BlockApproval) -> dict[str, Any]:
         "result": approval.result,
         "created_at": approval.created_at,
     }
-
-
-@router.post(
-    "/tools/context",
-    response={200: ContextToolOut, **error_responses(403, 404, 409, body=True)},
-    tags=["tools"],
-    summary="context: append, replace, archive, load, swap, changes",
-    description=CONTEXT_TOOL,
-    operation_id="context",
-)
-def context_tool(request: HttpRequest, payload: ContextToolIn) -> dict[str, Any]:
-    return tools.context_tool(actor=request_actor(request), args=payload)
-
-
-@router.post(
-    "/tools/core_memory_update",
-    response={200: ChangeOut, **error_responses(403, 404, body=True)},
-    tags=["tools"],
-    summary="core_memory_update",
-    description=CORE_MEMORY_UPDATE,
-    operation_id="core_memory_update",
-)
-def core_memory_update(
-    request: HttpRequest, payload: CoreMemoryUpdateIn
-) -> dict[str, Any]:
-    return tools.core_memory_update_tool(actor=request_actor(request), args=payload)
-
-
-@router.post(
-    "/tools/core_memory_append",
-    response={200: ChangeOut, **error_responses(403, 404, body=True)},
-    tags=["tools"],
-    summary="core_memory_append",
-    description=CORE_MEMORY_APPEND,
-    operation_id="core_memory_append",
-)
-def core_memory_append(request: HttpRequest, payload: CoreMemoryIn) -> dict[str, Any]:
-    return tools.core_memory_append_tool(actor=request_actor(request), args=payload)
-
-
-@router.post(
-    "/tools/core_memory_replace",
-    response={200: ChangeOut, **error_responses(403, 404, body=True)},
-    tags=["tools"],
-    summary="core_memory_replace",
-    description=CORE_MEMORY_REPLACE,
-    operation_id="core_memory_replace",
-)
-def core_memory_replace(
-    request: HttpRequest, payload: CoreMemoryReplaceIn
-) -> dict[str, Any]:
-    return tools.core_memory_replace_tool(actor=request_actor(request), args=payload)
 
 
 @router.get(
@@ -579,15 +517,3 @@ def blame_block(request: HttpRequest, block_id: UUID) -> Any:
     why) that inserted it."""
     _, block = _block(request, block_id)
     return block_blame(block=block)
-
-
-@router.post(
-    "/tools/memory_changes",
-    response={200: ChangesOut, **error_responses(403, body=True)},
-    tags=["tools"],
-    summary="memory_changes: what changed since you looked",
-    description=CHANGES_TOOL,
-    operation_id="memory_changes",
-)
-def memory_changes_tool(request: HttpRequest, payload: ChangesIn) -> dict[str, Any]:
-    return tools.block_changes_tool(actor=request_actor(request), args=payload)

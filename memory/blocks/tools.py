@@ -1,5 +1,6 @@
-"""The agent tools on memory blocks, one function per tool, shared by the
-HTTP tool endpoints (``memory.blocks.api``) and the MCP server.
+"""The agent tools on memory blocks, one function per tool, registered
+with ``pattern_site.kernel.tools`` (which serves them over HTTP, MCP and
+in process).
 
 Each takes the calling actor and the tool's parsed input schema, finds the
 block through the selectors, changes it through the services (which decide
@@ -14,8 +15,16 @@ from memory.blocks.changes import block_changes_for_agent
 from memory.blocks.models import BlockType, MemoryBlock
 from memory.blocks.permissions import block_tool_agent
 from memory.blocks.schemas import (
+    CHANGES_TOOL,
+    CONTEXT_TOOL,
+    CORE_MEMORY_APPEND,
+    CORE_MEMORY_REPLACE,
+    CORE_MEMORY_UPDATE,
+    ChangeOut,
     ChangesIn,
+    ChangesOut,
     ContextToolIn,
+    ContextToolOut,
     CoreMemoryIn,
     CoreMemoryReplaceIn,
     CoreMemoryUpdateIn,
@@ -37,6 +46,7 @@ from memory.blocks.services import (
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent
 from pattern_site.kernel.errors import InvalidInput
+from pattern_site.kernel.tools import AgentTool, tool_register
 
 
 def block_change_payload(change: BlockChange) -> dict[str, Any]:
@@ -190,3 +200,55 @@ def block_changes_tool(*, actor: Actor, args: ChangesIn) -> dict[str, Any]:
         ],
         "advanced": not args.peek,
     }
+
+
+tool_register(
+    AgentTool(
+        name="context",
+        description=CONTEXT_TOOL,
+        args=ContextToolIn,
+        out=ContextToolOut,
+        run=context_tool,
+        writes=True,
+        errors=(403, 404, 409),
+        summary="context: append, replace, archive, load, swap, changes",
+    ),
+    AgentTool(
+        name="core_memory_append",
+        description=CORE_MEMORY_APPEND,
+        args=CoreMemoryIn,
+        out=ChangeOut,
+        run=core_memory_append_tool,
+        writes=True,
+        summary="core_memory_append",
+    ),
+    AgentTool(
+        name="core_memory_replace",
+        description=CORE_MEMORY_REPLACE,
+        args=CoreMemoryReplaceIn,
+        out=ChangeOut,
+        run=core_memory_replace_tool,
+        writes=True,
+        summary="core_memory_replace",
+    ),
+    AgentTool(
+        name="memory_changes",
+        description=CHANGES_TOOL,
+        args=ChangesIn,
+        out=ChangesOut,
+        # Advances what the agent has seen, unless it only peeks.
+        run=block_changes_tool,
+        writes=True,
+        errors=(403,),
+        summary="memory_changes: what changed since you looked",
+    ),
+    AgentTool(
+        name="core_memory_update",
+        description=CORE_MEMORY_UPDATE,
+        args=CoreMemoryUpdateIn,
+        out=ChangeOut,
+        run=core_memory_update_tool,
+        writes=True,
+        summary="core_memory_update",
+    ),
+)

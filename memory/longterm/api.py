@@ -1,22 +1,18 @@
-"""Long-term memory tools: archival entries, search and recall, conversations."""
+"""Long-term memory endpoints: archival entries, conversations and the
+retrieval configuration (the agent tools are declared in
+``memory.longterm.tools``)."""
 
 from typing import Any, Literal
 
 from django.http import HttpRequest
 from ninja import Router, Status
 
-from memory.longterm import tools
 from memory.longterm.permissions import (
     archival_entry_delete_check,
     archival_entry_restore_check,
     retrieval_config_change_check,
 )
 from memory.longterm.schemas import (
-    ARCHIVAL_MEMORY_INSERT,
-    ARCHIVAL_MEMORY_SEARCH,
-    RECALL_TOOL,
-    SEARCH_EXAMPLES,
-    SEARCH_TOOL,
     ArchivalEntryIn,
     ArchivalEntryOut,
     ArchivalEntryPatchIn,
@@ -28,18 +24,11 @@ from memory.longterm.schemas import (
     ConversationIn,
     ConversationOut,
     ConversationStatusIn,
-    LettaInsertIn,
-    LettaSearchHitOut,
-    LettaSearchIn,
     MessageOut,
     MessagePageOut,
     MessagesAppendIn,
-    RecallIn,
-    RecallOut,
     RetrievalConfigIn,
     RetrievalConfigOut,
-    SearchIn,
-    SearchOut,
 )
 from memory.longterm.selectors import (
     archival_entry_get_for_actor,
@@ -201,56 +190,6 @@ def list_consolidation_runs(
     return consolidation_runs_for_actor(
         actor=actor, constellation_id=constellation.pk, limit=limit
     )
-
-
-@router.post(
-    "/tools/search",
-    response={200: SearchOut, **error_responses(403, 404, body=True)},
-    tags=["search"],
-    summary="Search memory",
-    description=SEARCH_TOOL,
-    openapi_extra={
-        "requestBody": {"content": {"application/json": {"examples": SEARCH_EXAMPLES}}}
-    },
-)
-def search_tool(request: HttpRequest, payload: SearchIn) -> Any:
-    return tools.search_tool(actor=request_actor(request), args=payload)
-
-
-@router.post(
-    "/tools/recall",
-    response={200: RecallOut, **error_responses(403, 404, 409, body=True)},
-    tags=["tools"],
-    summary="recall: store, read, append, delete or search",
-    description=RECALL_TOOL,
-)
-def recall_tool(request: HttpRequest, payload: RecallIn) -> Any:
-    return tools.recall_tool(actor=request_actor(request), args=payload)
-
-
-@router.post(
-    "/tools/archival_memory_insert",
-    response={201: ArchivalEntryOut, **error_responses(403, 404, 409, body=True)},
-    tags=["tools"],
-    summary="archival_memory_insert",
-    description=ARCHIVAL_MEMORY_INSERT,
-)
-def archival_memory_insert(request: HttpRequest, payload: LettaInsertIn) -> Any:
-    entry = tools.archival_memory_insert_tool(
-        actor=request_actor(request), args=payload
-    )
-    return Status(201, entry)
-
-
-@router.post(
-    "/tools/archival_memory_search",
-    response={200: list[LettaSearchHitOut], **error_responses(403, 404, body=True)},
-    tags=["tools"],
-    summary="archival_memory_search",
-    description=ARCHIVAL_MEMORY_SEARCH,
-)
-def archival_memory_search(request: HttpRequest, payload: LettaSearchIn) -> Any:
-    return tools.archival_memory_search_tool(actor=request_actor(request), args=payload)
 
 
 @router.post(

@@ -1,5 +1,6 @@
-"""The agent tools on long-term memory, one function per tool, shared by the
-HTTP tool endpoints (``memory.longterm.api``) and the MCP server.
+"""The agent tools on long-term memory, one function per tool, registered
+with ``pattern_site.kernel.tools`` (which serves them over HTTP, MCP and
+in process).
 
 Each takes the calling actor and the tool's parsed input schema, reads
 through the selectors and the search, writes through the services, and
@@ -14,7 +15,21 @@ from typing import Any
 
 from memory.longterm.access import archival_access_record_later
 from memory.longterm.models import ArchivalEntry
-from memory.longterm.schemas import LettaInsertIn, LettaSearchIn, RecallIn, SearchIn
+from memory.longterm.schemas import (
+    ARCHIVAL_MEMORY_INSERT,
+    ARCHIVAL_MEMORY_SEARCH,
+    RECALL_TOOL,
+    SEARCH_EXAMPLES,
+    SEARCH_TOOL,
+    ArchivalEntryOut,
+    LettaInsertIn,
+    LettaSearchHitOut,
+    LettaSearchIn,
+    RecallIn,
+    RecallOut,
+    SearchIn,
+    SearchOut,
+)
 from memory.longterm.search import (
     SearchFilters,
     SearchResult,
@@ -35,6 +50,7 @@ from memory.longterm.services import (
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.selectors import agent_get_private
 from pattern_site.kernel.errors import InvalidInput
+from pattern_site.kernel.tools import AgentTool, tool_register
 
 
 def _searched(actor: Actor, **kwargs: Any) -> SearchResult:
@@ -155,3 +171,49 @@ def archival_memory_search_tool(
         }
         for _kind, hit in result.hits
     ]
+
+
+tool_register(
+    AgentTool(
+        name="recall",
+        description=RECALL_TOOL,
+        args=RecallIn,
+        out=RecallOut,
+        run=recall_tool,
+        writes=True,
+        errors=(403, 404, 409),
+        summary="recall: store, read, append, delete or search",
+    ),
+    AgentTool(
+        name="search",
+        description=SEARCH_TOOL,
+        args=SearchIn,
+        out=SearchOut,
+        run=search_tool,
+        writes=False,
+        summary="Search memory",
+        tags=("search",),
+        examples=SEARCH_EXAMPLES,
+    ),
+    AgentTool(
+        name="archival_memory_insert",
+        description=ARCHIVAL_MEMORY_INSERT,
+        args=LettaInsertIn,
+        out=ArchivalEntryOut,
+        run=archival_memory_insert_tool,
+        writes=True,
+        status=201,
+        errors=(403, 404, 409),
+        summary="archival_memory_insert",
+    ),
+    AgentTool(
+        name="archival_memory_search",
+        description=ARCHIVAL_MEMORY_SEARCH,
+        args=LettaSearchIn,
+        out=LettaSearchHitOut,
+        run=archival_memory_search_tool,
+        writes=False,
+        many=True,
+        summary="archival_memory_search",
+    ),
+)

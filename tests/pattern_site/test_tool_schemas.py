@@ -33,6 +33,7 @@ TOOLS = {
     "open_files",
     "grep_files",
     "semantic_search_files",
+    "build_context",
 }
 
 
