@@ -11,6 +11,7 @@ from memory.blocks.services import block_create
 from memory.longterm.services import conversation_start
 from memory.models import ArchivalEntry, Conversation, MemoryBlock, Message
 from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.apitypes import LABEL_PATTERN
 
 J = "application/json"
 
@@ -178,7 +179,7 @@ def test_block_labels_keep_to_a_slug_pattern(agent_client: Client, label: str):
 
 def test_the_label_pattern_is_in_the_openapi(openapi: dict[str, Any]):
     label = openapi["components"]["schemas"]["BlockCreateIn"]["properties"]["label"]
-    assert label["pattern"] == r"^[\w.-]{1,100}$"
+    assert label["pattern"] == LABEL_PATTERN == r"^(?!\.+$)[\w.-]{1,100}$"
 
 
 def test_the_block_service_refuses_a_label_that_would_break_its_tag(agent):
