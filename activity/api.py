@@ -2,6 +2,7 @@
 the catch-up digest (the ``notable`` tool is declared in ``activity.tools``)."""
 
 from datetime import timedelta
+from typing import Annotated
 
 from django.http import HttpRequest
 from django.utils import timezone
@@ -15,7 +16,13 @@ from activity.stream.permissions import (
 from activity.stream.selectors import activity_list, activity_search
 from activity.summaries.digest import catch_up_build
 from activity.summaries.summarizers import summarizer_status
-from pattern_site.kernel.apitypes import Id, Moment, error_responses
+from pattern_site.kernel.apitypes import (
+    LINE_MAX,
+    NAME_MAX,
+    Id,
+    Moment,
+    error_responses,
+)
 from pattern_site.kernel.auth import request_actor
 
 router = Router(tags=["activity"])
@@ -30,8 +37,8 @@ def list_activity(
     request: HttpRequest,
     constellation_id: Id | None = None,
     agent_id: Id | None = None,
-    event_type: str | None = None,
-    min_importance: str | None = None,
+    event_type: Annotated[str | None, Query(max_length=NAME_MAX)] = None,
+    min_importance: Annotated[str | None, Query(max_length=NAME_MAX)] = None,
     since: Moment | None = None,
     limit: int = 50,
 ) -> object:
@@ -56,7 +63,10 @@ def list_activity(
     summary="Activity events holding every word of q",
 )
 def search_activity(
-    request: HttpRequest, q: str, constellation_id: Id | None = None, limit: int = 20
+    request: HttpRequest,
+    q: Annotated[str, Query(max_length=LINE_MAX)],
+    constellation_id: Id | None = None,
+    limit: int = 20,
 ) -> object:
     actor = request_actor(request)
     constellation = activity_constellation_for_read(

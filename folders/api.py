@@ -7,8 +7,9 @@ file tools (``POST /tools/files/...`` and Letta's ``open_files``,
 ``folders.tools.agent``; here is only the listing of an agent's open files.
 """
 
-from typing import Any
+from typing import Annotated, Any
 
+from django.conf import settings
 from django.http import HttpRequest
 from ninja import File, Router, UploadedFile
 from ninja.decorators import decorate_view
@@ -198,7 +199,12 @@ def list_files(request: HttpRequest, folder_id: Id) -> Any:
 )
 @decorate_view(keep_upload_paths)
 def upload_files(
-    request: HttpRequest, folder_id: Id, files: File[list[UploadedFile]]
+    request: HttpRequest,
+    folder_id: Id,
+    files: Annotated[
+        list[UploadedFile],
+        File(max_length=settings.DATA_UPLOAD_MAX_NUMBER_FILES),
+    ],
 ) -> Any:
     actor = request_actor(request)
     folder = selectors.folder_get_for_actor(

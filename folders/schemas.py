@@ -1,13 +1,17 @@
 """Request and response shapes of the folders API and the file tools."""
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
+from django.conf import settings
 from ninja import Field, Schema
 
+from folders.files.ingest import MAX_PATH_CHARS
 from folders.files.models import FolderFile
 from folders.files.selectors import file_percent
-from pattern_site.kernel.apitypes import DB_INT_MAX, Id, InputSchema
+from folders.tools.grep import MAX_PATTERN_CHARS
+from folders.tools.search import MAX_QUERY_CHARS
+from pattern_site.kernel.apitypes import DB_INT_MAX, LINE_MAX, NAME_MAX, Id, InputSchema
 
 AccessIn = Literal["read", "read_write"]
 SearchModeIn = Literal["fts", "vector", "hybrid", "auto"]
@@ -16,17 +20,26 @@ SearchModeIn = Literal["fts", "vector", "hybrid", "auto"]
 # A line number: 1-based, within a database integer.
 LINE = {"ge": 1, "le": DB_INT_MAX}
 
+FolderName = Annotated[str, Field(max_length=NAME_MAX)]
+FilePath = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
+# A glob over paths, or over '<folder>/<path>'.
+PathGlob = Annotated[str, Field(max_length=NAME_MAX + 1 + MAX_PATH_CHARS)]
+GrepPattern = Annotated[str, Field(max_length=MAX_PATTERN_CHARS)]
+Description = Annotated[str, Field(max_length=LINE_MAX)]
+# A directory on the server: Linux's PATH_MAX.
+ServerPath = Annotated[str, Field(max_length=4096)]
+
 
 class FolderIn(InputSchema):
     constellation_id: Id = Field(..., examples=[1])
     name: str = Field(..., min_length=1, max_length=100, examples=["trip-notes"])
-    description: str = Field(
+    description: Description = Field(
         "",
         description="Shown to the agents it is attached to.",
         examples=["Bookings and plans for the Lisbon trip"],
     )
     kind: Literal["virtual", "local"] = Field("virtual", examples=["virtual"])
-    root_path: str = Field(
+    root_path: ServerPath = Field(
         "",
         description="Local folders: a directory on the server.",
         examples=["/srv/pattern/trip-notes"],
@@ -34,7 +47,9 @@ class FolderIn(InputSchema):
 
 
 class FolderPatchIn(InputSchema):
-    description: str = Field(..., examples=["Bookings and plans for the Lisbon trip"])
+    description: Description = Field(
+        ..., examples=["Bookings and plans for the Lisbon trip"]
+    )
 
 
 class CountsOut(Schema):
@@ -105,12 +120,17 @@ class UploadOut(Schema):
 
 
 class FileWriteIn(InputSchema):
-    path: str = Field(
+    path: FilePath = Field(
         ...,
         description="Relative path inside the folder, e.g. notes/a.md",
         examples=["notes/hotels.md"],
     )
-    content: str = Field(..., examples=["# Hotels\n\nAvenida: booked until Sunday\n"])
+    # A character takes at least a byte: the file limit bounds the characters.
+    content: str = Field(
+        ...,
+        max_length=settings.FOLDER_MAX_FILE_BYTES,
+        examples=["# Hotels\n\nAvenida: booked until Sunday\n"],
+    )
 
 
 class RescanOut(Schema):
@@ -125,10 +145,10 @@ class RescanOut(Schema):
 
 
 class FileRefIn(InputSchema):
-    folder: str = Field(
+    folder: FolderName = Field(
         ..., description="Name of an attached folder.", examples=["trip-notes"]
     )
-    path: str = Field(
+    path: FilePath = Field(
         ...,
         description="Path of the file inside the folder.",
         examples=["notes/hotels.md"],
@@ -154,10 +174,10 @@ class FileReadIn(FileRefIn):
 
 
 class FileCloseIn(InputSchema):
-    folder: str | None = Field(
+    folder: FolderName | None = Field(
         None, description="With path: close that file only.", examples=["trip-notes"]
     )
-    path: str | None = Field(
+    path: FilePath | None = Field(
         None,
         description="Leave both out to close every file.",
         examples=["notes/hotels.md"],
@@ -181,18 +201,18 @@ class CloseOut(Schema):
 
 
 class GrepIn(InputSchema):
-    folder: str = Field(
+    folder: FolderName = Field(
         ..., description="Name of an attached folder.", examples=["trip-notes"]
     )
-    pattern: str = Field(
+    pattern: GrepPattern = Field(
         ...,
         description="A regular expression (or literal text).",
         examples=["check-?in"],
     )
-    path: str | None = Field(
+    path: FilePath | None = Field(
         None, description="Only this file.", examples=["notes/hotels.md"]
     )
-    include: str | None = Field(
+    include: PathGlob | None = Field(
         None, description="Only paths matching this glob.", examples=["*.md"]
     )
     context: int = Field(
@@ -226,13 +246,14 @@ class GrepOut(Schema):
 class FileSearchIn(InputSchema):
     query: str = Field(
         ...,
+        max_length=MAX_QUERY_CHARS,
         description="What to look for, in your own words.",
         examples=["when do we check in at the hotel"],
     )
-    folder: str | None = Field(
+    folder: FolderName | None = Field(
         None, description="One attached folder; default all.", examples=["trip-notes"]
     )
-    path: str | None = Field(
+    path: FilePath | None = Field(
         None,
         description="One file, or a directory prefix ending in '/'.",
         examples=["notes/"],
@@ -278,7 +299,7 @@ class FileSearchOut(Schema):
 
 
 class LettaFileRequest(InputSchema):
-    file_name: str = Field(
+    file_name: PathGlob = Field(
         ..., description="'<folder>/<path>'", examples=["trip-notes/notes/hotels.md"]
     )
     offset: int | None = Field(
@@ -304,8 +325,8 @@ class LettaOpenFilesOut(Schema):
 
 
 class LettaGrepIn(InputSchema):
-    pattern: str = Field(..., examples=["check-?in"])
-    include: str | None = Field(
+    pattern: GrepPattern = Field(..., examples=["check-?in"])
+    include: PathGlob | None = Field(
         None, description="Glob over '<folder>/<path>'.", examples=["trip-notes/*.md"]
     )
     context_lines: int = Field(0, ge=0, le=10, examples=[2])
@@ -319,5 +340,7 @@ class LettaGrepIn(InputSchema):
 
 
 class LettaSearchFilesIn(InputSchema):
-    query: str = Field(..., examples=["when do we check in at the hotel"])
+    query: str = Field(
+        ..., max_length=MAX_QUERY_CHARS, examples=["when do we check in at the hotel"]
+    )
     limit: int = Field(10, ge=1, le=50, examples=[5])

@@ -1,10 +1,16 @@
 """Request and response shapes of the context builder's endpoint."""
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
 
-from pattern_site.kernel.apitypes import Id, InputSchema
+from pattern_site.kernel.apitypes import (
+    ITEMS_MAX,
+    NAME_MAX,
+    TEXT_MAX,
+    Id,
+    InputSchema,
+)
 
 BUILD_CONTEXT = """Build the system prompt you run with from your memory: base
 instructions, core blocks, pinned working blocks (and the working blocks named
@@ -13,11 +19,11 @@ count per section. Humans give `agent_id`; agents omit it (their own)."""
 
 
 class ToolRuleIn(InputSchema):
-    tool: str = Field(examples=["send_message"])
+    tool: str = Field(max_length=NAME_MAX, examples=["send_message"])
     kind: Literal[
         "start_constraint", "exit_loop", "continue_loop", "max_calls", "requires_prior"
     ] = Field(examples=["exit_loop"])
-    value: int | str | None = Field(
+    value: int | Annotated[str, Field(max_length=NAME_MAX)] | None = Field(
         None,
         description="max_calls: a number; requires_prior: a tool.",
         examples=[None],
@@ -28,17 +34,23 @@ class ContextBuildIn(InputSchema):
     agent_id: Id | None = Field(
         None, description="Agents may omit it (themselves).", examples=[None]
     )
-    batch_block_ids: list[str] = Field(
+    batch_block_ids: list[Annotated[str, Field(max_length=NAME_MAX)]] = Field(
         default_factory=list,
+        max_length=ITEMS_MAX,
         description="Ids or labels of working blocks to include for this request.",
         examples=[["task_board"]],
     )
     base_instructions: str | None = Field(
-        None, examples=["You help Sam plan the week in small steps."]
+        None,
+        max_length=TEXT_MAX,
+        examples=["You help Sam plan the week in small steps."],
     )
-    tool_rules: list[ToolRuleIn] = Field(default_factory=list)
+    tool_rules: list[ToolRuleIn] = Field(default_factory=list, max_length=ITEMS_MAX)
     model: str | None = Field(
-        None, description="Counts tokens for this model.", examples=["gpt-4o-mini"]
+        None,
+        max_length=NAME_MAX,
+        description="Counts tokens for this model.",
+        examples=["gpt-4o-mini"],
     )
     include_descriptions: bool = Field(True, examples=[True])
 

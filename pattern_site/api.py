@@ -23,11 +23,16 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.http.multipartparser import MultiPartParserError
 from django.utils.module_loading import import_string
 from ninja import Field, NinjaAPI, Router, Schema
-from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.errors import (
+    AuthenticationError,
+    HttpError,
+    ValidationError,
+    ValidationErrorContext,
+)
 from ninja.parser import Parser
 
 from pattern_site.health import health_report
-from pattern_site.kernel.apitypes import error_responses
+from pattern_site.kernel.apitypes import accepted_fields, error_responses
 from pattern_site.kernel.auth import api_auth
 from pattern_site.kernel.errors import ApplicationError, InvalidInput, MalformedRequest
 from pattern_site.tool_routes import tool_routes_add
@@ -141,7 +146,27 @@ class ToolApiParser(Parser):
         return data
 
 
-api = NinjaAPI(
+class ToolApi(NinjaAPI):
+    def validation_error_from_error_contexts(
+        self, error_contexts: list[ValidationErrorContext]
+    ) -> ValidationError:
+        # Only here is the schema that refused a field at hand: an unknown
+        # field's error keeps the fields the schema accepts beside it, for
+        # the handler's message.
+        error = super().validation_error_from_error_contexts(error_contexts)
+        raw = [
+            (context.model, item)
+            for context in error_contexts
+            for item in context.pydantic_validation_error.errors()
+        ]
+        for out, (model, item) in zip(error.errors, raw, strict=True):
+            if item["type"] == "extra_forbidden":
+                accepted = accepted_fields(model, item["loc"][:-1])
+                out["ctx"] = {"accepted": accepted}
+        return error
+
+
+api = ToolApi(
     title="Pattern site tool API",
     version="1.0.0",
     description=(
@@ -221,8 +246,16 @@ def _field_errors(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
         # ninja nests a body under the endpoint's parameter name ("payload").
         if len(loc) > 1 and loc[0] == "body" and loc[1] == "payload":
             del loc[1]
-        out.append({"loc": loc, "msg": error.get("msg", ""), "type": error["type"]})
+        out.append({"loc": loc, "msg": _field_message(error), "type": error["type"]})
     return out
+
+
+def _field_message(error: dict[str, Any]) -> str:
+    if error["type"] != "extra_forbidden":
+        return str(error.get("msg", ""))
+    accepted = error.get("ctx", {}).get("accepted", [])
+    fields = ", ".join(accepted) if accepted else "none"
+    return f"unknown field {error['loc'][-1]!r}; the accepted fields are: {fields}"
 
 
 @api.exception_handler(ValidationError)

@@ -15,6 +15,7 @@ from ninja import Router, Status
 from coordination.groups import permissions, selectors, services, streams
 from coordination.groups.schemas import (
     AnswerIn,
+    CallId,
     ChunkIn,
     DelegateIn,
     DeliveryOut,
@@ -267,7 +268,7 @@ def start_tool_call(request: HttpRequest, delivery_id: Id, payload: ToolCallIn) 
     response={201: EventOut, **error_responses(403, 404, 409, body=True)},
 )
 def complete_tool_call(
-    request: HttpRequest, delivery_id: Id, call_id: str, payload: ToolResultIn
+    request: HttpRequest, delivery_id: Id, call_id: CallId, payload: ToolResultIn
 ) -> Any:
     delivery = _delivery(request, delivery_id)
     return Status(

@@ -1,12 +1,25 @@
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from ninja import Field, Schema
+from ninja import Field, Path, Schema
 
 from coordination.groups.models import CoordinationPattern, MemberRole
-from pattern_site.kernel.apitypes import Id, InputSchema
+from coordination.groups.services.deliveries import MAX_CHUNK_CHARS
+from coordination.groups.services.routing import MAX_MESSAGE_CHARS
+from pattern_site.kernel.apitypes import (
+    ITEMS_MAX,
+    LINE_MAX,
+    NAME_MAX,
+    Id,
+    InputSchema,
+)
 
 PATTERNS = ", ".join(CoordinationPattern.values)
+
+Name = Annotated[str, Field(max_length=NAME_MAX)]
+Message = Annotated[str, Field(max_length=MAX_MESSAGE_CHARS)]
+Description = Annotated[str, Field(max_length=LINE_MAX)]
+CallId = Annotated[str, Path(max_length=200)]
 
 
 class MemberOut(Schema):
@@ -40,18 +53,20 @@ class GroupOut(Schema):
 class GroupCreateIn(InputSchema):
     constellation_id: Id = Field(examples=[1])
     name: str = Field(min_length=1, max_length=100, examples=["Crisis Response"])
-    description: str = Field("", examples=["Handles urgent requests from the partner."])
-    pattern: str = Field(description=f"One of: {PATTERNS}.", examples=["supervisor"])
+    description: Description = Field(
+        "", examples=["Handles urgent requests from the partner."]
+    )
+    pattern: Name = Field(description=f"One of: {PATTERNS}.", examples=["supervisor"])
     config: dict[str, Any] = Field(
         {}, description="The pattern's settings.", examples=[{"leader_id": 1}]
     )
 
 
 class GroupUpdateIn(InputSchema):
-    description: str | None = Field(
+    description: Description | None = Field(
         None, examples=["Handles urgent requests from the partner."]
     )
-    pattern: str | None = Field(
+    pattern: Name | None = Field(
         None, description=f"One of: {PATTERNS}.", examples=["round_robin"]
     )
     config: dict[str, Any] | None = Field(
@@ -61,29 +76,36 @@ class GroupUpdateIn(InputSchema):
 
 class MemberIn(InputSchema):
     agent_id: Id = Field(examples=[2])
-    role: str = Field(
+    role: Name = Field(
         MemberRole.REGULAR.value,
         description=f"One of: {', '.join(MemberRole.values)}.",
         examples=["specialist"],
     )
-    domain: str = Field("", examples=["travel"])
-    capabilities: list[str] = Field([], examples=[["bookings", "itineraries"]])
+    domain: Name = Field("", examples=["travel"])
+    capabilities: list[Name] = Field(
+        [], max_length=ITEMS_MAX, examples=[["bookings", "itineraries"]]
+    )
 
 
 class RouteIn(InputSchema):
-    message: str = Field(examples=["The flight to Lisbon was cancelled; rebook it."])
-    options: list[str] = Field(
-        [], description="The choices of a voting run.", examples=[["Lisbon", "Porto"]]
+    message: Message = Field(
+        examples=["The flight to Lisbon was cancelled; rebook it."]
+    )
+    options: list[Name] = Field(
+        [],
+        max_length=ITEMS_MAX,
+        description="The choices of a voting run.",
+        examples=[["Lisbon", "Porto"]],
     )
 
 
 class RouteToGroupIn(InputSchema):
     """The ``route_to_group`` tool's input (ids as strings, as tools send)."""
 
-    group_id: str = Field(
+    group_id: Name = Field(
         description="The id of the group to route through.", examples=["3"]
     )
-    message: str = Field(
+    message: Message = Field(
         description="The message the group's agents act on.",
         examples=["The flight to Lisbon was cancelled; rebook it."],
     )
@@ -154,7 +176,9 @@ class RunDetailOut(RunOut):
 
 
 class ChunkIn(InputSchema):
-    text: str = Field(examples=["Checking the later flights"])
+    text: str = Field(
+        max_length=MAX_CHUNK_CHARS, examples=["Checking the later flights"]
+    )
 
 
 class ToolCallIn(InputSchema):
@@ -170,16 +194,18 @@ class ToolResultIn(InputSchema):
 
 
 class AnswerIn(InputSchema):
-    text: str = Field(examples=["Rebooked on the 18:40 flight; the hotel knows."])
-    vote: str = Field("", description="A vote delivery's choice.", examples=["Porto"])
+    text: Message = Field(examples=["Rebooked on the 18:40 flight; the hotel knows."])
+    vote: str = Field(
+        "", max_length=200, description="A vote delivery's choice.", examples=["Porto"]
+    )
 
 
 class FailureIn(InputSchema):
-    reason: str = Field("", examples=["The airline's site is down"])
+    reason: Message = Field("", examples=["The airline's site is down"])
 
 
 class DelegateIn(InputSchema):
-    message: str = Field(examples=["Find a hotel near the new arrival time."])
+    message: Message = Field(examples=["Find a hotel near the new arrival time."])
     agent_id: Id | None = Field(
         None,
         description="The member to ask; null lets the pattern choose.",
@@ -188,5 +214,5 @@ class DelegateIn(InputSchema):
 
 
 class MetricIn(InputSchema):
-    metric: str = Field(examples=["unread_messages"])
+    metric: Name = Field(examples=["unread_messages"])
     value: float = Field(allow_inf_nan=False, examples=[12.0])

@@ -3,16 +3,17 @@
 Thin: resolve what the request names through the selectors, call one
 service, shape the answer."""
 
-from typing import Any
+from typing import Annotated, Any
 
 from django.http import HttpRequest
-from ninja import Router, Status
+from ninja import Query, Router, Status
 
 from coordination.work import selectors, services
 from coordination.work.schemas import (
     HandoffIn,
     HandoffOut,
     StateIn,
+    StateKey,
     StateOut,
     TaskAssignIn,
     TaskCreateIn,
@@ -21,7 +22,7 @@ from coordination.work.schemas import (
     TaskStatusIn,
 )
 from pattern_site.kernel.agents.selectors import agent_get_for_actor
-from pattern_site.kernel.apitypes import Id, error_responses
+from pattern_site.kernel.apitypes import LINE_MAX, Id, error_responses
 from pattern_site.kernel.auth import request_actor
 
 router = Router(tags=["tasks"])
@@ -38,7 +39,7 @@ router = Router(tags=["tasks"])
 def list_tasks(
     request: HttpRequest,
     constellation_id: Id | None = None,
-    status: str | None = None,
+    status: Annotated[str | None, Query(max_length=LINE_MAX)] = None,
     assignee_id: Id | None = None,
 ) -> Any:
     """Filter with `status` (comma-separated) and `assignee_id`."""
@@ -242,7 +243,7 @@ def list_state(request: HttpRequest, constellation_id: Id | None = None) -> Any:
     summary="Read a shared state key",
 )
 def get_state(
-    request: HttpRequest, key: str, constellation_id: Id | None = None
+    request: HttpRequest, key: StateKey, constellation_id: Id | None = None
 ) -> Any:
     actor = request_actor(request)
     constellation = selectors.work_constellation_for_actor(
@@ -260,7 +261,7 @@ def get_state(
 )
 def put_state(
     request: HttpRequest,
-    key: str,
+    key: StateKey,
     payload: StateIn,
     constellation_id: Id | None = None,
 ) -> Any:

@@ -1,17 +1,20 @@
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from ninja import Field, Schema
+from ninja import Field, Path, Schema
 
 from coordination.work.models import (
     DESCRIPTION_MAX_CHARS,
     HANDOFF_MAX_CHARS,
+    STATE_KEY_MAX_CHARS,
     TITLE_MAX_CHARS,
     TaskPriority,
     TaskStatus,
 )
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.apitypes import Id, InputSchema, Moment, Offset
+
+StateKey = Annotated[str, Path(max_length=STATE_KEY_MAX_CHARS)]
 
 
 class CoordIn(InputSchema):

@@ -80,6 +80,8 @@ def clean_path(raw: str) -> str:
         raise InvalidInput(f"file path {shown} leaves its folder ('..')")
     if not parts:
         raise InvalidInput(f"file path {shown} names no file")
+    if any(not p.strip() for p in parts):
+        raise InvalidInput(f"file path {shown} has a name of only spaces")
     if len(parts) > MAX_PATH_DEPTH:
         raise InvalidInput(
             f"file path {shown} is {len(parts)} levels deep; at most {MAX_PATH_DEPTH}"

@@ -174,7 +174,9 @@ def open_files_tool(*, actor: Actor, args: LettaOpenFilesIn) -> dict[str, Any]:
     opened = []
     for req in args.file_requests:
         folder_name, _, path = req.file_name.partition("/")
-        file = _file(actor, FileRefIn(folder=folder_name, path=path))
+        # Not validated again: a part past a field's bound names no folder
+        # or file, which the lookup answers with a 404.
+        file = _file(actor, FileRefIn.model_construct(folder=folder_name, path=path))
         opened.append(
             windows.file_open(
                 agent=agent, file=file, line=(req.offset or 0) + 1, lines=req.length

@@ -13,7 +13,7 @@ from ninja import Body, Query, Router, Status
 from memory.blocks import tools
 from memory.blocks.blame import block_blame
 from memory.blocks.models import BlockApproval, MemoryBlock
-from memory.blocks.permissions import block_create_check
+from memory.blocks.permissions import block_create_check, memory_transfer_check
 from memory.blocks.schemas import (
     ApprovalOut,
     AttachmentOut,
@@ -28,6 +28,8 @@ from memory.blocks.schemas import (
     DecisionIn,
     DiffOut,
     ImportOut,
+    LabelPath,
+    LabelText,
     OperationsIn,
     RollbackIn,
     ShareIn,
@@ -64,9 +66,8 @@ from pattern_site.kernel.agents.selectors import (
     agent_get_private,
     constellation_get_for_actor,
 )
-from pattern_site.kernel.apitypes import Id, error_responses
+from pattern_site.kernel.apitypes import ITEMS_MAX, TEXT_MAX, Id, error_responses
 from pattern_site.kernel.auth import request_actor
-from pattern_site.kernel.errors import PermissionDenied
 
 router = Router()
 
@@ -167,7 +168,7 @@ def create_block(request: HttpRequest, payload: BlockCreateIn) -> Status[Any]:
 def list_block_changes(
     request: HttpRequest,
     peek: bool = False,
-    labels: Annotated[list[str], Query()] = [],  # noqa: B006 (ninja reads it)
+    labels: Annotated[list[LabelText], Query(max_length=ITEMS_MAX)] = [],  # noqa: B006 (ninja reads it)
 ) -> dict[str, Any]:
     """What others changed in the blocks you can read since you last looked;
     your look then moves to now (``peek=true``: it stays)."""
@@ -232,7 +233,7 @@ give it."""
 
 
 def _block_by_label(
-    request: HttpRequest, label: str, agent_id: int | None
+    request: HttpRequest, label: LabelPath, agent_id: int | None
 ) -> tuple[Actor, MemoryBlock]:
     actor = request_actor(request)
     block = block_get_by_label_for_actor(actor=actor, label=label, agent_id=agent_id)
@@ -248,7 +249,7 @@ def _block_by_label(
     by_alias=True,
 )
 def get_block_by_label(
-    request: HttpRequest, label: str, agent_id: Id | None = None
+    request: HttpRequest, label: LabelPath, agent_id: Id | None = None
 ) -> dict[str, Any]:
     actor, block = _block_by_label(request, label, agent_id)
     return tools.block_detail(actor=actor, block=block)
@@ -263,7 +264,10 @@ def get_block_by_label(
     by_alias=True,
 )
 def configure_block_by_label(
-    request: HttpRequest, label: str, payload: BlockPatchIn, agent_id: Id | None = None
+    request: HttpRequest,
+    label: LabelPath,
+    payload: BlockPatchIn,
+    agent_id: Id | None = None,
 ) -> dict[str, Any]:
     actor, block = _block_by_label(request, label, agent_id)
     return _block_configure(actor, block, payload)
@@ -277,7 +281,7 @@ def configure_block_by_label(
     description=BY_LABEL,
 )
 def delete_block_by_label(
-    request: HttpRequest, label: str, agent_id: Id | None = None
+    request: HttpRequest, label: LabelPath, agent_id: Id | None = None
 ) -> Status[None]:
     actor, block = _block_by_label(request, label, agent_id)
     block_delete(actor=actor, block=block)
@@ -315,7 +319,7 @@ def list_block_history(
     block_id: UUID,
     limit: int = 50,
     before: Id | None = None,
-    contains: str | None = None,
+    contains: Annotated[str | None, Query(max_length=TEXT_MAX)] = None,
 ) -> list[Any]:
     """Versions, newest first; page with ``before`` (the last id you got).
     With ``contains``: the versions (oldest first, every one) in which that
@@ -467,7 +471,7 @@ def decide_approval(
 
 @router.get(
     "/agents/{agent_id}/memory/export",
-    response={200: dict[str, Any], **error_responses(404, body=False)},
+    response={200: dict[str, Any], **error_responses(403, 404, body=False)},
     tags=["blocks"],
     summary="Export an agent's memory",
 )
@@ -475,6 +479,7 @@ def export_memory(request: HttpRequest, agent_id: Id) -> dict[str, Any]:
     """JSON with a schema version; each block with its Loro snapshot (base64)."""
     actor = request_actor(request)
     agent = agent_get_for_actor(actor=actor, agent_id=agent_id)
+    memory_transfer_check(actor=actor, agent=agent)
     return blocks_export(actor=actor, agent=agent)
 
 
@@ -497,8 +502,7 @@ def import_memory(
     ``content``, ``label``, ``memory_type``, ``pinned``, ``permission``."""
     actor = request_actor(request)
     agent = agent_get_for_actor(actor=actor, agent_id=agent_id)
-    if actor.agent is not None and actor.agent.pk != agent.pk:
-        raise PermissionDenied("an agent may import into its own memory only")
+    memory_transfer_check(actor=actor, agent=agent)
     created = blocks_import(actor=actor, agent=agent, data=payload)
     return Status(
         201,

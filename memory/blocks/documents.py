@@ -47,7 +47,7 @@ from loro import (
     VersionVector,
 )
 
-from pattern_site.kernel.errors import InvalidInput, PermissionDenied
+from pattern_site.kernel.errors import InvalidInput, LimitExceeded, PermissionDenied
 
 SCHEMA_KINDS = ("text", "map", "list", "log", "composite")
 FIELD_TYPES = ("text", "number", "boolean", "list", "counter")
@@ -70,11 +70,47 @@ def loro_guard(what: str) -> Iterator[None]:
 # --- schemas ----------
 
 
+# The keys each part of a schema takes: any other is refused, not ignored
+# (a misspelt key would silently give a schema other than the one meant).
+SCHEMA_KEYS = {
+    "text": ("kind",),
+    "map": ("kind", "fields"),
+    "list": ("kind", "max_items", "style"),
+    "log": ("kind", "display_limit", "max_entries", "entry_schema"),
+    "composite": ("kind", "sections"),
+}
+FIELD_KEYS = ("name", "type", "read_only", "description")
+SECTION_KEYS = ("name", "schema", "read_only")
+ENTRY_SCHEMA_KEYS = ("timestamp", "agent_id", "fields")
+# Fields of a map, sections of a composite: a schema is checked inside a
+# write, so its work stays bounded.
+SCHEMA_MAX_PARTS = 100
+
+
+def _known_keys(value: dict[str, Any], keys: tuple[str, ...], what: str) -> None:
+    unknown = [key for key in value if key not in keys]
+    if unknown:
+        raise InvalidInput(
+            f"{what} has unknown key {unknown[0]!r}; its keys are: {', '.join(keys)}"
+        )
+
+
+def _parts(value: Any, what: str) -> list[Any]:
+    if not isinstance(value, list) or not value:
+        raise InvalidInput(f"a {what} schema needs a non-empty list")
+    if len(value) > SCHEMA_MAX_PARTS:
+        raise LimitExceeded(
+            f"a {what} schema has {len(value)} parts; at most {SCHEMA_MAX_PARTS}"
+        )
+    return value
+
+
 def schema_validate(schema: Any, *, nested: bool = False) -> dict[str, Any]:
     """Check a schema definition and return it normalised (defaults filled)."""
     if not isinstance(schema, dict) or schema.get("kind") not in SCHEMA_KINDS:
         raise InvalidInput(f"a schema needs a 'kind', one of {', '.join(SCHEMA_KINDS)}")
     kind = schema["kind"]
+    _known_keys(schema, SCHEMA_KEYS[kind], f"a {kind} schema")
     if kind == "text":
         return {"kind": "text"}
     if kind == "map":
@@ -82,9 +118,10 @@ def schema_validate(schema: Any, *, nested: bool = False) -> dict[str, Any]:
         if not isinstance(fields, list) or not fields:
             raise InvalidInput("a map schema needs a non-empty list of 'fields'")
         out, seen = [], set()
-        for field in fields:
+        for field in _parts(fields, "map"):
             if not isinstance(field, dict) or not isinstance(field.get("name"), str):
                 raise InvalidInput("each map field needs a 'name'")
+            _known_keys(field, FIELD_KEYS, f"map field {field['name']!r}")
             name = field["name"].strip()
             ftype = field.get("type", "text")
             if not name or name in seen:
@@ -122,6 +159,9 @@ def schema_validate(schema: Any, *, nested: bool = False) -> dict[str, Any]:
             if not isinstance(value, int) or value < 1:
                 raise InvalidInput(f"'{key}' must be a positive integer")
         entry = schema.get("entry_schema") or {}
+        if not isinstance(entry, dict):
+            raise InvalidInput("a log's 'entry_schema' is an object")
+        _known_keys(entry, ENTRY_SCHEMA_KEYS, "a log's entry_schema")
         return {
             "kind": "log",
             "display_limit": display_limit,
@@ -138,9 +178,10 @@ def schema_validate(schema: Any, *, nested: bool = False) -> dict[str, Any]:
     if not isinstance(sections, list) or not sections:
         raise InvalidInput("a composite schema needs a non-empty list of 'sections'")
     out_sections, names = [], set()
-    for section in sections:
+    for section in _parts(sections, "composite"):
         if not isinstance(section, dict) or not isinstance(section.get("name"), str):
             raise InvalidInput("each composite section needs a 'name'")
+        _known_keys(section, SECTION_KEYS, f"section {section['name']!r}")
         name = section["name"].strip()
         if not name or set(name) & set("/:\0") or name in names:
             raise InvalidInput(
@@ -837,8 +878,9 @@ def value_from_text(schema: dict[str, Any], text: str) -> Any:
 
     A text block takes the text as it is; a list block one item per line.
     A structured block takes the form it is rendered in: ``field: value``
-    lines for a map (a line not starting with a field name continues the
-    previous field; list fields are comma-separated), ``=== section ===``
+    lines for a map (a line not shaped ``name: ...`` continues the previous
+    field; a ``name:`` that is no field is refused; list fields are
+    comma-separated), ``=== section ===``
     headings for a composite.  Fields and sections left out keep their
     content; a JSON object shaped by the schema is taken as it is.
     """
@@ -875,6 +917,11 @@ def _value_from_text(schema: dict[str, Any], text: str) -> Any:
     )
 
 
+# A line that reads as ``name: value`` (a word, a colon, then a space or
+# the end: not a URL's "https://").
+_FIELD_LINE = re.compile(r"^\s*([A-Za-z_][\w-]*)\s*:(?:\s|$)")
+
+
 def _map_from_text(schema: dict[str, Any], text: str) -> dict[str, Any]:
     fields = {f["name"]: f for f in schema["fields"]}
     found: dict[str, list[str]] = {}
@@ -885,6 +932,13 @@ def _map_from_text(schema: dict[str, Any], text: str) -> dict[str, Any]:
         if sep and name in fields:
             current = name
             found[name] = [rest.strip()]
+        elif (unknown := _FIELD_LINE.match(line)) is not None:
+            # Taken as the previous field's text, it would change a field
+            # the writer did not name.
+            raise InvalidInput(
+                f"{unknown.group(1)!r} is not a field of this block; fields: "
+                + ", ".join(fields)
+            )
         elif current is not None:
             found[current].append(line)
         elif line.strip():

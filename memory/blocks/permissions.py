@@ -251,6 +251,16 @@ def block_create_check(*, actor: Actor, owner: Agent | None) -> None:
         raise PermissionDenied("an agent may create blocks in its own memory only")
 
 
+def memory_transfer_check(*, actor: Actor, agent: Agent) -> None:
+    """Whether ``actor`` may export or import ``agent``'s whole memory: a
+    human of its constellation (whoever could see the agent), or the agent
+    itself; another agent may not, even one that can read some blocks."""
+    if actor.agent is not None and actor.agent.pk != agent.pk:
+        raise PermissionDenied(
+            f"an agent may export or import its own memory only, not {agent.name}'s"
+        )
+
+
 def block_configure_check(
     *,
     actor: Actor,

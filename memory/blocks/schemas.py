@@ -4,11 +4,19 @@ from datetime import datetime
 from typing import Annotated, Any, Literal, Union
 from uuid import UUID
 
-from ninja import Field, Schema
-from pydantic import ConfigDict, RootModel, create_model, model_validator
+from ninja import Field, Path, Schema
+from pydantic import RootModel, create_model, model_validator
 
 from memory.blocks import documents
-from pattern_site.kernel.apitypes import Id, InputSchema, Label
+from pattern_site.kernel.apitypes import (
+    ITEMS_MAX,
+    LINE_MAX,
+    NAME_MAX,
+    TEXT_MAX,
+    Id,
+    InputSchema,
+    Label,
+)
 from pattern_site.kernel.errors import InvalidInput
 
 # The tools' descriptions, written for the model that calls them: the HTTP
@@ -86,6 +94,15 @@ PermissionChoice = Literal[
     "read_only", "partner", "human", "append", "read_write", "admin"
 ]
 
+# Text for a block: no block holds more than its char limit, at most TEXT_MAX.
+BlockText = Annotated[str, Field(max_length=TEXT_MAX)]
+# A section or field of a structured block ("section/field" on a composite).
+SectionName = Annotated[str, Field(max_length=2 * NAME_MAX + 1)]
+Description = Annotated[str, Field(max_length=LINE_MAX)]
+# A block's label as a tool names it (checked against the blocks, not the rule).
+LabelText = Annotated[str, Field(max_length=NAME_MAX)]
+LabelPath = Annotated[str, Path(max_length=NAME_MAX)]
+
 
 class BlockCreateIn(InputSchema):
     label: Label = Field(examples=["check_in"])
@@ -108,12 +125,12 @@ class BlockCreateIn(InputSchema):
         description="kind text, map (fields), list, log or composite (sections).",
         examples=[SCHEMA_EXAMPLE],
     )
-    description: str | None = Field(
+    description: Description | None = Field(
         None, examples=["How Sam feels this week and what is still open"]
     )
     block_type: BlockTypeChoice | None = Field(None, examples=["working"])
     permission: PermissionChoice = Field("read_write", examples=["read_write"])
-    char_limit: int | None = Field(None, gt=0, le=1_000_000, examples=[2000])
+    char_limit: int | None = Field(None, gt=0, le=TEXT_MAX, examples=[2000])
     pinned: bool = Field(False, examples=[True])
     content: Any = Field(
         None,
@@ -123,18 +140,18 @@ class BlockCreateIn(InputSchema):
 
 
 class BlockPatchIn(InputSchema):
-    description: str | None = Field(None, examples=["Sam's week at a glance"])
+    description: Description | None = Field(None, examples=["Sam's week at a glance"])
     schema_: dict[str, Any] | None = Field(
         None, alias="schema", examples=[SCHEMA_EXAMPLE]
     )
     permission: PermissionChoice | None = Field(None, examples=["append"])
     pinned: bool | None = Field(None, examples=[False])
     block_type: BlockTypeChoice | None = Field(None, examples=["core"])
-    char_limit: int | None = Field(None, gt=0, le=1_000_000, examples=[4000])
+    char_limit: int | None = Field(None, gt=0, le=TEXT_MAX, examples=[4000])
 
 
 _ARG_TYPES: dict[str, Any] = {
-    "string": str,
+    "string": BlockText,
     "integer": int,
     "number": float,
     "boolean": bool,
@@ -161,7 +178,7 @@ def _operation_model(name: str) -> type[Schema]:
     fields: dict[str, Any] = {
         "op": (Literal[name], Field(description="The operation.")),  # type: ignore[valid-type]
         "section": (
-            str | None,
+            SectionName | None,
             Field(
                 None,
                 description="Composite blocks: the section to change.",
@@ -186,9 +203,6 @@ def _operation_model(name: str) -> type[Schema]:
 
 
 class _OperationBase(InputSchema):
-    # An argument an operation does not take is an error, not ignored.
-    model_config = ConfigDict(extra="forbid")
-
     @model_validator(mode="before")
     @classmethod
     def _arguments(cls, data: Any) -> Any:
@@ -209,6 +223,7 @@ Operation = Annotated[Union[tuple(OPERATION_MODELS)], Field(discriminator="op")]
 class OperationsIn(InputSchema):
     operations: list[Operation] = Field(  # type: ignore[valid-type]
         min_length=1,
+        max_length=ITEMS_MAX,
         description="Schema operations applied in order, all or none.  Which "
         "apply depends on the block's schema: text (set_text, append_text, "
         "replace_text), map (set_field, append_to_list_field, "
@@ -317,33 +332,34 @@ class ContextToolIn(InputSchema):
     operation: Literal["append", "replace", "archive", "load", "swap", "changes"] = (
         Field(examples=["append"])
     )
-    label: str | None = Field(
+    label: LabelText | None = Field(
         None,
         description="The block to act on (for swap: the working one); "
         "changes: only this block.  Every operation but changes needs it.",
         examples=["human"],
     )
-    content: str | None = Field(
+    content: BlockText | None = Field(
         None,
         description="append: the text to add.",
         examples=["Sam prefers a short check-in before 10am."],
     )
-    old: str | None = Field(
+    old: BlockText | None = Field(
         None, description="replace: the exact text to find.", examples=[None]
     )
-    new: str | None = Field(
+    new: BlockText | None = Field(
         None, description="replace: its replacement.", examples=[None]
     )
-    section: str | None = Field(
+    section: SectionName | None = Field(
         None, description="Section or field of a structured block.", examples=[None]
     )
-    archival_label: str | None = Field(
+    archival_label: LabelText | None = Field(
         None,
         description="swap: the archival block to bring into working memory.",
         examples=[None],
     )
-    labels: list[str] | None = Field(
+    labels: list[LabelText] | None = Field(
         None,
+        max_length=ITEMS_MAX,
         description="changes: only these blocks (default: every block you can read).",
         examples=[None],
     )
@@ -353,7 +369,12 @@ class ContextToolIn(InputSchema):
 
 
 ToolLabel = Annotated[
-    str, Field(description='Which block: "persona", "human", ...', examples=["human"])
+    str,
+    Field(
+        max_length=NAME_MAX,
+        description='Which block: "persona", "human", ...',
+        examples=["human"],
+    ),
 ]
 
 SECTION = Field(
@@ -367,13 +388,13 @@ SECTION = Field(
 
 class CoreMemoryIn(InputSchema):
     label: ToolLabel
-    content: str = Field(examples=["Prefers short check-ins before 10am."])
-    section: str | None = SECTION
+    content: BlockText = Field(examples=["Prefers short check-ins before 10am."])
+    section: SectionName | None = SECTION
 
 
 class CoreMemoryUpdateIn(InputSchema):
     label: ToolLabel
-    content: str = Field(
+    content: BlockText = Field(
         description="The block's whole new content.  A structured block is "
         "written as it is shown in your context: 'field: value' lines, "
         "'=== section ===' headings; fields you leave out keep their content.",
@@ -386,16 +407,16 @@ class CoreMemoryUpdateIn(InputSchema):
 
 class CoreMemoryReplaceIn(InputSchema):
     label: ToolLabel
-    old_content: str = Field(
+    old_content: BlockText = Field(
         min_length=1,
         description="The exact text to find.",
         examples=["Works from home on Fridays."],
     )
-    new_content: str = Field(
+    new_content: BlockText = Field(
         description="Its replacement (empty to delete it).",
         examples=["Works from home on Mondays and Fridays."],
     )
-    section: str | None = SECTION
+    section: SectionName | None = SECTION
 
 
 class BlameVersionOut(Schema):
@@ -439,8 +460,9 @@ class ChangesIn(InputSchema):
     peek: bool = Field(
         False, description="Look without moving your look.", examples=[False]
     )
-    labels: list[str] | None = Field(
+    labels: list[LabelText] | None = Field(
         None,
+        max_length=ITEMS_MAX,
         description="Only these blocks (default: every block you can read).",
         examples=[["human", "project_notes"]],
     )

@@ -1,11 +1,24 @@
 """Request and response shapes of the long-term memory tools."""
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
 
-from pattern_site.kernel.apitypes import Id, InputSchema, Moment
+from memory.longterm.selectors import MAX_QUERY_CHARS
+from memory.longterm.services import (
+    ARCHIVAL_MAX_CHARS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    MESSAGE_MAX_CHARS,
+    MESSAGES_PER_APPEND,
+)
+from pattern_site.kernel.apitypes import (
+    NAME_MAX,
+    Id,
+    InputSchema,
+    Moment,
+)
 
 # The tools' descriptions, written for the model that calls them: the HTTP
 # endpoints' OpenAPI descriptions and the MCP tool descriptions alike.
@@ -54,6 +67,12 @@ SearchModeIn = Literal["fts", "vector", "hybrid", "auto"]
 
 
 CONTENT_EXAMPLE = "Sam's sister Ana visits on the first weekend of June."
+
+# A tag as sent: the services strip and lower-case it.
+Tag = Annotated[str, Field(max_length=MAX_TAG_CHARS)]
+ArchivalContent = Annotated[str, Field(max_length=ARCHIVAL_MAX_CHARS)]
+ArchivalLabel = Annotated[str, Field(max_length=200)]
+Query = Annotated[str, Field(max_length=MAX_QUERY_CHARS)]
 TAGS_EXAMPLE = ["family", "plans"]
 METADATA_EXAMPLE = {"source": "check-in", "confidence": "high"}
 
@@ -64,11 +83,11 @@ ArchivalSourceIn = Literal["agent", "partner", "system", "consolidation", "impor
 
 
 class ArchivalEntryIn(InputSchema):
-    content: str = Field(examples=[CONTENT_EXAMPLE])
-    tags: list[str] = Field([], examples=[TAGS_EXAMPLE])
+    content: ArchivalContent = Field(examples=[CONTENT_EXAMPLE])
+    tags: list[Tag] = Field([], max_length=MAX_TAGS, examples=[TAGS_EXAMPLE])
     metadata: dict[str, Any] = Field({}, examples=[METADATA_EXAMPLE])
     importance: float = Field(0.5, ge=0.0, le=1.0, examples=[0.8])
-    label: str | None = Field(
+    label: ArchivalLabel | None = Field(
         None, description="A name to read it back by.", examples=["ana_visit"]
     )
     agent_id: Id | None = Field(
@@ -93,13 +112,13 @@ class ArchivalEntryIn(InputSchema):
 
 
 class ArchivalEntryPatchIn(InputSchema):
-    content: str | None = Field(
+    content: ArchivalContent | None = Field(
         None, examples=["Ana visits on the second weekend of June instead."]
     )
-    tags: list[str] | None = Field(None, examples=[TAGS_EXAMPLE])
+    tags: list[Tag] | None = Field(None, max_length=MAX_TAGS, examples=[TAGS_EXAMPLE])
     metadata: dict[str, Any] | None = Field(None, examples=[METADATA_EXAMPLE])
     importance: float | None = Field(None, ge=0.0, le=1.0, examples=[0.9])
-    label: str | None = Field(None, examples=["ana_visit"])
+    label: ArchivalLabel | None = Field(None, examples=["ana_visit"])
 
 
 class ArchivalEntryOut(Schema):
@@ -132,8 +151,10 @@ class ArchivalPageOut(Schema):
 
 class SearchFiltersIn(InputSchema):
     agent_id: Id | None = Field(None, examples=[None])
-    tags: list[str] = Field([], examples=[["family"]])
-    metadata_keys: list[str] = Field([], examples=[[]])
+    tags: list[Tag] = Field([], max_length=MAX_TAGS, examples=[["family"]])
+    metadata_keys: list[Annotated[str, Field(max_length=NAME_MAX)]] = Field(
+        [], max_length=MAX_TAGS, examples=[[]]
+    )
     since: Moment | None = Field(None, examples=["2026-05-01T00:00:00Z"])
     until: Moment | None = Field(None, examples=[None])
     role: Literal["user", "assistant", "tool", "system"] | None = Field(
@@ -143,7 +164,7 @@ class SearchFiltersIn(InputSchema):
 
 
 class SearchIn(InputSchema):
-    query: str = Field(
+    query: Query = Field(
         ...,
         description="Any text; search operators are taken literally.",
         examples=["when is Ana visiting"],
@@ -276,12 +297,12 @@ class RecallIn(InputSchema):
     action: Literal["insert", "append", "read", "delete", "search"] | None = Field(
         None, examples=["insert"]
     )
-    label: str | None = Field(None, examples=["ana_visit"])
+    label: ArchivalLabel | None = Field(None, examples=["ana_visit"])
     entry_id: Id | None = Field(None, examples=[None])
-    content: str | None = Field(None, examples=[CONTENT_EXAMPLE])
-    query: str | None = Field(None, examples=[None])
+    content: ArchivalContent | None = Field(None, examples=[CONTENT_EXAMPLE])
+    query: Query | None = Field(None, examples=[None])
     limit: int = Field(10, ge=1, le=50, examples=[10])
-    tags: list[str] = Field([], examples=[TAGS_EXAMPLE])
+    tags: list[Tag] = Field([], max_length=MAX_TAGS, examples=[TAGS_EXAMPLE])
     metadata: dict[str, Any] = Field({}, examples=[METADATA_EXAMPLE])
     importance: float = Field(0.5, ge=0.0, le=1.0, examples=[0.7])
 
@@ -295,13 +316,13 @@ class RecallOut(Schema):
 
 
 class LettaInsertIn(InputSchema):
-    content: str = Field(examples=[CONTENT_EXAMPLE])
-    tags: list[str] = Field([], examples=[TAGS_EXAMPLE])
+    content: ArchivalContent = Field(examples=[CONTENT_EXAMPLE])
+    tags: list[Tag] = Field([], max_length=MAX_TAGS, examples=[TAGS_EXAMPLE])
 
 
 class LettaSearchIn(InputSchema):
-    query: str = Field(examples=["Ana visit"])
-    tags: list[str] = Field([], examples=[["family"]])
+    query: Query = Field(examples=["Ana visit"])
+    tags: list[Tag] = Field([], max_length=MAX_TAGS, examples=[["family"]])
     top_k: int = Field(10, ge=1, le=50, examples=[5])
     start_datetime: Moment | None = Field(None, examples=["2026-05-01T00:00:00Z"])
     end_datetime: Moment | None = Field(None, examples=[None])
@@ -337,12 +358,14 @@ class ConversationStatusIn(InputSchema):
 
 class MessageIn(InputSchema):
     role: Literal["user", "assistant", "tool", "system"] = Field(examples=["user"])
-    content: str = Field(examples=["Can we move the dentist to Friday?"])
-    author: str = Field("", examples=["Sam"])
+    content: str = Field(
+        max_length=MESSAGE_MAX_CHARS, examples=["Can we move the dentist to Friday?"]
+    )
+    author: str = Field("", max_length=NAME_MAX, examples=["Sam"])
 
 
 class MessagesAppendIn(InputSchema):
-    messages: list[MessageIn] = Field(min_length=1)
+    messages: list[MessageIn] = Field(min_length=1, max_length=MESSAGES_PER_APPEND)
     batch_id: str = Field(
         "",
         max_length=64,

@@ -82,7 +82,9 @@ def _clean_content(content: str, *, what: str, max_chars: int) -> str:
 
 
 def _clean_tags(tags: Iterable[str]) -> list[str]:
-    cleaned: list[str] = []
+    # Callers run inside a write transaction: the work stays linear in the
+    # tags given, and stops at the first tag past the limit.
+    cleaned: dict[str, None] = {}
     for tag in tags:
         tag = str(tag).strip().lower()
         if not tag:
@@ -92,11 +94,12 @@ def _clean_tags(tags: Iterable[str]) -> list[str]:
                 f"tag {tag[:60]!r} is invalid: at most {MAX_TAG_CHARS} chars,"
                 " no quotes or backslashes"
             )
-        if tag not in cleaned:
-            cleaned.append(tag)
-    if len(cleaned) > MAX_TAGS:
-        raise LimitExceeded(f"{len(cleaned)} tags given; at most {MAX_TAGS} allowed")
-    return cleaned
+        cleaned[tag] = None
+        if len(cleaned) > MAX_TAGS:
+            raise LimitExceeded(
+                f"more than {MAX_TAGS} different tags given; at most {MAX_TAGS}"
+            )
+    return list(cleaned)
 
 
 @transaction.atomic

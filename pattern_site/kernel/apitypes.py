@@ -11,8 +11,9 @@ statuses they can answer with :func:`error_responses`.
 """
 
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from ninja import Schema
 from ninja.schema import DjangoGetter
@@ -34,6 +35,15 @@ Id = Annotated[int, Field(ge=1, le=DB_INT_MAX)]
 
 # Offsets into a listing, and cursors ("after"/"before" a row id or position).
 Offset = Annotated[int, Field(ge=0, le=DB_INT_MAX)]
+
+# Every string and list of a request has a declared maximum, checked while
+# the body is read, before an endpoint (and so any transaction) runs; the
+# OpenAPI document shows it.  Fields with a limit of their own in the
+# domain (a title, a block's characters) use that one; the rest use these.
+NAME_MAX = 100  # a name, key, field or section
+LINE_MAX = 1_000  # a line: a description, a reason, a query
+TEXT_MAX = 1_000_000  # a whole text: the largest block a schema allows
+ITEMS_MAX = 100  # a list of names or ids
 
 
 def _iso_text(value: Any) -> Any:
@@ -70,8 +80,9 @@ Moment = Annotated[
 
 # A block label is rendered into the prompt as ``<block:label ...>``, so it
 # keeps to characters that can never close or break that tag.
-LABEL_PATTERN = r"^[\w.-]{1,100}$"
-LABEL_RULE = "letters, digits, '_', '-' and '.', 1-100 characters"
+# Not dots alone: '.' and '..' read as paths (an export's file names, URLs).
+LABEL_PATTERN = r"^(?!\.+$)[\w.-]{1,100}$"
+LABEL_RULE = "letters, digits, '_', '-' and '.' (not only dots), 1-100 characters"
 
 
 def label_check(label: str) -> str:
@@ -105,9 +116,15 @@ class InputSchema(Schema):
     Strict: a JSON value is taken as the type it is, so ``0`` is not
     ``false`` and ``false`` is not ``0.0``; a nested object must be an
     object.  (Date-times, read from ISO strings, opt out per field.)
+
+    Closed: a field the schema does not name is refused
+    (``extra_forbidden``), never ignored, since a misspelt field would
+    otherwise do something else than asked; the OpenAPI document says
+    ``additionalProperties: false``.  :func:`accepted_fields` names the
+    fields a schema does take, for the error message.
     """
 
-    model_config = ConfigDict(strict=True)
+    model_config = ConfigDict(strict=True, extra="forbid")
 
     @model_validator(mode="before")
     @classmethod
@@ -117,6 +134,30 @@ class InputSchema(Schema):
         if isinstance(raw, dict | BaseModel):
             return data
         raise ValueError("must be a JSON object")
+
+
+def accepted_fields(schema: type[BaseModel], loc: Sequence[str | int]) -> list[str]:
+    """The field names (as sent: aliases) ``schema`` takes at ``loc``, a
+    path of field names and list indexes inside it; [] when ``loc`` does not
+    lead to a schema."""
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        fields = {f.alias or name: f for name, f in schema.model_fields.items()}
+        field = fields.get(part)
+        inner = _model_in(field.annotation) if field else None
+        if inner is None:
+            return []
+        schema = inner
+    return [f.alias or name for name, f in schema.model_fields.items()]
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    # The one schema inside ``X``, ``X | None`` or ``list[X]``.
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    models = [m for arg in get_args(annotation) if (m := _model_in(arg))]
+    return models[0] if len(models) == 1 else None
 
 
 class FieldErrorOut(Schema):

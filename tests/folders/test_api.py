@@ -274,3 +274,36 @@ def test_more_files_than_a_request_may_carry_is_a_413(folder, writer, settings):
     assert response.json()["code"] == "too_many_files"
     assert "at most 2 files" in response.json()["detail"]
     assert not FolderFile.objects.exists()
+
+
+def test_a_file_path_of_spaces_is_refused(folder, writer):
+    client = _client(writer)
+    written = _post(
+        client, f"/api/folders/{folder.pk}/files/write", {"path": " ", "content": "x"}
+    )
+    assert written.status_code == 422, written.content
+    assert "only spaces" in written.json()["detail"]
+    uploaded = _post_parts(client, folder, [("docs/ /a.md", b"x\n")])
+    assert uploaded.status_code == 422, uploaded.content
+    assert not FolderFile.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        ("multipart/form-data", b"--x\r\nno headers"),
+        ("multipart/form-data; boundary=x", b"--x\r\nContent-Disposition: form"),
+        ("multipart/form-data; boundary=x", b"\xff\xfe garbage"),
+    ],
+)
+def test_a_malformed_multipart_upload_is_a_json_error(
+    content_type, body, folder, writer
+):
+    response = _client(writer).post(
+        f"/api/folders/{folder.pk}/files", body, content_type=content_type
+    )
+    assert 400 <= response.status_code < 500, response.content
+    assert response["Content-Type"].startswith("application/json")
+    assert response.json()["code"] in ("malformed_body", "validation_error")
+    assert response.json()["detail"]
+    assert not FolderFile.objects.exists()

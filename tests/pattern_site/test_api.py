@@ -11,6 +11,7 @@ from memory.blocks.services import block_create
 from memory.longterm.services import conversation_start
 from memory.models import ArchivalEntry, Conversation, MemoryBlock, Message
 from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.apitypes import LABEL_PATTERN
 
 J = "application/json"
 
@@ -178,7 +179,7 @@ def test_block_labels_keep_to_a_slug_pattern(agent_client: Client, label: str):
 
 def test_the_label_pattern_is_in_the_openapi(openapi: dict[str, Any]):
     label = openapi["components"]["schemas"]["BlockCreateIn"]["properties"]["label"]
-    assert label["pattern"] == r"^[\w.-]{1,100}$"
+    assert label["pattern"] == LABEL_PATTERN == r"^(?!\.+$)[\w.-]{1,100}$"
 
 
 def test_the_block_service_refuses_a_label_that_would_break_its_tag(agent):
@@ -397,3 +398,100 @@ def test_status_filters_take_only_their_statuses(
         p for p in openapi["paths"][path]["get"]["parameters"] if p["name"] == "status"
     ]
     assert "enum" in json.dumps(status["schema"])
+
+
+# --- closed and bounded request schemas -------------------------------------
+
+
+def test_a_misspelt_search_field_is_422_not_an_archival_search(agent_client: Client):
+    response = agent_client.post(
+        "/api/tools/search",
+        {"query": "dentist", "domian": "blocks"},
+        content_type=J,
+    )
+    body = assert_error(response, 422, "validation_error")
+    assert body["errors"][0]["loc"] == ["body", "domian"]
+    assert body["errors"][0]["type"] == "extra_forbidden"
+    assert "unknown field 'domian'" in body["detail"]
+    assert "query, domain, mode" in body["detail"]
+
+
+def test_an_unknown_field_inside_a_nested_schema_names_that_schemas_fields(
+    agent_client: Client,
+):
+    response = agent_client.post(
+        "/api/tools/search",
+        {"query": "dentist", "filters": {"tag": ["family"]}},
+        content_type=J,
+    )
+    body = assert_error(response, 422, "validation_error")
+    assert body["errors"][0]["loc"] == ["body", "filters", "tag"]
+    assert "unknown field 'tag'" in body["detail"]
+    assert "agent_id, tags, metadata_keys" in body["detail"]
+
+
+def test_tags_past_the_limit_are_refused_before_the_write(agent_client: Client):
+    tags = [f"tag{n}" for n in range(21)]
+    response = agent_client.post(
+        "/api/archival", {"content": "fact", "tags": tags}, content_type=J
+    )
+    body = assert_error(response, 422, "validation_error")
+    assert body["errors"][0]["loc"] == ["body", "tags"]
+    assert ArchivalEntry.objects.count() == 0
+
+
+def _schema_parts(doc: dict[str, Any], schema: dict[str, Any], where: str) -> Any:
+    """Every (where, schema) reachable from ``schema``, each named schema once."""
+    seen: set[str] = set()
+    todo = [(where, schema)]
+    while todo:
+        where, part = todo.pop()
+        if "$ref" in part:
+            name = part["$ref"].rsplit("/", 1)[-1]
+            if name not in seen:
+                seen.add(name)
+                todo.append((name, doc["components"]["schemas"][name]))
+            continue
+        yield where, part
+        for key in ("anyOf", "oneOf", "allOf"):
+            todo += [(where, sub) for sub in part.get(key, [])]
+        if "items" in part:
+            todo.append((f"{where}[]", part["items"]))
+        for name, sub in part.get("properties", {}).items():
+            todo.append((f"{where}.{name}", sub))
+
+
+def _request_schemas(doc: dict[str, Any]) -> Any:
+    for path, operations in doc["paths"].items():
+        for method, operation in operations.items():
+            body = operation.get("requestBody", {}).get("content", {})
+            if "application/json" in body:
+                yield f"{method} {path}", body["application/json"]["schema"]
+            for param in operation.get("parameters", []):
+                yield f"{method} {path} {param['name']}", param["schema"]
+
+
+def test_every_request_string_and_list_declares_a_maximum(agent_client: Client):
+    doc = agent_client.get("/api/openapi.json").json()
+    unbounded = [
+        where
+        for name, schema in _request_schemas(doc)
+        for where, part in _schema_parts(doc, schema, name)
+        if (
+            (part.get("type") == "string" and "maxLength" not in part)
+            and not ({"enum", "const", "format"} & part.keys())
+        )
+        or (part.get("type") == "array" and "maxItems" not in part)
+    ]
+    assert unbounded == []
+
+
+def test_every_request_object_refuses_unknown_fields(agent_client: Client):
+    doc = agent_client.get("/api/openapi.json").json()
+    open_objects = [
+        where
+        for name, schema in _request_schemas(doc)
+        for where, part in _schema_parts(doc, schema, name)
+        if "properties" in part and part.get("additionalProperties") is not False
+    ]
+    assert open_objects == []

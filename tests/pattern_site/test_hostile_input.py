@@ -7,6 +7,9 @@ FTS syntax answers a valid result), and none of them stores anything.
 """
 
 import json
+import threading
+import time
+from collections import defaultdict
 from typing import Any
 
 import pytest
@@ -335,3 +338,183 @@ def test_fts_syntax_is_searched_as_text(
     response = send(agent_client, "POST", url, {field: query})
     assert response.status_code == 200, response.content
     assert stored() == before
+
+
+# --- the largest accepted bodies -----------------------------------------------
+
+WRITES = ("post", "put", "patch", "delete")
+
+
+def _largest(doc: dict[str, Any], schema: dict[str, Any], budget: list[int]) -> Any:
+    """A value of ``schema`` with every string and list at its declared
+    maximum, as long as ``budget`` (characters left) lasts, every optional
+    field filled, one branch of each union; flags and numbers as the
+    schema's example has them (an agent stays active)."""
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        return _largest(doc, doc["components"]["schemas"][name], budget)
+    for key in ("oneOf", "anyOf", "allOf"):
+        if key in schema:
+            branches = [s for s in schema[key] if s.get("type") != "null"]
+            if not branches:
+                return None
+            outer = {k: v for k, v in schema.items() if k != key}
+            return _largest(doc, {**outer, **branches[0]}, budget)
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    example = schema.get("examples", [False])[0]
+    scalar = kind in ("boolean", "integer", "number") and not isinstance(example, str)
+    if scalar and (example is None or isinstance(example, bool) == (kind == "boolean")):
+        return example
+    if kind == "object":
+        return {
+            name: _largest(doc, sub, budget)
+            for name, sub in schema.get("properties", {}).items()
+        }
+    if kind == "array":
+        items = []
+        for _ in range(schema["maxItems"]):
+            items.append(_largest(doc, schema["items"], budget))
+            if budget[0] <= 0:
+                break
+        return items
+    if kind == "string":
+        if schema.get("format") == "date-time":
+            return "2026-05-01T12:00:00Z"
+        size = max(min(schema["maxLength"], budget[0]), schema.get("minLength", 0))
+        budget[0] -= size
+        return "a" * size
+    if kind in ("integer", "number"):
+        low = schema.get("minimum", schema.get("exclusiveMinimum", 0) + 1)
+        return int(low) if kind == "integer" else float(low)
+    return None
+
+
+def _largest_body(doc: dict[str, Any], schema: dict[str, Any], cap: int) -> bytes:
+    """The largest body of ``schema`` that fits the request size limit."""
+    budget = cap
+    while True:
+        body = json.dumps(_largest(doc, schema, [budget])).encode()
+        if len(body) <= cap:
+            return body
+        budget -= len(body) - cap + 4096
+
+
+@pytest.fixture
+def objects(agent: Any, constellation: Any, partner: Any) -> dict[str, Any]:
+    """One of each object a writing endpoint's path names, in ``agent``'s
+    constellation."""
+    from coordination.groups.services import group_create
+    from coordination.work.services import task_create
+    from folders.files.services import folder_create
+
+    block = block_create(actor=Actor.system(), owner=agent, label="notes")
+    human = Actor.for_user(partner)
+    return {
+        "agent_id": agent.pk,
+        "constellation_id": constellation.pk,
+        "block_id": block.pk,
+        "label": "notes",
+        "entry_id": archival_entry_create(agent=agent, content="a fact").pk,
+        "conversation_id": conversation_start(agent=agent).pk,
+        "task_id": task_create(actor=human, constellation=constellation, title="t").pk,
+        "group_id": group_create(
+            constellation=constellation, name="g", pattern="round_robin"
+        ).pk,
+        "folder_id": folder_create(
+            actor=human, constellation_id=constellation.pk, name="docs"
+        ).pk,
+        "key": "plans",
+        "call_id": "call-1",
+    }
+
+
+def _timed(client: Client, content: str) -> float:
+    started = time.perf_counter()
+    response = client.post("/api/archival", {"content": content}, content_type=J)
+    took = time.perf_counter() - started
+    assert response.status_code == 201, response.content
+    return took
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_largest_bodies_never_stall_another_constellations_writes(
+    agent_client: Client, partner: Any, objects: dict[str, Any], settings: Any
+):
+    """Every writing endpoint, sent the largest body its schema accepts
+    (every string and list at its maximum, within the request size limit),
+    leaves another constellation's small write as quick as ever: what the
+    schema lets through never holds the write lock for long."""
+    from django.db import connection
+
+    from pattern_site.kernel.agents.services import agent_token_issue
+
+    stranger = AgentFactory(
+        constellation=ConstellationFactory(
+            name="Elsewhere", partner=UserFactory(username="someone")
+        ),
+        name="Stranger",
+    )
+    other = Client(HTTP_AUTHORIZATION=f"Bearer {agent_token_issue(agent=stranger).raw}")
+    human = Client(raise_request_exception=False)
+    human.force_login(partner)
+    agent_client.raise_request_exception = False
+    # The same small write alone, in this run, on this machine: the bound
+    # is a second beyond it, so a slow machine does not fail the test and
+    # a held lock (minutes) still does.
+    alone = max(_timed(other, f"alone {n}") for n in range(3))
+    bound = 1.0 + 4 * alone
+    doc = agent_client.get("/api/openapi.json").json()
+    cap = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    slow: list[tuple[str, float]] = []
+    answered: dict[str, int] = {}
+    for path, operations in doc["paths"].items():
+        for method, operation in operations.items():
+            content = operation.get("requestBody", {}).get("content", {})
+            if method not in WRITES or "application/json" not in content:
+                continue
+            url = path.format_map(defaultdict(lambda: 1, objects))
+            body = _largest_body(doc, content["application/json"]["schema"], cap)
+            result: dict[str, Any] = {}
+            sent = threading.Event()
+
+            def big(
+                url: str = url,
+                body: bytes = body,
+                method: str = method,
+                result: dict[str, Any] = result,
+                sent: threading.Event = sent,
+            ) -> None:
+                try:
+                    for client in (agent_client, human):
+                        sent.set()
+                        response = client.generic(method.upper(), url, body, J)
+                        # Some writes are for humans, or for what an agent
+                        # cannot see (a folder not attached to it).
+                        if response.status_code not in (403, 404):
+                            break
+                    result["status"] = response.status_code
+                    result["body"] = response.content[:300]
+                finally:
+                    connection.close()
+
+            thread = threading.Thread(target=big)
+            thread.start()
+            assert sent.wait(10)
+            latencies = [_timed(other, f"meanwhile {method} {path}")]
+            while thread.is_alive():
+                latencies.append(_timed(other, f"meanwhile {method} {path}"))
+            thread.join()
+            name = f"{method.upper()} {path}"
+            answered[name] = result["status"]
+            assert result["status"] < 500, (name, result["body"])
+            # The body is one the schema accepts, at the size limit.
+            assert result["status"] != 413, (name, result["body"])
+            assert b'"validation_error"' not in result["body"], (name, result["body"])
+            if max(latencies) > bound:
+                slow.append((name, max(latencies)))
+    assert slow == [], f"bound {bound:.2f}s"
+    assert len(answered) > 50

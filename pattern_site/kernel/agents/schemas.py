@@ -2,7 +2,7 @@ from datetime import datetime
 
 from ninja import Field, Schema
 
-from pattern_site.kernel.apitypes import InputSchema
+from pattern_site.kernel.apitypes import LINE_MAX, NAME_MAX, InputSchema
 
 
 class ConstellationOut(Schema):
@@ -37,12 +37,15 @@ class WhoAmIOut(Schema):
 
 
 class AgentUpdateIn(InputSchema):
-    role: str | None = Field(None, examples=["Task manager"])
+    role: str | None = Field(None, max_length=200, examples=["Task manager"])
     description: str | None = Field(
-        None, examples=["Breaks big plans into small, doable steps"]
+        None,
+        max_length=LINE_MAX,
+        examples=["Breaks big plans into small, doable steps"],
     )
     model_name: str | None = Field(
         None,
+        max_length=NAME_MAX,
         description="The model the agent runs on.",
         examples=["gpt-4o-mini"],
     )

@@ -230,3 +230,34 @@ def test_task_fields_of_the_wrong_type_or_range_are_refused(human_client, body):
     response = human_client.post("/api/tasks", body, content_type="application/json")
     assert response.status_code == 422, response.content
     assert not Task.objects.exists()
+
+
+def test_assign_with_an_unknown_field_is_422_naming_it_and_assigns_nobody(
+    agent_client, make_task
+):
+    task = make_task()
+    response = agent_client.post(
+        f"/api/tasks/{task.pk}/assign",
+        {"agent": "Flux"},
+        content_type="application/json",
+    )
+    assert response.status_code == 422
+    body = response.json()
+    assert body["code"] == "validation_error"
+    assert "unknown field 'agent'" in body["detail"]
+    assert "assignee_id" in body["detail"]
+    assert body["errors"][0]["loc"] == ["body", "agent"]
+    task.refresh_from_db()
+    assert task.assignee is None
+
+
+def test_handoff_with_a_misnamed_recipient_is_422_and_sends_nothing(agent_client, flux):
+    response = agent_client.post(
+        "/api/handoffs",
+        {"to": "Flux", "content": "private: the dentist moved"},
+        content_type="application/json",
+    )
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert "unknown field 'to'" in detail and "to_agent_id, content" in detail
+    assert HandoffNote.objects.count() == 0

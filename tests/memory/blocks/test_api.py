@@ -686,3 +686,61 @@ def test_core_memory_replace_replaces_every_occurrence_as_letta_does(
     )
     assert context.status_code == 200, context.content
     assert MemoryBlock.objects.get(pk=block.pk).rendered == "tea at 9, cocoa at 4"
+
+
+def test_another_agents_memory_export_is_403(other_client, make_block):
+    make_block(label="diary", content="private thoughts")
+    owner = MemoryBlock.objects.get(label="diary").owner
+    response = other_client.get(f"/api/agents/{owner.pk}/memory/export")
+    assert response.status_code == 403
+    assert response.json()["code"] == "permission_denied"
+    assert "private thoughts" not in response.content.decode()
+
+
+def test_own_memory_export_still_answers(agent_client, agent, make_block):
+    make_block(label="diary", content="private thoughts")
+    response = agent_client.get(f"/api/agents/{agent.pk}/memory/export")
+    assert response.status_code == 200
+    assert [b["label"] for b in response.json()["blocks"]] == ["diary"]
+
+
+@pytest.mark.parametrize("label", [".", ".."])
+def test_dot_labels_are_refused(agent_client, label):
+    response = post(agent_client, "/api/blocks", {"label": label})
+    assert response.status_code == 422
+    assert "not only dots" in response.json()["detail"]
+    assert not MemoryBlock.objects.filter(label=label).exists()
+
+
+def test_a_list_schema_with_an_unknown_key_is_refused(agent_client):
+    response = post(
+        agent_client,
+        "/api/blocks",
+        {"label": "todo", "schema": {"kind": "list", "styel": "checkbox"}},
+    )
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert "'styel'" in detail and "max_items, style" in detail
+    assert not MemoryBlock.objects.filter(label="todo").exists()
+
+
+def test_core_memory_update_refuses_a_field_the_map_block_lacks(
+    agent_client, make_block
+):
+    block = make_block(
+        label="human",
+        schema={"kind": "map", "fields": [{"name": "name"}, {"name": "mood"}]},
+        content={"name": "Sam", "mood": "calm"},
+    )
+    response = post(
+        agent_client,
+        "/api/tools/core_memory_update",
+        {"label": "human", "content": "name: Sam\nfavourite: green"},
+    )
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert "'favourite' is not a field" in detail and "name, mood" in detail
+    assert block_value(block=MemoryBlock.objects.get(pk=block.pk)) == {
+        "name": "Sam",
+        "mood": "calm",
+    }

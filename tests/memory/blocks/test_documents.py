@@ -264,3 +264,27 @@ def test_operation_apply_refuses_unknown_arguments_instead_of_storing_none():
             enforce_read_only=False,
         )
     assert doc.get_map("fields").get_deep_value() == {}
+
+
+MAP_SCHEMA = {"kind": "map", "fields": [{"name": "name"}, {"name": "notes"}]}
+
+
+def test_map_text_refuses_a_field_name_the_schema_lacks():
+    schema = documents.schema_validate(MAP_SCHEMA)
+    with pytest.raises(InvalidInput, match=r"'favourite' is not a field.*name, notes"):
+        documents.value_from_text(schema, "name: Sam\nfavourite: green")
+
+
+def test_map_text_continuation_lines_stay_with_their_field():
+    schema = documents.schema_validate(MAP_SCHEMA)
+    text = "name: Sam\nnotes: first line\nsee https://example.org/a\n- a dash item"
+    assert documents.value_from_text(schema, text) == {
+        "name": "Sam",
+        "notes": "first line\nsee https://example.org/a\n- a dash item",
+    }
+
+
+def test_a_map_field_with_an_unknown_key_is_refused():
+    schema = {"kind": "map", "fields": [{"name": "mood", "typ": "number"}]}
+    with pytest.raises(InvalidInput, match="unknown key 'typ'"):
+        documents.schema_validate(schema)

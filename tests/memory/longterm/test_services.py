@@ -1,5 +1,6 @@
 """Long-term memory services: index kept in step, dedup, filters, embeddings."""
 
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -31,7 +32,7 @@ from memory.search.postgres_index import pg_table
 from memory.search.tasks import embeddings_refresh_task
 from pattern_site.health import health_report
 from pattern_site.kernel.actors import Actor
-from pattern_site.kernel.errors import Conflict, InvalidInput
+from pattern_site.kernel.errors import Conflict, InvalidInput, LimitExceeded
 from tests.memory.conftest import model_dir
 
 
@@ -446,3 +447,21 @@ def test_a_question_naming_a_day_prefers_the_entry_of_that_day(agent: Any):
     ]
     retrieval_config_update(constellation=agent.constellation, date_weight=0.0)
     assert search(agent, "7 Jan 2024", mode="fts") == []
+
+
+def test_many_distinct_tags_are_refused_at_once_inside_the_write(agent: Any):
+    # Work done inside the write transaction is linear in the tags given and
+    # stops at the first tag past the limit: 200,000 tags are not minutes.
+    tags = [f"tag{n}" for n in range(200_000)]
+    started = time.perf_counter()
+    with pytest.raises(LimitExceeded, match="more than 20 different tags"):
+        archival_entry_create(agent=agent, content="fact", tags=tags)
+    assert time.perf_counter() - started < 1.0
+    assert not ArchivalEntry.objects.exists()
+
+
+def test_repeated_tags_count_once(agent: Any):
+    entry = archival_entry_create(
+        agent=agent, content="fact", tags=["Food", "food ", *["x"] * 50]
+    )
+    assert entry.tags == ["food", "x"]

@@ -784,3 +784,18 @@ def test_search_tool_searches_files_and_blocks_as_over_http(
     assert http.status_code == 422
     assert refused.is_error
     assert refused.content[0].text == http.json()["detail"]
+
+
+def test_a_tool_argument_the_tool_lacks_is_refused(daphne_server, agent_token, memory):
+    token = agent_token.raw
+    args = {"query": "tea", "domian": "blocks"}
+
+    async def body(client: Client) -> types.CallToolResult:
+        return await client.call_tool("search", args)
+
+    result = with_client(daphne_server, token, body)
+    assert result.is_error
+    assert "domian" in result.content[0].text
+    http = http_post(daphne_server, token, "/tools/search", args)
+    assert http.status_code == 422
+    assert "unknown field 'domian'" in http.json()["detail"]
