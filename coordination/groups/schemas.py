@@ -5,7 +5,7 @@ from ninja import Field, Path, Schema
 
 from coordination.groups.models import CoordinationPattern, MemberRole
 from coordination.groups.services.deliveries import MAX_CHUNK_CHARS
-from coordination.groups.services.routing import MAX_MESSAGE_CHARS
+from coordination.groups.services.runs import MAX_MESSAGE_CHARS
 from pattern_site.kernel.apitypes import (
     ITEMS_MAX,
     LINE_MAX,
