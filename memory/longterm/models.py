@@ -127,8 +127,16 @@ class Message(models.Model):
     )
     role = models.CharField(max_length=10, choices=MessageRole.choices)
     author = models.CharField(max_length=200, blank=True)
-    content = models.TextField()
+    # Empty for an assistant message that only calls tools.
+    content = models.TextField(blank=True)
+    # An assistant message's tool calls: [{"id", "name", "arguments"}], the
+    # arguments as the JSON text the model wrote.
+    tool_calls = models.JSONField(default=list, blank=True)
+    # A tool message answers the assistant's call with this id.
+    tool_call_id = models.CharField(max_length=100, blank=True)
     position = models.PositiveBigIntegerField()
+    # One incoming message and everything it caused (the agent's tool calls,
+    # their results, its answers) share a batch id.
     batch_id = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     content_hash = models.CharField(max_length=64)
@@ -145,7 +153,10 @@ class Message(models.Model):
                 name="message_position_unique_per_conversation",
             )
         ]
-        indexes = [models.Index(fields=["embedding_state"])]
+        indexes = [
+            models.Index(fields=["embedding_state"]),
+            models.Index(fields=["conversation", "batch_id"]),
+        ]
 
     def __str__(self) -> str:
         return f"{self.role}@{self.position}"

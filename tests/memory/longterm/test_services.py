@@ -446,3 +446,33 @@ def test_a_question_naming_a_day_prefers_the_entry_of_that_day(agent: Any):
     ]
     retrieval_config_update(constellation=agent.constellation, date_weight=0.0)
     assert search(agent, "7 Jan 2024", mode="fts") == []
+
+
+def test_turns_go_to_the_agents_current_conversation(agent: Any):
+    from memory.longterm.services import conversation_current, conversation_set_status
+
+    first = conversation_current(agent=agent)
+    assert conversation_current(agent=agent).pk == first.pk
+    conversation_set_status(conversation=first, status="idle")
+    assert conversation_current(agent=agent).pk == first.pk
+    conversation_set_status(conversation=first, status="archived")
+    assert conversation_current(agent=agent).pk != first.pk
+
+
+def test_a_tool_only_message_is_found_by_the_call_it_made(agent: Any):
+    conversation = conversation_start(agent=agent)
+    messages_append(
+        conversation=conversation,
+        messages=[
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"id": "c1", "name": "weather_lookup", "arguments": {"c": "Oslo"}}
+                ],
+            }
+        ],
+    )
+    (message,) = conversation.messages.all()
+    assert message.tool_calls[0]["arguments"] == '{"c": "Oslo"}'
+    assert search(agent, "weather_lookup", mode="fts", domain="conversations") == [""]
