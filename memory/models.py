@@ -16,6 +16,8 @@ from memory.blocks.models import (
 from memory.longterm.models import (
     ArchivalEntry,
     ArchivalSource,
+    CompressionKind,
+    ContextConfig,
     Conversation,
     ConversationStatus,
     Message,
@@ -34,6 +36,8 @@ __all__ = [
     "BlockSnapshot",
     "BlockType",
     "BlockUpdate",
+    "CompressionKind",
+    "ContextConfig",
     "Conversation",
     "ConversationStatus",
     "EmbeddingState",

@@ -41,6 +41,13 @@ class ContextBuildIn(InputSchema):
         None, description="Counts tokens for this model.", examples=["gpt-4o-mini"]
     )
     include_descriptions: bool = Field(True, examples=[True])
+    include_request: bool = Field(
+        False,
+        description="Also return the whole request the model would get now:"
+        " the system prompt, then the agent's conversation history as"
+        " compressed for the model.",
+        examples=[False],
+    )
 
 
 class SectionOut(Schema):
@@ -54,3 +61,4 @@ class ContextOut(Schema):
     system_prompt: str
     sections: list[SectionOut]
     metadata: dict[str, Any]
+    request: list[dict[str, Any]] | None = None

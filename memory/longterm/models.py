@@ -98,6 +98,12 @@ class Conversation(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
     message_count = models.PositiveIntegerField(default=0)
+    # Recursive summarization: the summary of every message at or before
+    # ``summary_through`` (a position), sent at the head of the history in
+    # their stead.
+    summary = models.TextField(blank=True)
+    summary_through = models.PositiveBigIntegerField(default=0)
+    summary_model = models.CharField(max_length=100, blank=True)
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -214,3 +220,49 @@ class RetrievalConfig(models.Model):
 
     def __str__(self) -> str:
         return f"retrieval config of {self.constellation_id}"
+
+
+class CompressionKind(models.TextChoices):
+    TRUNCATE = "truncate", "truncate (drop the oldest batches)"
+    SUMMARIZE = "summarize", "recursive summarization"
+
+
+class ContextConfig(models.Model):
+    """Per-constellation limits of the requests sent to agents' models: the
+    token limits of a model family (``model_overrides``, by model-name
+    prefix, over the built-in ones), how history that does not fit is
+    compressed, and a hard cap on the messages sent."""
+
+    constellation = models.OneToOneField(
+        Constellation, on_delete=models.CASCADE, related_name="context_config"
+    )
+    model_overrides = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='{"model prefix": {"max_tokens", "memory_tokens",'
+        ' "history_tokens", "reserved_response_tokens"}}',
+    )
+    compression = models.CharField(
+        max_length=10, choices=CompressionKind.choices, default=CompressionKind.TRUNCATE
+    )
+    keep_recent = models.PositiveIntegerField(
+        default=200,
+        validators=[MinValueValidator(1)],
+        help_text="Truncate: the most recent messages kept (whole batches).",
+    )
+    chunk_size = models.PositiveIntegerField(
+        default=40,
+        validators=[MinValueValidator(1)],
+        help_text="Summarize: evicted messages that make a new summary.",
+    )
+    summarization_model = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="Summarize: the model writing summaries (blank: LLM_MODEL).",
+    )
+    max_messages_cap = models.PositiveIntegerField(
+        default=500, validators=[MinValueValidator(1)]
+    )
+
+    def __str__(self) -> str:
+        return f"context config of {self.constellation_id}"

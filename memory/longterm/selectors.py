@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from memory.longterm.models import ArchivalEntry, Conversation, Message, RetrievalConfig
+from memory.longterm.models import (
+    ArchivalEntry,
+    Conversation,
+    ConversationStatus,
+    Message,
+    RetrievalConfig,
+)
 from memory.longterm.permissions import longterm_rows_visible
 from memory.search.registry import EmbeddingState
 from pattern_site.kernel.actors import Actor
-from pattern_site.kernel.agents.models import Constellation
+from pattern_site.kernel.agents.models import Agent, Constellation
 from pattern_site.kernel.agents.selectors import agent_get_private
 from pattern_site.kernel.errors import NotFound
 
@@ -126,3 +132,14 @@ def longterm_unindexed_count(*, actor: Actor, constellation_id: int) -> int:
             .count()
         )
     return total
+
+
+def conversation_latest(*, agent: Agent) -> Conversation | None:
+    """The conversation the agent's turns go to now: its newest one that is
+    not archived (``conversation_current`` starts one when there is none)."""
+    return (
+        Conversation.objects.filter(agent=agent)
+        .exclude(status=ConversationStatus.ARCHIVED)
+        .order_by("-started_at", "-id")
+        .first()
+    )

@@ -15,8 +15,17 @@ from django.db import (
 )
 from django.utils import timezone
 
-from activity.summaries.services import agent_summary_refresh
+from activity.summaries.services import (
+    agent_summary_refresh,
+    conversation_summary_draft,
+)
 from activity.summaries.summarizers import SummaryMessage
+from memory.longterm.compose import (
+    Batch,
+    HistoryMessage,
+    RecursiveSummarization,
+    history_config_for,
+)
 from memory.longterm.indexes import ARCHIVAL_INDEX, MESSAGE_INDEX
 from memory.longterm.models import (
     ArchivalEntry,
@@ -27,6 +36,7 @@ from memory.longterm.models import (
     MessageRole,
     RetrievalConfig,
 )
+from memory.longterm.selectors import conversation_latest
 from memory.longterm.tasks import agent_summary_refresh_task
 from memory.search.embedder import embed_texts
 from memory.search.index import (
@@ -258,13 +268,7 @@ def conversation_start(*, agent: Agent, title: str = "") -> Conversation:
 def conversation_current(*, agent: Agent) -> Conversation:
     """The conversation the agent's turns go to: its newest one that is not
     archived (an idle one resumes with the next message), or a new one."""
-    conversation = (
-        Conversation.objects.filter(agent=agent)
-        .exclude(status=ConversationStatus.ARCHIVED)
-        .order_by("-started_at", "-id")
-        .first()
-    )
-    return conversation or conversation_start(agent=agent)
+    return conversation_latest(agent=agent) or conversation_start(agent=agent)
 
 
 @transaction.atomic
@@ -466,6 +470,76 @@ def messages_append(
     )
     _message_events(conversation=locked, messages=created)
     return created
+
+
+def conversation_summarize(*, conversation_id: int, through: int) -> bool:
+    """Fold the messages up to position ``through`` into the conversation's
+    summary (with the summary so far), in their batches' order; a batch
+    whose tool calls and results do not pair up is left out, as it is of
+    the history.  Nothing when the summary already reaches ``through``:
+    the task can run twice.  Returns whether the summary moved."""
+    conversation = Conversation.objects.filter(pk=conversation_id).first()
+    if conversation is None or conversation.summary_through >= through:
+        return False
+    rows = Message.objects.filter(
+        conversation=conversation,
+        position__gt=conversation.summary_through,
+        position__lte=through,
+    ).order_by("position")
+    batch: Batch | None = None
+    picked: list[Message] = []
+    pending: list[Message] = []
+    for row in rows:
+        key = row.batch_id or f"#{row.position}"
+        if batch is None or batch.key != key:
+            if batch is not None and batch.complete:
+                picked += pending
+            batch, pending = Batch(key), []
+        batch.messages.append(
+            HistoryMessage(
+                row.position,
+                row.role,
+                row.content,
+                row.batch_id,
+                tuple(row.tool_calls),
+                row.tool_call_id,
+            )
+        )
+        pending.append(row)
+    if batch is not None and batch.complete:
+        picked += pending
+    strategy = history_config_for(constellation=conversation.constellation_id)
+    model = (
+        strategy.compression.model
+        if isinstance(strategy.compression, RecursiveSummarization)
+        else ""
+    )
+    if picked:
+        draft = conversation_summary_draft(
+            constellation_id=conversation.constellation_id,
+            agent_name=conversation.agent.name,
+            previous=conversation.summary,
+            messages=[
+                SummaryMessage(
+                    speaker=m.author or m.role,
+                    text=message_index_text(m),
+                    at=m.created_at,
+                )
+                for m in picked
+            ],
+            model=model,
+        )
+        summary, used = draft.summary, draft.model[:100]
+    else:
+        summary, used = conversation.summary, conversation.summary_model
+    with transaction.atomic():
+        locked = Conversation.objects.select_for_update().get(pk=conversation_id)
+        if locked.summary_through >= through:
+            return False
+        locked.summary, locked.summary_through = summary, through
+        locked.summary_model = used
+        locked.save(update_fields=["summary", "summary_through", "summary_model"])
+    return True
 
 
 # A message the agent received, or one it sent; tool and system messages are

@@ -25,3 +25,11 @@ def agent_summary_refresh_task(agent_id: int) -> None:
     from memory.longterm.services import agent_summary_from_messages
 
     agent_summary_from_messages(agent_id=agent_id)
+
+
+@shared_task(name="memory.conversation_summarize", ignore_result=True)
+def conversation_summarize_task(conversation_id: int, through: int) -> None:
+    """Fold a conversation's evicted history into its summary."""
+    from memory.longterm.services import conversation_summarize
+
+    conversation_summarize(conversation_id=conversation_id, through=through)
