@@ -298,3 +298,22 @@ def test_the_agent_cannot_edit_through_the_loop_what_it_cannot_over_http(
     assert result[1] == f"error: {over_http.json()['detail']}"
     other.refresh_from_db()
     assert "1000" not in other.rendered
+
+
+def test_an_agent_uses_its_own_provider_whose_key_stays_out_of_failures(
+    flux, ask, llm, tools, settings
+):
+    fake_url = settings.LLM_BASE_URL
+    settings.LLM_BASE_URL = "http://127.0.0.1:9/v1"  # nothing listens there
+    settings.LLM_PROVIDERS = {"own": {"base_url": fake_url, "api_key": "sk-secret"}}
+    agent_loop_config_update(agent=flux, provider="own")
+    llm.answer_streamed(["From my own provider."])
+
+    run = ask()
+
+    assert run.deliveries.get().answer == "From my own provider."
+    agent_loop_config_update(agent=flux, provider="gone")
+    failed = ask("again")
+    failure = failed.deliveries.get().failure
+    assert "no LLM provider 'gone' is configured" in failure
+    assert "sk-secret" not in failure
