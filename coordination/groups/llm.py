@@ -25,7 +25,7 @@ from activity.llm.client import ChatClient, LLMUnavailable, chat_client
 from coordination.groups import services
 from coordination.groups.models import DeliveryKind, RunDelivery
 from coordination.groups.patterns.voting import normalise
-from coordination.groups.turns import delivery_turn_answer, delivery_turn_resumable
+from coordination.groups.turns import delivery_turn_answer, delivery_turn_resume
 from memory.context import context_build
 from pattern_site.kernel.agents.services import agent_touch
 from pattern_site.kernel.errors import ApplicationError, Conflict
@@ -33,21 +33,25 @@ from pattern_site.kernel.errors import ApplicationError, Conflict
 logger = logging.getLogger(__name__)
 
 
-def delivery_llm_answer(*, delivery_id: int) -> None:
+def delivery_llm_answer(*, delivery_id: int) -> float:
     """Answer a pending delivery with its agent's model; nothing when the
-    delivery was already claimed or its run has ended."""
+    delivery was already answered or its run has ended.  A delivery whose
+    turn a stopped worker left running is resumed; the seconds to wait
+    before asking again are returned while that turn may still be alive."""
     delivery = services.delivery_claim(delivery_id=delivery_id)
     if delivery is None:
-        # A worker that stopped mid-turn left it running: go on with it.
-        resumable = delivery_turn_resumable(delivery_id=delivery_id)
-        if resumable is not None:
-            delivery_turn_answer(delivery=resumable)
-        return
+        return delivery_turn_resume(delivery_id=delivery_id)
     if delivery.kind == DeliveryKind.OBSERVE:
-        return
-    if delivery.kind != DeliveryKind.VOTE:
+        return 0.0
+    if delivery.kind == DeliveryKind.VOTE:
+        _vote_delivery(delivery)
+    else:
         delivery_turn_answer(delivery=delivery)
-        return
+    return 0.0
+
+
+def _vote_delivery(delivery: RunDelivery) -> None:
+    """Complete a vote delivery with the model's vote, or fail it."""
     model = delivery.agent.model_name
     try:
         text, vote = _answer(delivery)
@@ -57,7 +61,7 @@ def delivery_llm_answer(*, delivery_id: int) -> None:
         _post(services.delivery_fail, delivery, reason=f"model {model}: {exc.message}")
         return
     except Exception as exc:
-        logger.exception("delivery %s: the model's answer failed", delivery_id)
+        logger.exception("delivery %s: the model's answer failed", delivery.pk)
         _post(
             services.delivery_fail,
             delivery,

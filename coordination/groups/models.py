@@ -264,6 +264,9 @@ class AgentTurn(models.Model):
     exit = models.CharField(max_length=40, blank=True)
     reason = models.TextField(blank=True)
     started_at = models.DateTimeField(auto_now_add=True)
+    # Moved on at every step and call: a turn whose worker is alive is not
+    # resumed by another (see AGENT_TURN_RESUME_AFTER_SECONDS).
+    heartbeat_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -189,7 +189,12 @@ def agent_turn_begin(*, delivery: RunDelivery) -> AgentTurn:
     return turn
 
 
+def _heartbeat(turn: AgentTurn) -> None:
+    AgentTurn.objects.filter(pk=turn.pk).update(heartbeat_at=timezone.now())
+
+
 def _store(turn: AgentTurn, messages: list[dict[str, Any]]) -> None:
+    _heartbeat(turn)
     conversation = Conversation.objects.get(pk=turn.conversation_id)
     messages_append(
         conversation=conversation, messages=messages, batch_id=turn.batch_id
@@ -247,6 +252,7 @@ def _call_complete(call: AgentToolCall, ok: bool, result: str) -> None:
 
 def _claim_start(call: AgentToolCall) -> bool:
     """Mark the call begun; False when another worker began it already."""
+    _heartbeat(call.turn)
     return bool(
         AgentToolCall.objects.filter(pk=call.pk, status=ToolCallStatus.PENDING).update(
             status=ToolCallStatus.STARTED
@@ -383,10 +389,8 @@ def _run_calls(
         sent = _run_call(call, actor=actor, rules=rules, done=done, stream=stream)
         if sent is not None:
             answer = Answer(SEND_MESSAGE, sent)
-        elif call.name in exits and answer is None:
-            call.refresh_from_db(fields=["ok"])
-            if call.ok:
-                answer = Answer(f"exit_rule:{call.name}", text)
+        elif call.name in exits and answer is None and call.ok:
+            answer = Answer(f"exit_rule:{call.name}", text)
     return answer
 
 
@@ -516,14 +520,30 @@ def _finish(delivery: RunDelivery, *, ok: bool, exit: str, text: str) -> None:
     )
 
 
-def delivery_turn_resumable(*, delivery_id: int) -> RunDelivery | None:
-    """A taken delivery whose turn a stopped worker left running."""
-    return (
-        RunDelivery.objects.select_related("agent__constellation", "run")
-        .filter(
-            pk=delivery_id,
-            status=DeliveryStatus.TAKEN,
-            turn__status=TurnStatus.RUNNING,
-        )
-        .first()
+def delivery_turn_resume(*, delivery_id: int) -> float:
+    """Go on with a taken delivery whose turn a stopped worker left
+    running, once that worker has been silent for
+    ``AGENT_TURN_RESUME_AFTER_SECONDS`` (taking the turn over so that no
+    other re-run does too).  Returns the seconds to wait before asking
+    again while the turn still shows signs of life, else 0."""
+    turn = AgentTurn.objects.filter(
+        delivery_id=delivery_id,
+        status=TurnStatus.RUNNING,
+        delivery__status=DeliveryStatus.TAKEN,
+    ).first()
+    if turn is None:
+        return 0.0
+    now = timezone.now()
+    silent = (now - turn.heartbeat_at).total_seconds()
+    wait = settings.AGENT_TURN_RESUME_AFTER_SECONDS - silent
+    if wait > 0:
+        return wait
+    taken = AgentTurn.objects.filter(pk=turn.pk, heartbeat_at=turn.heartbeat_at).update(
+        heartbeat_at=now
     )
+    if taken:
+        delivery = RunDelivery.objects.select_related(
+            "agent__constellation", "run"
+        ).get(pk=delivery_id)
+        delivery_turn_answer(delivery=delivery)
+    return 0.0

@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 
 from activity.llm.models import LLMUsage
+from coordination.groups.llm import delivery_llm_answer
 from coordination.groups.models import (
     AgentToolCall,
     AgentTurn,
@@ -244,7 +245,7 @@ def test_a_provider_timeout_mid_turn_fails_it(ask, llm, tools, settings):
     assert AgentTurn.objects.get().exit == "error"
 
 
-def test_a_rerun_after_a_crash_never_runs_a_begun_call_again(ask, llm, tools):
+def test_a_rerun_after_a_crash_never_runs_a_begun_call_again(ask, llm, tools, settings):
     tools.crash_on = "fail"
     llm.answer_tools(("c1", "fail", {}), ("c2", "lookup", {"q": "tea"}))
     with pytest.raises(Crash):
@@ -256,6 +257,10 @@ def test_a_rerun_after_a_crash_never_runs_a_begun_call_again(ask, llm, tools):
     tools.crash_on = ""
     llm.answer_streamed(["Recovered."])
     delivery = AgentTurn.objects.get().delivery
+    # While the crashed worker might still be alive, a re-run waits.
+    assert delivery_llm_answer(delivery_id=delivery.pk) > 0
+    assert AgentToolCall.objects.get(call_id="c2").status == ToolCallStatus.PENDING
+    settings.AGENT_TURN_RESUME_AFTER_SECONDS = 0
     delivery_llm_answer_task(delivery.pk)
 
     # c1 began before the crash: reported, not run again; c2 ran once.
