@@ -322,3 +322,15 @@ def test_an_agent_uses_its_own_provider_whose_key_stays_out_of_failures(
     failure = failed.deliveries.get().failure
     assert "no LLM provider 'gone' is configured" in failure
     assert "sk-secret" not in failure
+
+
+def test_a_turn_over_its_time_fails_before_calling_the_model_again(
+    flux, ask, llm, tools
+):
+    agent_loop_config_update(agent=flux, timeout_seconds=0)
+
+    run = ask()
+
+    assert llm.requests == []
+    assert "the turn ran over its 0 s" in run.deliveries.get().failure
+    assert AgentTurn.objects.get().exit == "timeout"
