@@ -1,11 +1,19 @@
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from coordination.groups.models import AgentGroup, GroupMembership, GroupRun
+from coordination.groups.models import (
+    AgentGroup,
+    AgentLoopConfig,
+    GroupMembership,
+    GroupRun,
+)
 from coordination.work.models import CoordinationState, HandoffNote, Task
+from memory.context import tool_rule_parse
 from pattern_site.kernel.agents.models import Agent, AgentToken, Constellation
 from pattern_site.kernel.agents.services import agent_token_issue, agent_token_revoke
+from pattern_site.kernel.errors import ApplicationError
 from pattern_site.kernel.web import ReadOnlyMixin
 
 
@@ -131,3 +139,26 @@ class HandoffNoteAdmin(ReadOnlyMixin, admin.ModelAdmin):
 @admin.register(CoordinationState)
 class CoordinationStateAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_display = ["key", "constellation", "version", "updated_at"]
+
+
+class AgentLoopConfigForm(forms.ModelForm):
+    class Meta:
+        model = AgentLoopConfig
+        fields = ["agent", "tool_rules", "provider", "max_steps", "timeout_seconds"]
+
+    def clean_tool_rules(self) -> list:
+        rules = self.cleaned_data["tool_rules"]
+        if not isinstance(rules, list):
+            raise forms.ValidationError('give [{"tool", "kind", "value"}, ...]')
+        try:
+            for raw in rules:
+                tool_rule_parse(raw if isinstance(raw, dict) else {})
+        except ApplicationError as exc:
+            raise forms.ValidationError(exc.message) from exc
+        return rules
+
+
+@admin.register(AgentLoopConfig)
+class AgentLoopConfigAdmin(admin.ModelAdmin):
+    form = AgentLoopConfigForm
+    list_display = ["agent", "provider", "max_steps", "timeout_seconds"]

@@ -3,6 +3,9 @@ migrations find them here)."""
 
 from coordination.groups.models import (
     AgentGroup,
+    AgentLoopConfig,
+    AgentToolCall,
+    AgentTurn,
     GroupMembership,
     GroupRun,
     GroupRunEvent,
@@ -14,7 +17,10 @@ from pattern_site.kernel.agents.models import Agent, AgentToken, Constellation
 __all__ = [
     "Agent",
     "AgentGroup",
+    "AgentLoopConfig",
     "AgentToken",
+    "AgentToolCall",
+    "AgentTurn",
     "Constellation",
     "CoordinationState",
     "GroupMembership",

@@ -7,20 +7,24 @@ block.  Retrieval settings are the one editable model: plain per-constellation
 numbers with no index or document behind them.
 """
 
+from django import forms
 from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
+from memory.longterm.compose import limits_parse
 from memory.models import (
     ArchivalEntry,
     BlockApproval,
     BlockAttachment,
     BlockUpdate,
+    ContextConfig,
     Conversation,
     MemoryBlock,
     Message,
     RetrievalConfig,
 )
+from pattern_site.kernel.errors import ApplicationError
 from pattern_site.kernel.web import ReadOnlyMixin
 
 
@@ -135,3 +139,34 @@ class MessageAdmin(ReadOnlyMixin, admin.ModelAdmin):
 @admin.register(RetrievalConfig)
 class RetrievalConfigAdmin(admin.ModelAdmin):
     list_display = ["constellation"]
+
+
+class ContextConfigForm(forms.ModelForm):
+    class Meta:
+        model = ContextConfig
+        fields = [
+            "constellation",
+            "model_overrides",
+            "compression",
+            "keep_recent",
+            "chunk_size",
+            "summarization_model",
+            "max_messages_cap",
+        ]
+
+    def clean_model_overrides(self) -> dict:
+        overrides = self.cleaned_data["model_overrides"]
+        if not isinstance(overrides, dict):
+            raise forms.ValidationError('give {"model prefix": {limits}}')
+        for prefix, raw in overrides.items():
+            try:
+                limits_parse(raw)
+            except ApplicationError as exc:
+                raise forms.ValidationError(f"{prefix}: {exc.message}") from exc
+        return overrides
+
+
+@admin.register(ContextConfig)
+class ContextConfigAdmin(admin.ModelAdmin):
+    form = ContextConfigForm
+    list_display = ["constellation", "compression", "max_messages_cap"]

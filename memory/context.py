@@ -11,18 +11,16 @@ handoffs, open files), the catch-up digest when the agent has been away,
     rendered content
     </block:label>
 
-Token counts are estimates (no model tokenizer can be downloaded here):
-words cost one token per four characters, rounded up, and every other
-non-space character one token - close to BPE tokenizers on English prose
-and never zero for code or JSON.  When blocks exceed the model's memory
+Tokens are counted as ``memory.longterm.compose`` counts them (the model's
+BPE encoding for OpenAI families, an estimate otherwise), within the
+model's limits as the constellation overrides them.  When blocks exceed the
+model's memory
 budget, unpinned working blocks go first, then pinned ones; core blocks are
 always kept and the overrun is reported in the metadata.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -37,47 +35,19 @@ from memory.blocks.models import BlockType, MemoryBlock
 from memory.blocks.permissions import block_permission_label
 from memory.blocks.seen import blocks_seen_record_later
 from memory.blocks.selectors import block_list_for_actor, block_shared_from
+from memory.longterm.compose import (
+    estimate_tokens,
+    history_compose,
+    history_config_for,
+    token_counter,
+)
+from memory.longterm.models import Conversation
+from memory.longterm.selectors import conversation_latest
 from memory.schemas import ContextBuildIn
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent
 from pattern_site.kernel.agents.selectors import agent_get_private
 from pattern_site.kernel.errors import InvalidInput
-
-
-@dataclass(frozen=True)
-class ModelContextLimits:
-    max_tokens: int
-    memory_tokens: int
-    history_tokens: int
-    reserved_response_tokens: int
-
-
-DEFAULT_LIMITS = ModelContextLimits(128_000, 16_000, 96_000, 8_000)
-# Longest matching prefix of the agent's model name wins.
-MODEL_LIMITS: dict[str, ModelContextLimits] = {
-    "claude": ModelContextLimits(200_000, 24_000, 160_000, 8_000),
-    "gpt-4o": ModelContextLimits(128_000, 16_000, 96_000, 8_000),
-    "gpt-4.1": ModelContextLimits(1_000_000, 32_000, 900_000, 16_000),
-    "gemini": ModelContextLimits(1_000_000, 32_000, 900_000, 16_000),
-    "llama": ModelContextLimits(8_192, 2_000, 4_000, 1_024),
-}
-
-
-def model_limits(model_name: str) -> ModelContextLimits:
-    name = (model_name or "").lower()
-    matches = [prefix for prefix in MODEL_LIMITS if name.startswith(prefix)]
-    return MODEL_LIMITS[max(matches, key=len)] if matches else DEFAULT_LIMITS
-
-
-_TOKEN = re.compile(r"\w+|[^\w\s]")
-
-
-def estimate_tokens(text: str) -> int:
-    return sum(
-        math.ceil(len(piece) / 4) if piece[0].isalnum() or piece[0] == "_" else 1
-        for piece in _TOKEN.findall(text)
-    )
-
 
 RuleKind = Literal[
     "start_constraint", "exit_loop", "continue_loop", "max_calls", "requires_prior"
@@ -136,6 +106,8 @@ class BuiltContext:
     system_prompt: str
     sections: list[Section]
     metadata: dict[str, Any]
+    # The whole request's messages, when asked for.
+    request: list[dict[str, Any]] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -277,7 +249,8 @@ def context_build(
     bring unpinned working blocks in for this request."""
     actor = Actor.for_agent(agent)
     model = model_name if model_name is not None else agent.model_name
-    limits = model_limits(model)
+    limits = history_config_for(constellation=agent.constellation_id).limits(model)
+    count = token_counter(model)
     batch = {str(b) for b in batch_block_ids}
     blocks = list(block_list_for_actor(actor=actor).order_by("block_type", "label"))
     core = [b for b in blocks if b.block_type in (BlockType.CORE, BlockType.LOG)]
@@ -295,11 +268,11 @@ def context_build(
 
     core_texts = [rendered(b) for b in core]
     working_texts = {b.pk: rendered(b) for b in working}
-    used = sum(estimate_tokens(t) for t in core_texts)
+    used = sum(count.count(t) for t in core_texts)
     kept, omitted = [], []
     # Pinned blocks before batch-only ones, each group by label.
     for block in sorted(working, key=lambda b: (not b.pinned, b.label)):
-        cost = estimate_tokens(working_texts[block.pk])
+        cost = count.count(working_texts[block.pk])
         if used + cost <= limits.memory_tokens:
             kept.append(block)
             used += cost
@@ -327,30 +300,57 @@ def context_build(
         Section("tool_rules", render_tool_rules(tool_rules), 0),
     ]
     for section in sections:
-        section.tokens = estimate_tokens(section.text)
+        section.tokens = count.count(section.text)
     prompt = "\n\n".join(s.text for s in sections if s.text)
-    total = estimate_tokens(prompt)
+    total = count.count(prompt)
     memory = sections[1].tokens + sections[2].tokens
     metadata = {
         "agent": agent.name,
         "model": model or "default",
+        "model_name": model or "",
         "limits": asdict(limits),
         "estimated_tokens": total,
         "memory_tokens": memory,
         "memory_over_budget": memory > limits.memory_tokens,
         "tokens_by_section": {s.name: s.tokens for s in sections},
         "omitted_blocks": omitted,
-        "token_estimate": "heuristic (words/4 + symbols)",
+        "token_estimate": count.kind,
     }
     return BuiltContext(system_prompt=prompt, sections=sections, metadata=metadata)
+
+
+def request_compose(
+    *,
+    agent: Agent,
+    built: BuiltContext,
+    conversation: Conversation | None,
+    active_batch_id: str = "",
+) -> list[dict[str, Any]]:
+    """The whole request's messages: the built system prompt, then the
+    conversation's compressed history (the active batch whole), as the
+    model gets them; ``built.metadata["history"]`` says what was kept."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": built.system_prompt}
+    ]
+    if conversation is not None:
+        history = history_compose(
+            conversation=conversation,
+            model_name=built.metadata["model_name"],
+            active_batch_id=active_batch_id,
+        )
+        messages += history.messages
+        built.metadata["history"] = history.metadata
+    return messages
 
 
 def context_build_for_actor(*, actor: Actor, args: ContextBuildIn) -> BuiltContext:
     """The ``build_context`` tool (HTTP and MCP): the context of agent
     ``args.agent_id`` (agents: their own), when ``actor`` may read that
-    agent's private memory."""
+    agent's private memory; with ``include_request``, the messages of the
+    request the agent's model would get now (system prompt, then its
+    current conversation's compressed history)."""
     agent = agent_get_private(actor=actor, agent_id=args.agent_id)
-    return context_build(
+    built = context_build(
         agent=agent,
         batch_block_ids=args.batch_block_ids,
         base_instructions=args.base_instructions,
@@ -358,3 +358,9 @@ def context_build_for_actor(*, actor: Actor, args: ContextBuildIn) -> BuiltConte
         model_name=args.model,
         include_descriptions=args.include_descriptions,
     )
+    if args.include_request:
+        conversation = conversation_latest(agent=agent)
+        built.request = request_compose(
+            agent=agent, built=built, conversation=conversation
+        )
+    return built

@@ -53,6 +53,13 @@ class ContextBuildIn(InputSchema):
         examples=["gpt-4o-mini"],
     )
     include_descriptions: bool = Field(True, examples=[True])
+    include_request: bool = Field(
+        False,
+        description="Also return the whole request the model would get now:"
+        " the system prompt, then the agent's conversation history as"
+        " compressed for the model.",
+        examples=[False],
+    )
 
 
 class SectionOut(Schema):
@@ -66,3 +73,4 @@ class ContextOut(Schema):
     system_prompt: str
     sections: list[SectionOut]
     metadata: dict[str, Any]
+    request: list[dict[str, Any]] | None = None

@@ -43,19 +43,45 @@ class Streamed:
     pieces: list[str]
     tokens: int | None = 120
     cut: bool = False
+    # Tool calls asked for after the text: (id, name, arguments as JSON
+    # text), each streamed in two pieces as providers do.
+    tool_calls: tuple[tuple[str, str, str], ...] = ()
 
     def events(self) -> Iterator[dict[str, Any]]:
         head = {"id": "chatcmpl-test", "object": "chat.completion.chunk"}
         head |= {"created": 0, "model": "test-model"}
-        for piece in self.pieces:
-            yield head | {
-                "choices": [
-                    {"index": 0, "delta": {"content": piece}, "finish_reason": None}
-                ]
+
+        def delta(value: dict[str, Any], finish: str | None = None) -> dict:
+            return head | {
+                "choices": [{"index": 0, "delta": value, "finish_reason": finish}]
             }
+
+        for piece in self.pieces:
+            yield delta({"content": piece})
+        for index, (call_id, name, arguments) in enumerate(self.tool_calls):
+            half = len(arguments) // 2
+            yield delta(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": name, "arguments": arguments[:half]},
+                        }
+                    ]
+                }
+            )
+            yield delta(
+                {
+                    "tool_calls": [
+                        {"index": index, "function": {"arguments": arguments[half:]}}
+                    ]
+                }
+            )
         if self.cut:
             return
-        yield head | {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        yield delta({}, "tool_calls" if self.tool_calls else "stop")
         if self.tokens is not None:
             yield head | {
                 "choices": [],
@@ -79,6 +105,20 @@ class FakeLLM:
         self, pieces: list[str], *, tokens: int | None = 120, cut: bool = False
     ) -> None:
         self.answers.append((200, Streamed(pieces, tokens, cut), 0.0))
+
+    def answer_tools(
+        self,
+        *calls: tuple[str, str, dict[str, Any] | str],
+        text: str = "",
+        tokens: int | None = 120,
+    ) -> None:
+        """A streamed answer calling tools: ``(id, name, arguments)`` each,
+        the arguments a dict or raw text, after ``text`` when given."""
+        encoded = tuple(
+            (i, n, a if isinstance(a, str) else json.dumps(a)) for i, n, a in calls
+        )
+        pieces = [text] if text else []
+        self.answers.append((200, Streamed(pieces, tokens, tool_calls=encoded), 0.0))
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ piece).  Prompts are the template files under ``prompts/``.
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
@@ -46,9 +46,35 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
+def message_tokens(message: dict[str, Any]) -> int:
+    """The estimate of one chat message: its text and any tool calls."""
+    tokens = estimate_tokens(message.get("content") or "")
+    if message.get("tool_calls"):
+        tokens += estimate_tokens(json.dumps(message["tool_calls"]))
+    return tokens
+
+
 @dataclass(frozen=True)
 class Completion:
     text: str
+    tokens: int
+    model: str
+
+
+@dataclass(frozen=True)
+class RequestedCall:
+    """A tool call the model asked for; ``arguments`` as the JSON text it
+    wrote (it may not be valid JSON)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class StepCompletion:
+    text: str
+    tool_calls: list[RequestedCall]
     tokens: int
     model: str
 
@@ -74,11 +100,11 @@ class ChatClient:
         )
 
     def _request(
-        self, *, constellation_id: int, messages: list[dict[str, str]], **extra: Any
+        self, *, constellation_id: int, messages: list[dict[str, Any]], **extra: Any
     ) -> tuple[int, Any]:
         """The prompt's token estimate and the SDK's answer to the call.
         A call the day's budget cannot pay for is refused before it is made."""
-        estimate = sum(estimate_tokens(m["content"]) for m in messages)
+        estimate = sum(message_tokens(m) for m in messages)
         llm_budget_check(
             constellation_id=constellation_id, tokens=estimate + self.max_tokens
         )
@@ -116,24 +142,30 @@ class ChatClient:
             raise LLMUnavailable("the LLM returned an empty answer")
         return Completion(text=text, tokens=tokens, model=response.model or self.model)
 
-    def complete_streamed(
+    def complete_step(
         self,
         *,
         constellation_id: int,
-        messages: list[dict[str, str]],
+        messages: list[dict[str, Any]],
+        tools: Sequence[dict[str, Any]] = (),
         on_text: Callable[[str], None],
-    ) -> Completion:
-        """The answer streamed: ``on_text`` is called with each piece as it
-        arrives (an exception it raises stops the stream and propagates).
+    ) -> StepCompletion:
+        """One answer streamed: ``on_text`` is called with each piece of
+        text as it arrives (an exception it raises stops the stream and
+        propagates), and the tool calls it asks for (several at once when
+        it calls tools in parallel) are assembled from their pieces.
         Tokens are charged however the stream ends, from the usage the
         server reports or else estimated from what was received."""
+        extra: dict[str, Any] = {"tools": list(tools)} if tools else {}
         estimate, stream = self._request(
             constellation_id=constellation_id,
             messages=messages,
             stream=True,
             stream_options={"include_usage": True},
+            **extra,
         )
         pieces: list[str] = []
+        calls: dict[int, dict[str, str]] = {}
         tokens: int | None = None
         model, finished = self.model, False
         chunks = iter(stream)
@@ -150,6 +182,14 @@ class ChatClient:
                     tokens = chunk.usage.total_tokens
                 for choice in chunk.choices:
                     finished = finished or choice.finish_reason is not None
+                    for delta in choice.delta.tool_calls or []:
+                        call = calls.setdefault(
+                            delta.index, {"id": "", "name": "", "arguments": ""}
+                        )
+                        call["id"] = delta.id or call["id"]
+                        if delta.function is not None:
+                            call["name"] += delta.function.name or ""
+                            call["arguments"] += delta.function.arguments or ""
                     if choice.delta.content:
                         pieces.append(choice.delta.content)
                         on_text(choice.delta.content)
@@ -158,12 +198,30 @@ class ChatClient:
             if tokens is None:
                 tokens = estimate + estimate_tokens("".join(pieces))
             llm_usage_add(constellation_id=constellation_id, tokens=tokens)
-        text = "".join(pieces).strip()
         if not finished:
             raise LLMUnavailable("the LLM's answer stopped before it was finished")
-        if not text:
+        return StepCompletion(
+            text="".join(pieces).strip(),
+            tool_calls=[RequestedCall(**calls[i]) for i in sorted(calls)],
+            tokens=tokens,
+            model=model,
+        )
+
+    def complete_streamed(
+        self,
+        *,
+        constellation_id: int,
+        messages: list[dict[str, str]],
+        on_text: Callable[[str], None],
+    ) -> Completion:
+        """The answer streamed, as ``complete_step`` streams it, without
+        tools."""
+        step = self.complete_step(
+            constellation_id=constellation_id, messages=messages, on_text=on_text
+        )
+        if not step.text:
             raise LLMUnavailable("the LLM returned an empty answer")
-        return Completion(text=text, tokens=tokens, model=model)
+        return Completion(text=step.text, tokens=step.tokens, model=step.model)
 
     def complete_json(
         self,
@@ -224,15 +282,26 @@ def llm_provider_configured() -> bool:
     return bool(settings.LLM_BASE_URL)
 
 
-def chat_client(*, model: str = "") -> ChatClient | None:
+def chat_client(*, model: str = "", provider: str = "") -> ChatClient | None:
     """The provider's client for ``model`` (default ``LLM_MODEL``); None
-    when no provider or no model is configured."""
+    when no provider or no model is configured.  ``provider`` names one of
+    ``LLM_PROVIDERS`` (``{"name": {"base_url", "api_key"}}``), blank the
+    default one; an unknown name is ``LLMUnavailable``."""
     model = model or settings.LLM_MODEL
-    if not (llm_provider_configured() and model):
+    base_url, api_key = settings.LLM_BASE_URL, settings.LLM_API_KEY
+    if provider:
+        entry = settings.LLM_PROVIDERS.get(provider)
+        if not isinstance(entry, dict) or not entry.get("base_url"):
+            raise LLMUnavailable(
+                f"no LLM provider {provider!r} is configured (PATTERN_LLM_PROVIDERS"
+                f" has: {', '.join(sorted(settings.LLM_PROVIDERS)) or 'none'})"
+            )
+        base_url, api_key = entry["base_url"], entry.get("api_key", "")
+    if not (base_url and model):
         return None
     return ChatClient(
-        base_url=settings.LLM_BASE_URL,
-        api_key=settings.LLM_API_KEY,
+        base_url=base_url,
+        api_key=api_key,
         model=model,
         timeout=settings.LLM_TIMEOUT,
         max_retries=settings.LLM_MAX_RETRIES,

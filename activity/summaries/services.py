@@ -62,6 +62,34 @@ def _draft(
         return getattr(ExtractiveSummarizer(embed), method)(**kwargs)
 
 
+def conversation_summary_draft(
+    *,
+    constellation_id: int,
+    agent_name: str,
+    previous: str,
+    messages: Sequence[SummaryMessage],
+    model: str = "",
+) -> Draft:
+    """A summary of ``messages`` folding in the ``previous`` one: by
+    ``model`` when an LLM is configured (extracted when it fails or the
+    budget is spent), else extracted, the previous summary being one of the
+    texts sentences are picked from."""
+    embed = embedder()
+    summarizer = summarizer_get(embed, model=model)
+    if isinstance(summarizer, ExtractiveSummarizer) and previous:
+        earlier = SummaryMessage(speaker="earlier", text=previous, at=messages[0].at)
+        messages = [earlier, *messages]
+    return _draft(
+        summarizer,
+        embed,
+        "agent",
+        constellation_id=constellation_id,
+        agent_name=agent_name,
+        previous=previous,
+        messages=messages,
+    )
+
+
 def agent_summary_refresh(
     *,
     agent: Agent,

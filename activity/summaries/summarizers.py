@@ -227,8 +227,10 @@ class LLMSummarizer:
         )
 
 
-def summarizer_get(embed: Embed | None = None) -> Summarizer:
-    client = chat_client()
+def summarizer_get(embed: Embed | None = None, *, model: str = "") -> Summarizer:
+    """The LLM summarizer (``model``, default ``LLM_MODEL``) when a provider
+    is configured, else the extractive one."""
+    client = chat_client(model=model)
     if client is None:
         return ExtractiveSummarizer(embed)
     return LLMSummarizer(client)

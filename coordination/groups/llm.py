@@ -1,16 +1,14 @@
 """Deliveries the site answers: agents answered by the LLM.
 
 When a run delivers to an agent with ``answered_by_llm``, a Celery task
-(queued after commit) claims the delivery (``AgentStarted``), builds the
-agent's context (``memory.context``) as the system prompt, sends the
-delivery's content as the user message to the agent's ``model_name``
-through the activity app's LLM client, and posts what comes back through
-the services an external agent's program uses: the streamed pieces as
-``TextChunk`` events (``delivery_chunk_add``, the first at once, then at
-most one every ``GROUPS_LLM_CHUNK_SECONDS``), the answer with
-``delivery_complete``, and a provider error, timeout, spent budget or
-refused answer with ``delivery_fail``.  The run and its pattern see no
-difference between this agent and one with a program of its own.
+(queued after commit) claims the delivery (``AgentStarted``) and answers
+it with the agent's tool loop (``coordination.groups.turns``): its model
+is called with its context, history and tools until it answers, and the
+answer completes the delivery (``delivery_complete``) while a provider
+error, timeout, spent budget or refused answer fails it
+(``delivery_fail``).  The run and its pattern see no difference between
+this agent and one with a program of its own.  A task run again for a
+delivery whose turn a stopped worker left running resumes that turn.
 
 A vote is asked for as JSON (``{"vote", "reason"}``, checked against the
 run's options; a wrong answer is asked again as ``LLM_JSON_RETRIES``
@@ -18,17 +16,16 @@ says).  A leader answers itself: delegating takes the tool API.
 """
 
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
 
 from activity.llm.client import ChatClient, LLMUnavailable, chat_client
 from coordination.groups import services
 from coordination.groups.models import DeliveryKind, RunDelivery
 from coordination.groups.patterns.voting import normalise
+from coordination.groups.turns import delivery_turn_answer, delivery_turn_resume
 from memory.context import context_build
 from pattern_site.kernel.agents.services import agent_touch
 from pattern_site.kernel.errors import ApplicationError, Conflict
@@ -36,29 +33,35 @@ from pattern_site.kernel.errors import ApplicationError, Conflict
 logger = logging.getLogger(__name__)
 
 
-class DeliveryEnded(Exception):
-    """The delivery ended while the model was answering (its deadline
-    passed, or the run ended); nothing more is posted."""
-
-
-def delivery_llm_answer(*, delivery_id: int) -> None:
+def delivery_llm_answer(*, delivery_id: int) -> float:
     """Answer a pending delivery with its agent's model; nothing when the
-    delivery was already claimed or its run has ended."""
+    delivery was already answered or its run has ended.  A delivery whose
+    turn a stopped worker left running is resumed; the seconds to wait
+    before asking again are returned while that turn may still be alive."""
     delivery = services.delivery_claim(delivery_id=delivery_id)
-    if delivery is None or delivery.kind == DeliveryKind.OBSERVE:
-        return
+    if delivery is None:
+        return delivery_turn_resume(delivery_id=delivery_id)
+    if delivery.kind == DeliveryKind.OBSERVE:
+        return 0.0
+    if delivery.kind == DeliveryKind.VOTE:
+        _vote_delivery(delivery)
+    else:
+        delivery_turn_answer(delivery=delivery)
+    return 0.0
+
+
+def _vote_delivery(delivery: RunDelivery) -> None:
+    """Complete a vote delivery with the model's vote, or fail it."""
     model = delivery.agent.model_name
     try:
         text, vote = _answer(delivery)
-    except DeliveryEnded:
-        return
     except ApplicationError as exc:
         # LLMUnavailable (errors, timeouts, no provider) and LimitExceeded
         # (the day's token budget) say what went wrong.
         _post(services.delivery_fail, delivery, reason=f"model {model}: {exc.message}")
         return
     except Exception as exc:
-        logger.exception("delivery %s: the model's answer failed", delivery_id)
+        logger.exception("delivery %s: the model's answer failed", delivery.pk)
         _post(
             services.delivery_fail,
             delivery,
@@ -85,7 +88,7 @@ def _post(service: Callable[..., Any], delivery: RunDelivery, **kwargs: Any) -> 
 
 
 def _answer(delivery: RunDelivery) -> tuple[str, str]:
-    """The model's answer and, for a vote, its vote."""
+    """The model's vote and its reason."""
     agent = delivery.agent
     client = chat_client(model=agent.model_name)
     if client is None:
@@ -94,47 +97,7 @@ def _answer(delivery: RunDelivery) -> tuple[str, str]:
     # Answering is the agent being active: its next context has no
     # catch-up digest for the time it was answering.
     agent_touch(agent_id=agent.pk, at=timezone.now())
-    if delivery.kind == DeliveryKind.VOTE:
-        return _vote(client, delivery, system)
-    chunks = ChunkPoster(delivery)
-    completion = client.complete_streamed(
-        constellation_id=agent.constellation_id,
-        messages=[
-            {"role": "system", "content": system},
-            {"role": "user", "content": delivery.content},
-        ],
-        on_text=chunks.add,
-    )
-    chunks.flush()
-    return completion.text, ""
-
-
-class ChunkPoster:
-    """Streamed pieces posted as ``TextChunk`` events: the first at once,
-    then what arrived, at most every ``GROUPS_LLM_CHUNK_SECONDS``."""
-
-    def __init__(self, delivery: RunDelivery) -> None:
-        self.delivery = delivery
-        self.pending: list[str] = []
-        self.sent_at: float | None = None
-
-    def add(self, text: str) -> None:
-        self.pending.append(text)
-        if (
-            self.sent_at is None
-            or time.monotonic() - self.sent_at >= settings.GROUPS_LLM_CHUNK_SECONDS
-        ):
-            self.flush()
-
-    def flush(self) -> None:
-        text = "".join(self.pending)
-        if not text:
-            return
-        self.pending, self.sent_at = [], time.monotonic()
-        try:
-            services.delivery_chunk_add(delivery=self.delivery, text=text)
-        except Conflict as exc:
-            raise DeliveryEnded(exc.message) from exc
+    return _vote(client, delivery, system)
 
 
 def vote_prompt(message: str, options: list[str]) -> str:

@@ -211,3 +211,105 @@ class GroupRunEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} #{self.seq} of run {self.run_id}"
+
+
+class AgentLoopConfig(models.Model):
+    """How the site runs an agent answered by the LLM: its tool rules
+    (``memory.context.ToolRule`` as JSON, rendered into its system prompt
+    and enforced by the loop), the LLM provider it uses (a name in
+    ``LLM_PROVIDERS``; the keys stay in the settings) and its limits."""
+
+    agent = models.OneToOneField(
+        Agent, on_delete=models.CASCADE, related_name="loop_config"
+    )
+    tool_rules = models.JSONField(default=list, blank=True)
+    provider = models.CharField(
+        max_length=100, blank=True, help_text="Blank: the default provider."
+    )
+    max_steps = models.PositiveSmallIntegerField(
+        default=10, help_text="Model calls in one turn, at most."
+    )
+    timeout_seconds = models.PositiveIntegerField(
+        default=300, help_text="A turn still running after this fails."
+    )
+
+    class Meta:
+        app_label = "coordination"
+
+    def __str__(self) -> str:
+        return f"loop config of {self.agent_id}"
+
+
+class TurnStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+
+
+class AgentTurn(models.Model):
+    """One delivery answered by the agent's model: the model called, tools
+    run and their results fed back, until an exit.  Its messages are one
+    batch (``batch_id``) of the agent's conversation."""
+
+    delivery = models.OneToOneField(
+        RunDelivery, on_delete=models.CASCADE, related_name="turn"
+    )
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="turns")
+    conversation_id = models.PositiveBigIntegerField()
+    batch_id = models.CharField(max_length=64, unique=True)
+    status = models.CharField(
+        max_length=10, choices=TurnStatus.choices, default=TurnStatus.RUNNING
+    )
+    steps = models.PositiveSmallIntegerField(default=0)
+    exit = models.CharField(max_length=40, blank=True)
+    reason = models.TextField(blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    # Moved on at every step and call: a turn whose worker is alive is not
+    # resumed by another (see AGENT_TURN_RESUME_AFTER_SECONDS).
+    heartbeat_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        app_label = "coordination"
+        ordering = ["-started_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"turn {self.pk} of {self.agent_id} ({self.status})"
+
+
+class ToolCallStatus(models.TextChoices):
+    # Recorded from the model's answer, not yet begun.
+    PENDING = "pending", "Pending"
+    # Begun: if the worker stops now, whether it took effect is unknown.
+    STARTED = "started", "Started"
+    COMPLETED = "completed", "Completed"
+
+
+class AgentToolCall(models.Model):
+    """A tool call of a turn, recorded before it runs and after, so that a
+    turn resumed after a crash never runs a call twice."""
+
+    turn = models.ForeignKey(
+        AgentTurn, on_delete=models.CASCADE, related_name="tool_calls"
+    )
+    step = models.PositiveSmallIntegerField()
+    call_id = models.CharField(max_length=100)
+    name = models.CharField(max_length=100)
+    arguments = models.TextField(blank=True)
+    status = models.CharField(
+        max_length=10, choices=ToolCallStatus.choices, default=ToolCallStatus.PENDING
+    )
+    ok = models.BooleanField(null=True)
+    result = models.TextField(blank=True)
+
+    class Meta:
+        app_label = "coordination"
+        ordering = ["turn_id", "step", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["turn", "step", "call_id"], name="agent_tool_call_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.call_id} ({self.status})"

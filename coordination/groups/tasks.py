@@ -6,6 +6,8 @@ check interval or that the delivery is still pending again under the row
 lock.
 """
 
+from typing import Any
+
 from celery import shared_task
 
 
@@ -23,8 +25,14 @@ def group_sleeptime_sweep_task() -> None:
     group_sleeptime_sweep()
 
 
-@shared_task(name="groups.delivery_llm_answer", ignore_result=True)
-def delivery_llm_answer_task(delivery_id: int) -> None:
+@shared_task(
+    bind=True, name="groups.delivery_llm_answer", ignore_result=True, max_retries=None
+)
+def delivery_llm_answer_task(self: Any, delivery_id: int) -> None:
+    """Answer the delivery; while a turn left running by another worker may
+    still be alive, ask again once it could have been silent long enough."""
     from coordination.groups.llm import delivery_llm_answer
 
-    delivery_llm_answer(delivery_id=delivery_id)
+    wait = delivery_llm_answer(delivery_id=delivery_id)
+    if wait > 0:
+        raise self.retry(countdown=wait)

@@ -162,6 +162,12 @@ class Conversation(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
     message_count = models.PositiveIntegerField(default=0)
+    # Recursive summarization: the summary of every message at or before
+    # ``summary_through`` (a position), sent at the head of the history in
+    # their stead.
+    summary = models.TextField(blank=True)
+    summary_through = models.PositiveBigIntegerField(default=0)
+    summary_model = models.CharField(max_length=100, blank=True)
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -191,8 +197,16 @@ class Message(models.Model):
     )
     role = models.CharField(max_length=10, choices=MessageRole.choices)
     author = models.CharField(max_length=200, blank=True)
-    content = models.TextField()
+    # Empty for an assistant message that only calls tools.
+    content = models.TextField(blank=True)
+    # An assistant message's tool calls: [{"id", "name", "arguments"}], the
+    # arguments as the JSON text the model wrote.
+    tool_calls = models.JSONField(default=list, blank=True)
+    # A tool message answers the assistant's call with this id.
+    tool_call_id = models.CharField(max_length=100, blank=True)
     position = models.PositiveBigIntegerField()
+    # One incoming message and everything it caused (the agent's tool calls,
+    # their results, its answers) share a batch id.
     batch_id = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     content_hash = models.CharField(max_length=64)
@@ -209,7 +223,10 @@ class Message(models.Model):
                 name="message_position_unique_per_conversation",
             )
         ]
-        indexes = [models.Index(fields=["embedding_state"])]
+        indexes = [
+            models.Index(fields=["embedding_state"]),
+            models.Index(fields=["conversation", "batch_id"]),
+        ]
 
     def __str__(self) -> str:
         return f"{self.role}@{self.position}"
@@ -318,3 +335,49 @@ class ConsolidationRun(models.Model):
     def __str__(self) -> str:
         scope = f"agent {self.agent_id}" if self.agent_id else "constellation"
         return f"consolidation of {scope} at {self.finished_at:%Y-%m-%d %H:%M}"
+
+
+class CompressionKind(models.TextChoices):
+    TRUNCATE = "truncate", "truncate (drop the oldest batches)"
+    SUMMARIZE = "summarize", "recursive summarization"
+
+
+class ContextConfig(models.Model):
+    """Per-constellation limits of the requests sent to agents' models: the
+    token limits of a model family (``model_overrides``, by model-name
+    prefix, over the built-in ones), how history that does not fit is
+    compressed, and a hard cap on the messages sent."""
+
+    constellation = models.OneToOneField(
+        Constellation, on_delete=models.CASCADE, related_name="context_config"
+    )
+    model_overrides = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='{"model prefix": {"max_tokens", "memory_tokens",'
+        ' "history_tokens", "reserved_response_tokens"}}',
+    )
+    compression = models.CharField(
+        max_length=10, choices=CompressionKind.choices, default=CompressionKind.TRUNCATE
+    )
+    keep_recent = models.PositiveIntegerField(
+        default=200,
+        validators=[MinValueValidator(1)],
+        help_text="Truncate: the most recent messages kept (whole batches).",
+    )
+    chunk_size = models.PositiveIntegerField(
+        default=40,
+        validators=[MinValueValidator(1)],
+        help_text="Summarize: evicted messages that make a new summary.",
+    )
+    summarization_model = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="Summarize: the model writing summaries (blank: LLM_MODEL).",
+    )
+    max_messages_cap = models.PositiveIntegerField(
+        default=500, validators=[MinValueValidator(1)]
+    )
+
+    def __str__(self) -> str:
+        return f"context config of {self.constellation_id}"

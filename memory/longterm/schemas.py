@@ -14,6 +14,7 @@ from memory.longterm.services import (
     MESSAGES_PER_APPEND,
 )
 from pattern_site.kernel.apitypes import (
+    ITEMS_MAX,
     NAME_MAX,
     Id,
     InputSchema,
@@ -356,12 +357,37 @@ class ConversationStatusIn(InputSchema):
     status: Literal["active", "idle", "archived"] = Field(examples=["archived"])
 
 
+class ToolCallIn(InputSchema):
+    id: str = Field(min_length=1, max_length=100, examples=["call_1"])
+    name: str = Field(min_length=1, max_length=100, examples=["archival_search"])
+    arguments: str = Field(
+        "",
+        max_length=MESSAGE_MAX_CHARS,
+        description="The call's arguments as JSON text.",
+        examples=['{"q": "x"}'],
+    )
+
+
 class MessageIn(InputSchema):
     role: Literal["user", "assistant", "tool", "system"] = Field(examples=["user"])
     content: str = Field(
         max_length=MESSAGE_MAX_CHARS, examples=["Can we move the dentist to Friday?"]
     )
     author: str = Field("", max_length=NAME_MAX, examples=["Sam"])
+    tool_calls: list[ToolCallIn] = Field(
+        default_factory=list,
+        max_length=ITEMS_MAX,
+        description="An assistant message's tool calls (its content may be empty).",
+    )
+    tool_call_id: str = Field(
+        "", max_length=100, description="A tool message: the call it answers."
+    )
+
+
+class ToolCallOut(Schema):
+    id: str
+    name: str
+    arguments: str
 
 
 class MessagesAppendIn(InputSchema):
@@ -380,6 +406,8 @@ class MessageOut(Schema):
     role: str
     author: str
     content: str
+    tool_calls: list[ToolCallOut]
+    tool_call_id: str
     position: int
     batch_id: str
     created_at: datetime

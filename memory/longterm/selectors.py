@@ -11,13 +11,14 @@ from memory.longterm.models import (
     ArchivalTier,
     ConsolidationRun,
     Conversation,
+    ConversationStatus,
     Message,
     RetrievalConfig,
 )
 from memory.longterm.permissions import longterm_rows_visible
 from memory.search.registry import EmbeddingState
 from pattern_site.kernel.actors import Actor
-from pattern_site.kernel.agents.models import Constellation
+from pattern_site.kernel.agents.models import Agent, Constellation
 from pattern_site.kernel.agents.selectors import (
     agent_get_private,
     constellation_list_for_actor,
@@ -222,3 +223,14 @@ def longterm_unindexed_count(*, actor: Actor, constellation_id: int) -> int:
             .count()
         )
     return total
+
+
+def conversation_latest(*, agent: Agent) -> Conversation | None:
+    """The conversation the agent's turns go to now: its newest one that is
+    not archived (``conversation_current`` starts one when there is none)."""
+    return (
+        Conversation.objects.filter(agent=agent)
+        .exclude(status=ConversationStatus.ARCHIVED)
+        .order_by("-started_at", "-id")
+        .first()
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Iterable, Sequence
 from datetime import date, datetime
@@ -14,8 +15,17 @@ from django.db import (
 )
 from django.utils import timezone
 
-from activity.summaries.services import agent_summary_refresh
+from activity.summaries.services import (
+    agent_summary_refresh,
+    conversation_summary_draft,
+)
 from activity.summaries.summarizers import SummaryMessage
+from memory.longterm.compose import (
+    Batch,
+    HistoryMessage,
+    RecursiveSummarization,
+    history_config_for,
+)
 from memory.longterm.indexes import ARCHIVAL_INDEX, MESSAGE_INDEX
 from memory.longterm.models import (
     ArchivalEntry,
@@ -28,7 +38,7 @@ from memory.longterm.models import (
     MessageRole,
     RetrievalConfig,
 )
-from memory.longterm.selectors import CONVERSATION
+from memory.longterm.selectors import CONVERSATION, conversation_latest
 from memory.longterm.tasks import agent_summary_refresh_task
 from memory.search.embedder import embed_texts
 from memory.search.index import (
@@ -345,6 +355,13 @@ def conversation_start(*, agent: Agent, title: str = "") -> Conversation:
 
 
 @transaction.atomic
+def conversation_current(*, agent: Agent) -> Conversation:
+    """The conversation the agent's turns go to: its newest one that is not
+    archived (an idle one resumes with the next message), or a new one."""
+    return conversation_latest(agent=agent) or conversation_start(agent=agent)
+
+
+@transaction.atomic
 def conversation_set_status(*, conversation: Conversation, status: str) -> Conversation:
     allowed = CONVERSATION_TRANSITIONS.get(conversation.status, set())
     if status == conversation.status:
@@ -388,15 +405,88 @@ def agent_summary_from_messages(*, agent_id: int) -> Any:
     return agent_summary_refresh(agent=agent, messages=messages, embed=embed_texts)
 
 
+# A tool call id as providers make them ("call_abc123"), and at most this
+# many calls in one assistant message.
+TOOL_CALL_ID_MAX_CHARS = 100
+TOOL_CALLS_PER_MESSAGE = 64
+
+
+def _clean_tool_calls(raw: Any) -> list[dict[str, str]]:
+    """An assistant message's tool calls as ``{"id", "name", "arguments"}``
+    with the arguments kept as the JSON text the model wrote."""
+    if not isinstance(raw, list):
+        raise InvalidInput("tool_calls must be a list of {id, name, arguments}")
+    if len(raw) > TOOL_CALLS_PER_MESSAGE:
+        raise LimitExceeded(
+            f"{len(raw)} tool calls in one message; at most {TOOL_CALLS_PER_MESSAGE}"
+        )
+    calls, seen = [], set()
+    for call in raw:
+        call_id = call.get("id") if isinstance(call, dict) else None
+        name = call.get("name") if isinstance(call, dict) else None
+        arguments = call.get("arguments", "") if isinstance(call, dict) else None
+        if not (isinstance(call_id, str) and call_id.strip()) or not (
+            isinstance(name, str) and name.strip()
+        ):
+            raise InvalidInput("each tool call needs a non-empty 'id' and 'name'")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments)
+        if len(call_id) > TOOL_CALL_ID_MAX_CHARS or call_id in seen:
+            raise InvalidInput(
+                f"tool call id {call_id[:40]!r} is repeated or longer than"
+                f" {TOOL_CALL_ID_MAX_CHARS} chars"
+            )
+        seen.add(call_id)
+        calls.append({"id": call_id, "name": name, "arguments": arguments})
+    return calls
+
+
+def _message_fields(item: dict[str, Any]) -> tuple[str, str, list[dict[str, str]], str]:
+    """``(role, content, tool_calls, tool_call_id)`` of one message to append:
+    tool calls only on an assistant message (which may then have no text),
+    and a tool message answers a call id."""
+    role = item.get("role", "")
+    if role not in MessageRole.values:
+        raise InvalidInput(
+            f"message role {role!r} is invalid; use one of"
+            f" {', '.join(MessageRole.values)}"
+        )
+    tool_calls = _clean_tool_calls(item.get("tool_calls") or [])
+    tool_call_id = (item.get("tool_call_id") or "").strip()
+    if tool_calls and role != MessageRole.ASSISTANT:
+        raise InvalidInput(f"a {role} message cannot make tool calls")
+    if role == MessageRole.TOOL and not tool_call_id:
+        raise InvalidInput("a tool message needs the tool_call_id it answers")
+    if tool_call_id and role != MessageRole.TOOL:
+        raise InvalidInput(f"a {role} message answers no tool call")
+    if len(tool_call_id) > TOOL_CALL_ID_MAX_CHARS:
+        raise InvalidInput(f"tool_call_id is over {TOOL_CALL_ID_MAX_CHARS} chars")
+    content = item.get("content", "")
+    if tool_calls and content == "":
+        return role, "", tool_calls, ""
+    content = _clean_content(content, what="message", max_chars=MESSAGE_MAX_CHARS)
+    return role, content, tool_calls, tool_call_id
+
+
+def message_index_text(message: Message) -> str:
+    """What search finds a message by: its text, or the calls it made."""
+    if message.content:
+        return message.content
+    return " ".join(f"{c['name']}({c['arguments']})" for c in message.tool_calls)
+
+
 @transaction.atomic
 def messages_append(
     *,
     conversation: Conversation,
-    messages: Sequence[dict[str, str]],
+    messages: Sequence[dict[str, Any]],
     author: str = "",
     batch_id: str = "",
 ) -> list[Message]:
-    """Append messages in order; an idle conversation becomes active again."""
+    """Append messages in order; an idle conversation becomes active again.
+    A message is ``{"role", "content", "author"?}``; an assistant message
+    may carry ``tool_calls`` (``[{"id", "name", "arguments"}]``) and a tool
+    message names the ``tool_call_id`` it answers."""
     if not messages:
         raise InvalidInput("give at least one message")
     if len(messages) > MESSAGES_PER_APPEND:
@@ -408,15 +498,7 @@ def messages_append(
         raise Conflict(f"conversation {locked.pk} is archived; start a new one")
     created: list[Message] = []
     for offset, item in enumerate(messages, start=1):
-        role = item.get("role", "")
-        if role not in MessageRole.values:
-            raise InvalidInput(
-                f"message role {role!r} is invalid; use one of"
-                f" {', '.join(MessageRole.values)}"
-            )
-        content = _clean_content(
-            item.get("content", ""), what="message", max_chars=MESSAGE_MAX_CHARS
-        )
+        role, content, tool_calls, tool_call_id = _message_fields(item)
         message = Message(
             conversation=locked,
             agent_id=locked.agent_id,
@@ -424,6 +506,8 @@ def messages_append(
             role=role,
             author=(item.get("author") or author)[:200],
             content=content,
+            tool_calls=tool_calls,
+            tool_call_id=tool_call_id,
             position=locked.message_count + offset,
             batch_id=batch_id,
             content_hash=content_hash(content),
@@ -454,6 +538,76 @@ def messages_append(
     )
     _message_events(conversation=locked, messages=created)
     return created
+
+
+def conversation_summarize(*, conversation_id: int, through: int) -> bool:
+    """Fold the messages up to position ``through`` into the conversation's
+    summary (with the summary so far), in their batches' order; a batch
+    whose tool calls and results do not pair up is left out, as it is of
+    the history.  Nothing when the summary already reaches ``through``:
+    the task can run twice.  Returns whether the summary moved."""
+    conversation = Conversation.objects.filter(pk=conversation_id).first()
+    if conversation is None or conversation.summary_through >= through:
+        return False
+    rows = Message.objects.filter(
+        conversation=conversation,
+        position__gt=conversation.summary_through,
+        position__lte=through,
+    ).order_by("position")
+    batch: Batch | None = None
+    picked: list[Message] = []
+    pending: list[Message] = []
+    for row in rows:
+        key = row.batch_id or f"#{row.position}"
+        if batch is None or batch.key != key:
+            if batch is not None and batch.complete:
+                picked += pending
+            batch, pending = Batch(key), []
+        batch.messages.append(
+            HistoryMessage(
+                row.position,
+                row.role,
+                row.content,
+                row.batch_id,
+                tuple(row.tool_calls),
+                row.tool_call_id,
+            )
+        )
+        pending.append(row)
+    if batch is not None and batch.complete:
+        picked += pending
+    strategy = history_config_for(constellation=conversation.constellation_id)
+    model = (
+        strategy.compression.model
+        if isinstance(strategy.compression, RecursiveSummarization)
+        else ""
+    )
+    if picked:
+        draft = conversation_summary_draft(
+            constellation_id=conversation.constellation_id,
+            agent_name=conversation.agent.name,
+            previous=conversation.summary,
+            messages=[
+                SummaryMessage(
+                    speaker=m.author or m.role,
+                    text=message_index_text(m),
+                    at=m.created_at,
+                )
+                for m in picked
+            ],
+            model=model,
+        )
+        summary, used = draft.summary, draft.model[:100]
+    else:
+        summary, used = conversation.summary, conversation.summary_model
+    with transaction.atomic():
+        locked = Conversation.objects.select_for_update().get(pk=conversation_id)
+        if locked.summary_through >= through:
+            return False
+        locked.summary, locked.summary_through = summary, through
+        locked.summary_model = used
+        locked.save(update_fields=["summary", "summary_through", "summary_model"])
+    return True
 
 
 # A message the agent received, or one it sent; tool and system messages are

@@ -51,3 +51,11 @@ def _archival_consolidation_catch_up(**_kwargs: object) -> None:
     # Runs missed while no worker was up are caught up once, on start; the
     # task itself skips scopes consolidated within the interval.
     archival_consolidate_due_task.delay()
+
+
+@shared_task(name="memory.conversation_summarize", ignore_result=True)
+def conversation_summarize_task(conversation_id: int, through: int) -> None:
+    """Fold a conversation's evicted history into its summary."""
+    from memory.longterm.services import conversation_summarize
+
+    conversation_summarize(conversation_id=conversation_id, through=through)

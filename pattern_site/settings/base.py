@@ -447,6 +447,18 @@ LLM_MAX_RETRIES = env.int("PATTERN_LLM_MAX_RETRIES", default=2)
 LLM_MAX_TOKENS = env.int("PATTERN_LLM_MAX_TOKENS", default=600)
 LLM_JSON_RETRIES = env.int("PATTERN_LLM_JSON_RETRIES", default=1)
 LLM_DAILY_TOKEN_BUDGET = env.int("PATTERN_LLM_DAILY_TOKEN_BUDGET", default=200_000)
+# Further OpenAI-compatible providers an agent's loop config may name:
+# {"name": {"base_url": "...", "api_key": "..."}} (JSON).  Keys live here only.
+LLM_PROVIDERS = env.json("PATTERN_LLM_PROVIDERS", default={})
+# A turn left running is resumed by a re-run of its task only once its
+# worker has shown no sign of life for this long (s); sooner, the task waits.
+AGENT_TURN_RESUME_AFTER_SECONDS = env.int(
+    "PATTERN_AGENT_TURN_RESUME_AFTER_SECONDS", default=90
+)
+# A tool result shown on a run's event stream is cut to this many characters.
+AGENT_TURN_RESULT_PREVIEW_CHARS = env.int(
+    "PATTERN_AGENT_TURN_RESULT_PREVIEW_CHARS", default=500
+)
 
 # --- Agent groups (coordination/groups) ------------------------------------
 # Longest an agent's ``GET /api/inbox?wait=`` long-poll may wait for work.

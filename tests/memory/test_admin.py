@@ -99,3 +99,28 @@ def test_the_admin_is_branded_and_retrieval_settings_stay_editable(admin_client,
     assert "Pattern admin" in admin_client.get("/admin/").content.decode()
     assert admin_client.get("/admin/memory/retrievalconfig/").status_code == 200
     assert RetrievalConfig._meta.app_label == "memory"
+
+
+def test_context_config_admin_refuses_limits_that_do_not_add_up(
+    admin_client, constellation
+):
+    from memory.models import ContextConfig
+
+    response = admin_client.post(
+        "/admin/memory/contextconfig/add/",
+        {
+            "constellation": constellation.pk,
+            "model_overrides": (
+                '{"tiny": {"max_tokens": 100, "memory_tokens": 80,'
+                ' "history_tokens": 80, "reserved_response_tokens": 10}}'
+            ),
+            "compression": "truncate",
+            "keep_recent": 50,
+            "chunk_size": 10,
+            "summarization_model": "",
+            "max_messages_cap": 100,
+        },
+    )
+    assert response.status_code == 200
+    assert "exceed max_tokens (100)" in response.content.decode()
+    assert not ContextConfig.objects.exists()

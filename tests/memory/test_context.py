@@ -1,13 +1,9 @@
 """The context builder: seed 004's order and format, budgets and metadata."""
 
-import pytest
-
 from memory.blocks.services import block_create, block_share
 from memory.context import (
     ToolRule,
     context_build,
-    estimate_tokens,
-    model_limits,
     render_tool_rules,
 )
 from pattern_site.kernel.actors import Actor
@@ -116,22 +112,6 @@ def test_working_blocks_past_the_memory_budget_are_omitted_and_reported(
     assert built.metadata["omitted_blocks"] == ["b_pinned"]
     assert "<block:a_pinned" in built.system_prompt
     assert built.metadata["memory_tokens"] <= 2000
-
-
-def test_token_estimate_tracks_text_length():
-    assert estimate_tokens("") == 0
-    assert estimate_tokens("hello world") == 4
-    assert estimate_tokens('{"a": 1}') == 7
-    long = estimate_tokens("The partner works best in the morning. " * 100)
-    assert 700 <= long <= 1100
-
-
-@pytest.mark.parametrize(
-    ("model", "max_tokens"),
-    [("claude-sonnet-4", 200_000), ("gpt-4o-mini", 128_000), ("unknown", 128_000)],
-)
-def test_model_limits_by_prefix(model, max_tokens):
-    assert model_limits(model).max_tokens == max_tokens
 
 
 def test_requires_prior_and_continue_rules_render():

@@ -19,6 +19,7 @@ from coordination.groups.services import (
     run_deadlines_sweep,
 )
 from coordination.groups.tasks import delivery_llm_answer_task
+from coordination.groups.turns import loop_config_for, tool_rules_for
 from memory.blocks.services import block_create
 from memory.context import context_build
 from pattern_site.kernel.actors import Actor
@@ -32,6 +33,11 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def every_piece_a_chunk(settings):
     settings.GROUPS_LLM_CHUNK_SECONDS = 0
+
+
+@pytest.fixture(autouse=True)
+def _tools(tools):
+    """Deliveries are answered by the tool loop, which offers the tools."""
 
 
 @pytest.fixture
@@ -80,9 +86,10 @@ def test_round_robin_member_with_a_model_answers_with_its_context_as_prompt(
     assert run.status == RunStatus.COMPLETED
     (request,) = llm.requests
     system, user = request["body"]["messages"]
+    rules = tool_rules_for(loop_config_for(flux))
     assert system == {
         "role": "system",
-        "content": context_build(agent=flux).system_prompt,
+        "content": context_build(agent=flux, tool_rules=rules).system_prompt,
     }
     assert system["content"].startswith("You are Flux, an agent of the Pattern")
     assert "I guard the partner's time." in system["content"]

@@ -689,3 +689,71 @@ def test_an_entry_is_filed_with_its_tier_lifetime_and_conversation(
     theirs = conversation_start(agent=sibling)
     body["source_conversation_id"] = theirs.pk
     assert post(agent_client, "/api/archival", body).status_code == 404
+
+
+def test_tool_calls_and_their_results_are_stored_and_listed(agent_client: Client):
+    cid = post(agent_client, "/api/conversations", {}).json()["id"]
+    appended = post(
+        agent_client,
+        f"/api/conversations/{cid}/messages",
+        {
+            "batch_id": "turn-1",
+            "messages": [
+                {"role": "user", "content": "what did I plant?"},
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "name": "archival_search",
+                            "arguments": '{"query": "plant"}',
+                        }
+                    ],
+                },
+                {"role": "tool", "content": "a fig tree", "tool_call_id": "call_1"},
+                {"role": "assistant", "content": "A fig tree."},
+            ],
+        },
+    )
+    assert appended.status_code == 201
+    page = agent_client.get(f"/api/conversations/{cid}/messages").json()
+    call, result = page["messages"][1], page["messages"][2]
+    assert call["tool_calls"] == [
+        {"id": "call_1", "name": "archival_search", "arguments": '{"query": "plant"}'}
+    ]
+    assert call["content"] == ""
+    assert (result["role"], result["tool_call_id"]) == ("tool", "call_1")
+    assert {m["batch_id"] for m in page["messages"]} == {"turn-1"}
+
+
+@pytest.mark.parametrize(
+    ("message", "error"),
+    [
+        ({"role": "tool", "content": "orphan"}, "needs the tool_call_id"),
+        (
+            {
+                "role": "user",
+                "content": "hi",
+                "tool_calls": [{"id": "c", "name": "x", "arguments": "{}"}],
+            },
+            "cannot make tool calls",
+        ),
+        ({"role": "assistant", "content": ""}, "must not be empty"),
+        (
+            {"role": "user", "content": "hi", "tool_call_id": "call_1"},
+            "answers no tool call",
+        ),
+    ],
+)
+def test_malformed_tool_messages_are_refused(
+    agent_client: Client, message: dict[str, Any], error: str
+):
+    cid = post(agent_client, "/api/conversations", {}).json()["id"]
+    response = post(
+        agent_client, f"/api/conversations/{cid}/messages", {"messages": [message]}
+    )
+    assert response.status_code == 422
+    assert error in response.json()["detail"]
+    listed = agent_client.get(f"/api/conversations/{cid}/messages").json()
+    assert listed["messages"] == []

@@ -465,3 +465,33 @@ def test_repeated_tags_count_once(agent: Any):
         agent=agent, content="fact", tags=["Food", "food ", *["x"] * 50]
     )
     assert entry.tags == ["food", "x"]
+
+
+def test_turns_go_to_the_agents_current_conversation(agent: Any):
+    from memory.longterm.services import conversation_current, conversation_set_status
+
+    first = conversation_current(agent=agent)
+    assert conversation_current(agent=agent).pk == first.pk
+    conversation_set_status(conversation=first, status="idle")
+    assert conversation_current(agent=agent).pk == first.pk
+    conversation_set_status(conversation=first, status="archived")
+    assert conversation_current(agent=agent).pk != first.pk
+
+
+def test_a_tool_only_message_is_found_by_the_call_it_made(agent: Any):
+    conversation = conversation_start(agent=agent)
+    messages_append(
+        conversation=conversation,
+        messages=[
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"id": "c1", "name": "weather_lookup", "arguments": {"c": "Oslo"}}
+                ],
+            }
+        ],
+    )
+    (message,) = conversation.messages.all()
+    assert message.tool_calls[0]["arguments"] == '{"c": "Oslo"}'
+    assert search(agent, "weather_lookup", mode="fts", domain="conversations") == [""]

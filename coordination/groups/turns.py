@@ -1,0 +1,549 @@
+"""The tool loop of an agent answered by the LLM: one delivery, one turn.
+
+The delivery's content is stored as the user message of a new batch of the
+agent's conversation.  Then, step by step: the request is composed (the
+system prompt from ``memory.context`` with the agent's tool rules, then its
+compressed history, this turn's batch whole), the agent's model is called
+with the tool registry's functions and ``send_message``, the answer is
+stored (its text, and its tool calls), each tool call is run as the agent
+(``pattern_site.kernel.tools.tool_call``: the agent's own rights) and its
+result stored as a tool message; a tool that fails, or a call that breaks a
+tool rule, gives the model an error as its result.  The turn ends on:
+
+- ``send_message``: its text is the agent's answer to the delivery;
+- a final answer (text without tool calls), which is the answer too;
+- a tool with an ``exit_loop`` rule: the step's text is the answer;
+- the step limit, the daily token budget, the turn's timeout, a provider
+  error or timeout: the delivery fails with the reason.
+
+Each call is recorded before it runs (``pending``), when it starts
+(``started``) and with its result (``completed``, in one transaction with
+its tool message), so a re-run of the turn after a crash runs the calls
+never begun, reports the ones begun as of unknown outcome (never running
+them again), and goes on.  Text, tool calls started and completed
+(arguments, the result cut short) go to the run's event stream.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from activity.llm.client import ChatClient, LLMUnavailable, RequestedCall, chat_client
+from coordination.groups import services
+from coordination.groups.models import (
+    AgentLoopConfig,
+    AgentToolCall,
+    AgentTurn,
+    DeliveryStatus,
+    RunDelivery,
+    ToolCallStatus,
+    TurnStatus,
+)
+from memory.context import ToolRule, context_build, request_compose, tool_rule_parse
+from memory.longterm.models import Conversation
+from memory.longterm.services import conversation_current, messages_append
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Agent
+from pattern_site.kernel.agents.services import agent_touch
+from pattern_site.kernel.errors import ApplicationError, Conflict
+
+logger = logging.getLogger(__name__)
+
+SEND_MESSAGE = "send_message"
+SEND_MESSAGE_FUNCTION = {
+    "type": "function",
+    "function": {
+        "name": SEND_MESSAGE,
+        "description": (
+            "Send your answer to whoever sent you this message; it ends your"
+            " turn. Use it once, with everything you want to say."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {"message": {"type": "string"}},
+            "required": ["message"],
+        },
+    },
+}
+# Every agent's loop ends on send_message, whatever else its rules say.
+DEFAULT_RULES = (ToolRule(SEND_MESSAGE, "exit_loop"),)
+UNKNOWN_OUTCOME = (
+    "error: the worker running this call stopped before its result was"
+    " recorded; it may or may not have taken effect and was not run again."
+    " Check before calling it again."
+)
+
+
+def tool_registry() -> ModuleType:
+    """The agent tool registry (``tool_functions``, ``tool_call``)."""
+    from pattern_site.kernel import tools
+
+    return tools
+
+
+class TurnEnded(Exception):
+    """The turn cannot go on: ``exit`` names how, ``reason`` says why."""
+
+    def __init__(self, exit: str, reason: str) -> None:
+        super().__init__(reason)
+        self.exit, self.reason = exit, reason
+
+
+@dataclass
+class Answer:
+    exit: str
+    text: str
+
+
+def loop_config_for(agent: Agent) -> AgentLoopConfig:
+    return AgentLoopConfig.objects.filter(agent=agent).first() or AgentLoopConfig(
+        agent=agent
+    )
+
+
+def tool_rules_for(config: AgentLoopConfig) -> list[ToolRule]:
+    stored = [tool_rule_parse(raw) for raw in config.tool_rules]
+    extra = [r for r in DEFAULT_RULES if r not in stored]
+    return stored + extra
+
+
+@transaction.atomic
+def agent_loop_config_update(
+    *,
+    agent: Agent,
+    tool_rules: list[dict[str, Any]] | None = None,
+    provider: str | None = None,
+    max_steps: int | None = None,
+    timeout_seconds: int | None = None,
+) -> AgentLoopConfig:
+    """Change an agent's loop settings (None: keep); rules are checked."""
+    config, _ = AgentLoopConfig.objects.get_or_create(agent=agent)
+    if tool_rules is not None:
+        config.tool_rules = [
+            {"tool": r.tool, "kind": r.kind, "value": r.value}
+            for r in map(tool_rule_parse, tool_rules)
+        ]
+    for name, value in (
+        ("provider", provider),
+        ("max_steps", max_steps),
+        ("timeout_seconds", timeout_seconds),
+    ):
+        if value is not None:
+            setattr(config, name, value)
+    config.full_clean()
+    config.save()
+    return config
+
+
+def rule_violation(
+    rules: list[ToolRule], name: str, done: list[str], *, first: bool
+) -> str:
+    """Why calling ``name`` now breaks a rule (``done``: the calls made
+    so far this turn), or "" when it may be called."""
+    for rule in rules:
+        if rule.kind == "start_constraint" and first and name != rule.tool:
+            return f"rule broken: call `{rule.tool}` first before any other tools"
+        if rule.tool != name:
+            continue
+        if rule.kind == "max_calls" and done.count(name) >= int(rule.value or 0):
+            return f"rule broken: call `{name}` at most {rule.value} times"
+        if rule.kind == "requires_prior" and rule.value not in done:
+            return f"rule broken: call `{name}` only after calling `{rule.value}`"
+    return ""
+
+
+def _exit_tools(rules: list[ToolRule]) -> set[str]:
+    return {r.tool for r in rules if r.kind == "exit_loop"}
+
+
+@transaction.atomic
+def agent_turn_begin(*, delivery: RunDelivery) -> AgentTurn:
+    """The delivery's turn: the one begun already, or a new one with the
+    delivery's content stored as the first message of its batch."""
+    existing = AgentTurn.objects.filter(delivery=delivery).first()
+    if existing is not None:
+        return existing
+    conversation = conversation_current(agent=delivery.agent)
+    turn = AgentTurn.objects.create(
+        delivery=delivery,
+        agent=delivery.agent,
+        conversation_id=conversation.pk,
+        batch_id=f"delivery-{delivery.pk}",
+    )
+    messages_append(
+        conversation=conversation,
+        messages=[{"role": "user", "content": delivery.content}],
+        author=delivery.run.requested_by,
+        batch_id=turn.batch_id,
+    )
+    return turn
+
+
+def _heartbeat(turn: AgentTurn) -> None:
+    AgentTurn.objects.filter(pk=turn.pk).update(heartbeat_at=timezone.now())
+
+
+def _store(turn: AgentTurn, messages: list[dict[str, Any]]) -> None:
+    _heartbeat(turn)
+    conversation = Conversation.objects.get(pk=turn.conversation_id)
+    messages_append(
+        conversation=conversation, messages=messages, batch_id=turn.batch_id
+    )
+
+
+@transaction.atomic
+def _step_record(
+    turn: AgentTurn, text: str, calls: list[RequestedCall]
+) -> list[AgentToolCall]:
+    """The model's answer stored, and its calls recorded as pending."""
+    turn.steps += 1
+    turn.save(update_fields=["steps"])
+    _store(
+        turn,
+        [
+            {
+                "role": "assistant",
+                "content": text,
+                "tool_calls": [
+                    {"id": c.id, "name": c.name, "arguments": c.arguments}
+                    for c in calls
+                ],
+            }
+        ],
+    )
+    return [
+        AgentToolCall.objects.create(
+            turn=turn,
+            step=turn.steps,
+            call_id=c.id,
+            name=c.name,
+            arguments=c.arguments,
+        )
+        for c in calls
+    ]
+
+
+@transaction.atomic
+def _call_complete(call: AgentToolCall, ok: bool, result: str) -> None:
+    """The result recorded with its tool message, in one transaction."""
+    call.status, call.ok, call.result = ToolCallStatus.COMPLETED, ok, result
+    call.save(update_fields=["status", "ok", "result"])
+    _store(
+        call.turn,
+        [
+            {
+                "role": "tool",
+                "content": result or "(empty)",
+                "tool_call_id": call.call_id,
+            }
+        ],
+    )
+
+
+def _claim_start(call: AgentToolCall) -> bool:
+    """Mark the call begun; False when another worker began it already."""
+    _heartbeat(call.turn)
+    return bool(
+        AgentToolCall.objects.filter(pk=call.pk, status=ToolCallStatus.PENDING).update(
+            status=ToolCallStatus.STARTED
+        )
+    )
+
+
+class Stream:
+    """The turn's steps on the run's event stream: text as it streams in
+    (the first piece at once, then what arrived, at most every
+    ``GROUPS_LLM_CHUNK_SECONDS``), each tool call started and completed.
+    A delivery that ended meanwhile (its deadline, the run) ends the turn."""
+
+    def __init__(self, delivery: RunDelivery) -> None:
+        self.delivery = delivery
+        self.pending: list[str] = []
+        self.sent_at: float | None = None
+
+    def _post(self, service: Callable[..., Any], **kwargs: Any) -> None:
+        try:
+            service(delivery=self.delivery, **kwargs)
+        except Conflict as exc:
+            raise TurnEnded("delivery_ended", exc.message) from exc
+
+    def add(self, text: str) -> None:
+        self.pending.append(text)
+        if (
+            self.sent_at is None
+            or time.monotonic() - self.sent_at >= settings.GROUPS_LLM_CHUNK_SECONDS
+        ):
+            self.flush()
+
+    def flush(self) -> None:
+        text = "".join(self.pending)
+        if not text:
+            return
+        self.pending, self.sent_at = [], time.monotonic()
+        self._post(services.delivery_chunk_add, text=text)
+
+    def started(self, call: AgentToolCall, args: Any) -> None:
+        shown = args if isinstance(args, dict) else {"raw": call.arguments}
+        self._post(
+            services.delivery_tool_call_start,
+            call_id=call.call_id,
+            fn_name=call.name,
+            args=shown,
+        )
+
+    def completed(self, call: AgentToolCall) -> None:
+        limit = settings.AGENT_TURN_RESULT_PREVIEW_CHARS
+        result = call.result
+        preview = result if len(result) <= limit else result[:limit] + "…"
+        self._post(
+            services.delivery_tool_call_complete,
+            call_id=call.call_id,
+            result={"ok": bool(call.ok), "text": preview},
+        )
+
+
+def _arguments(call: AgentToolCall) -> tuple[dict[str, Any] | None, str]:
+    try:
+        value = json.loads(call.arguments or "{}")
+    except ValueError as exc:
+        return None, f"error: the arguments are not valid JSON ({exc})"
+    if not isinstance(value, dict):
+        return None, "error: the arguments must be a JSON object"
+    return value, ""
+
+
+def _run_call(
+    call: AgentToolCall,
+    *,
+    actor: Actor,
+    rules: list[ToolRule],
+    done: list[str],
+    stream: Stream,
+) -> str | None:
+    """Run one recorded call (never one begun before); the answer when it
+    was ``send_message``."""
+    if not _claim_start(call):
+        return None
+    args, error = _arguments(call)
+    stream.started(call, args)
+    violation = rule_violation(rules, call.name, done, first=not done)
+    answer = None
+    if error or violation:
+        ok, result = False, error or f"error: {violation}"
+    elif call.name == SEND_MESSAGE:
+        message = args.get("message") if args else None
+        if isinstance(message, str) and message.strip():
+            ok, result, answer = True, "sent", message.strip()
+        else:
+            ok, result = False, "error: send_message needs a non-empty 'message'"
+    else:
+        outcome = tool_registry().tool_call(actor=actor, name=call.name, arguments=args)
+        ok = outcome.ok
+        result = outcome.text if ok else f"error: {outcome.text}"
+    done.append(call.name)
+    _call_complete(call, ok, result)
+    stream.completed(call)
+    return answer if ok else None
+
+
+def _resume(turn: AgentTurn, stream: Stream) -> list[AgentToolCall]:
+    """Calls begun by a worker that stopped get an unknown-outcome result;
+    those never begun are returned, to run now."""
+    unfinished = list(turn.tool_calls.exclude(status=ToolCallStatus.COMPLETED))
+    for call in unfinished:
+        if call.status == ToolCallStatus.STARTED:
+            _call_complete(call, False, UNKNOWN_OUTCOME)
+            stream.completed(call)
+    return [c for c in unfinished if c.status == ToolCallStatus.PENDING]
+
+
+def _run_calls(
+    calls: list[AgentToolCall],
+    *,
+    turn: AgentTurn,
+    rules: list[ToolRule],
+    stream: Stream,
+    text: str,
+) -> Answer | None:
+    """Run a step's calls in order; the answer when one of them ends the
+    turn (``send_message``, or a tool with an exit rule)."""
+    actor = Actor.for_agent(turn.agent)
+    done = list(
+        turn.tool_calls.filter(status=ToolCallStatus.COMPLETED).values_list(
+            "name", flat=True
+        )
+    )
+    exits = _exit_tools(rules)
+    answer: Answer | None = None
+    for call in calls:
+        sent = _run_call(call, actor=actor, rules=rules, done=done, stream=stream)
+        if sent is not None:
+            answer = Answer(SEND_MESSAGE, sent)
+        elif call.name in exits and answer is None and call.ok:
+            answer = Answer(f"exit_rule:{call.name}", text)
+    return answer
+
+
+def _model_step(
+    client: ChatClient,
+    *,
+    turn: AgentTurn,
+    tools: list[dict[str, Any]],
+    rules: list[ToolRule],
+    stream: Stream,
+) -> tuple[str, list[RequestedCall]]:
+    agent = turn.agent
+    built = context_build(agent=agent, tool_rules=rules)
+    messages = request_compose(
+        agent=agent,
+        built=built,
+        conversation=Conversation.objects.get(pk=turn.conversation_id),
+        active_batch_id=turn.batch_id,
+    )
+    # Answering is the agent being active: its next context has no
+    # catch-up digest for the time it was answering.
+    agent_touch(agent_id=agent.pk, at=timezone.now())
+    step = client.complete_step(
+        constellation_id=agent.constellation_id,
+        messages=messages,
+        tools=tools,
+        on_text=stream.add,
+    )
+    stream.flush()
+    return step.text, step.tool_calls
+
+
+def agent_turn_run(*, delivery: RunDelivery) -> Answer:
+    """Run (or resume) the delivery's turn until it exits; the answer, or
+    ``TurnEnded`` with the reason it could not give one."""
+    agent = delivery.agent
+    config = loop_config_for(agent)
+    rules = tool_rules_for(config)
+    client = chat_client(model=agent.model_name, provider=config.provider)
+    if client is None:
+        raise TurnEnded(
+            "error", "no LLM provider is configured (set PATTERN_LLM_BASE_URL)"
+        )
+    turn = agent_turn_begin(delivery=delivery)
+    deadline = turn.started_at.timestamp() + config.timeout_seconds
+    stream = Stream(delivery)
+    tools = [*tool_registry().tool_functions(), SEND_MESSAGE_FUNCTION]
+    answer = _run_calls(
+        _resume(turn, stream), turn=turn, rules=rules, stream=stream, text=""
+    )
+    while answer is None:
+        if turn.steps >= config.max_steps:
+            raise TurnEnded(
+                "step_limit",
+                f"the step limit ({config.max_steps} model calls) was reached"
+                " before the agent answered",
+            )
+        if time.time() > deadline:
+            raise TurnEnded(
+                "timeout", f"the turn ran over its {config.timeout_seconds} s"
+            )
+        try:
+            text, calls = _model_step(
+                client, turn=turn, tools=tools, rules=rules, stream=stream
+            )
+        except ApplicationError as exc:
+            kind = "budget" if exc.code == "limit_exceeded" else "error"
+            raise TurnEnded(kind, f"model {agent.model_name}: {exc.message}") from exc
+        recorded = _step_record(turn, text, calls)
+        if not calls:
+            if not text:
+                raise TurnEnded("error", "the model answered nothing")
+            return Answer("final_answer", text)
+        answer = _run_calls(recorded, turn=turn, rules=rules, stream=stream, text=text)
+    return answer
+
+
+@transaction.atomic
+def _turn_end(turn: AgentTurn, *, status: str, exit: str, reason: str = "") -> None:
+    turn.status, turn.exit, turn.reason = status, exit, reason[:2000]
+    turn.finished_at = timezone.now()
+    turn.save(update_fields=["status", "exit", "reason", "finished_at"])
+
+
+def delivery_turn_answer(*, delivery: RunDelivery) -> None:
+    """Answer a taken delivery with the agent's tool loop, and complete or
+    fail the delivery with the outcome."""
+    try:
+        answer = agent_turn_run(delivery=delivery)
+    except TurnEnded as ended:
+        _finish(delivery, ok=False, exit=ended.exit, text=ended.reason)
+        return
+    except LLMUnavailable as exc:
+        _finish(delivery, ok=False, exit="error", text=exc.message)
+        return
+    except Exception as exc:
+        logger.exception("delivery %s: the agent's turn failed", delivery.pk)
+        _finish(
+            delivery,
+            ok=False,
+            exit="error",
+            text=f"the site could not run the turn ({type(exc).__name__})",
+        )
+        return
+    _finish(delivery, ok=True, exit=answer.exit, text=answer.text)
+
+
+def _finish(delivery: RunDelivery, *, ok: bool, exit: str, text: str) -> None:
+    turn = AgentTurn.objects.filter(delivery=delivery).first()
+    try:
+        if ok:
+            services.delivery_complete(delivery=delivery, text=text)
+        else:
+            services.delivery_fail(delivery=delivery, reason=text)
+    except ApplicationError as exc:
+        logger.info("delivery %s: %s", delivery.pk, exc.message)
+        ok, text = False, exc.message
+    if turn is None:
+        return
+    # The answer is in the conversation already: the final answer's
+    # message, the send_message call, or the exit step's text.
+    _turn_end(
+        turn,
+        status=TurnStatus.COMPLETED if ok else TurnStatus.FAILED,
+        exit=exit,
+        reason="" if ok else text,
+    )
+
+
+def delivery_turn_resume(*, delivery_id: int) -> float:
+    """Go on with a taken delivery whose turn a stopped worker left
+    running, once that worker has been silent for
+    ``AGENT_TURN_RESUME_AFTER_SECONDS`` (taking the turn over so that no
+    other re-run does too).  Returns the seconds to wait before asking
+    again while the turn still shows signs of life, else 0."""
+    turn = AgentTurn.objects.filter(
+        delivery_id=delivery_id,
+        status=TurnStatus.RUNNING,
+        delivery__status=DeliveryStatus.TAKEN,
+    ).first()
+    if turn is None:
+        return 0.0
+    now = timezone.now()
+    silent = (now - turn.heartbeat_at).total_seconds()
+    wait = settings.AGENT_TURN_RESUME_AFTER_SECONDS - silent
+    if wait > 0:
+        return wait
+    taken = AgentTurn.objects.filter(pk=turn.pk, heartbeat_at=turn.heartbeat_at).update(
+        heartbeat_at=now
+    )
+    if taken:
+        delivery = RunDelivery.objects.select_related(
+            "agent__constellation", "run"
+        ).get(pk=delivery_id)
+        delivery_turn_answer(delivery=delivery)
+    return 0.0

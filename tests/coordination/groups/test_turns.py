@@ -1,0 +1,336 @@
+"""The tool loop of agents answered by the LLM, against the scripted
+OpenAI-compatible server (``tests.fake_llm``): tools run as the agent,
+results fed back, rules enforced, every exit, and a re-run after a crash.
+
+The tools are the registry's interface (``tool_functions``, ``tool_call``)
+over a few test tools; ``core_memory_append`` calls the very function its
+HTTP endpoint calls, so the agent's rights are the ones HTTP checks."""
+
+import pytest
+from django.test import Client
+
+from activity.llm.models import LLMUsage
+from coordination.groups.llm import delivery_llm_answer
+from coordination.groups.models import (
+    AgentToolCall,
+    AgentTurn,
+    DeliveryStatus,
+    RunStatus,
+    ToolCallStatus,
+)
+from coordination.groups.services import group_message_route
+from coordination.groups.tasks import delivery_llm_answer_task
+from coordination.groups.turns import agent_loop_config_update
+from memory.blocks.services import block_create
+from memory.longterm.models import Message
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import agent_token_issue, agent_update
+from tests.coordination.groups.conftest import Crash
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def every_piece_a_chunk(settings):
+    settings.GROUPS_LLM_CHUNK_SECONDS = 0
+
+
+@pytest.fixture
+def flux(agents):
+    return agent_update(
+        agent=agents["Flux"], model_name="gpt-4o-mini", answered_by_llm=True
+    )
+
+
+@pytest.fixture
+def ask(make_group, flux, django_capture_on_commit_callbacks):
+    group = make_group("round_robin", [("Flux", "regular")])
+
+    def ask(message: str = "note that I like tea"):
+        with django_capture_on_commit_callbacks(execute=True):
+            run = group_message_route(
+                actor=Actor.system(), group=group, message=message
+            )
+        run.refresh_from_db()
+        return run
+
+    return ask
+
+
+def events(run, *types):
+    return [(e.type, e.data) for e in run.events.order_by("seq") if e.type in types]
+
+
+def last_tool_results(request: dict) -> list[tuple[str, str]]:
+    """The tool results at the end of a request, (call id, content)."""
+    out = []
+    for message in reversed(request["body"]["messages"]):
+        if message["role"] != "tool":
+            break
+        out.insert(0, (message["tool_call_id"], message["content"]))
+    return out
+
+
+def test_a_multi_step_turn_runs_tools_as_the_agent_and_sends_its_answer(
+    flux, ask, llm, tools
+):
+    block = block_create(actor=Actor.system(), label="human", owner=flux)
+    llm.answer_tools(
+        ("c1", "core_memory_append", {"label": "human", "content": "likes tea"}),
+        text="Saving that.",
+    )
+    llm.answer_tools(("c2", "send_message", {"message": "Noted: you like tea."}))
+
+    run = ask()
+
+    assert run.status == RunStatus.COMPLETED
+    assert run.result == {"answers": {str(flux.pk): "Noted: you like tea."}}
+    block.refresh_from_db()
+    assert "likes tea" in block.rendered
+    # The second request carries the first step and its result.
+    second = llm.requests[1]["body"]
+    assert [m["role"] for m in second["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+    ]
+    assert second["messages"][2]["tool_calls"][0]["function"] == {
+        "name": "core_memory_append",
+        "arguments": '{"label": "human", "content": "likes tea"}',
+    }
+    assert {t["function"]["name"] for t in second["tools"]} >= {
+        "core_memory_append",
+        "send_message",
+    }
+    assert (
+        "The conversation will end after calling `send_message`"
+        in (second["messages"][0]["content"])
+    )
+    # The whole turn is one batch of Flux's conversation.
+    stored = list(Message.objects.filter(agent=flux).order_by("position"))
+    assert [(m.role, m.tool_call_id) for m in stored] == [
+        ("user", ""),
+        ("assistant", ""),
+        ("tool", "c1"),
+        ("assistant", ""),
+        ("tool", "c2"),
+    ]
+    assert len({m.batch_id for m in stored}) == 1
+    # Shown live: the text, each call started and completed.
+    shown = events(run, "TextChunk", "ToolCallStarted", "ToolCallCompleted")
+    assert shown[0] == (
+        "TextChunk",
+        {"agent_id": flux.pk, "text": "Saving that.", "is_final": False},
+    )
+    assert shown[1][1]["fn_name"] == "core_memory_append"
+    assert shown[1][1]["args"] == {"label": "human", "content": "likes tea"}
+    assert shown[2][1]["result"]["ok"] is True
+    turn = AgentTurn.objects.get()
+    assert (turn.status, turn.exit, turn.steps) == ("completed", "send_message", 2)
+
+
+def test_a_tool_error_is_fed_back_and_a_final_answer_ends_the_turn(ask, llm, tools):
+    llm.answer_tools(("c1", "fail", {}))
+    llm.answer_streamed(["Sorry, ", "the tool broke."])
+
+    run = ask()
+
+    assert last_tool_results(llm.requests[1]) == [("c1", "error: the tool broke")]
+    delivery = run.deliveries.get()
+    assert delivery.answer == "Sorry, the tool broke."
+    assert AgentTurn.objects.get().exit == "final_answer"
+
+
+def test_parallel_tool_calls_all_run_and_all_results_go_back(ask, llm, tools):
+    llm.answer_tools(("a", "lookup", {"q": "tea"}), ("b", "lookup", {"q": "cake"}))
+    llm.answer_streamed(["Both found."])
+
+    ask()
+
+    assert [args["q"] for _, args in tools.ran] == ["tea", "cake"]
+    assert last_tool_results(llm.requests[1]) == [
+        ("a", "found tea"),
+        ("b", "found cake"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("rule", "calls", "refused"),
+    [
+        (
+            {"tool": "lookup", "kind": "start_constraint"},
+            [("fail", {})],
+            "rule broken: call `lookup` first before any other tools",
+        ),
+        (
+            {"tool": "lookup", "kind": "max_calls", "value": 1},
+            [("lookup", {"q": "1"}), ("lookup", {"q": "2"})],
+            "rule broken: call `lookup` at most 1 times",
+        ),
+        (
+            {"tool": "fail", "kind": "requires_prior", "value": "lookup"},
+            [("fail", {})],
+            "rule broken: call `fail` only after calling `lookup`",
+        ),
+    ],
+    ids=["start_constraint", "max_calls", "requires_prior"],
+)
+def test_a_call_breaking_a_tool_rule_gets_an_error_naming_it(
+    flux, ask, llm, tools, rule, calls, refused
+):
+    agent_loop_config_update(agent=flux, tool_rules=[rule])
+    llm.answer_tools(*[(f"c{i}", n, a) for i, (n, a) in enumerate(calls)])
+    llm.answer_streamed(["ok"])
+
+    ask()
+
+    results = last_tool_results(llm.requests[1])
+    assert results[-1] == (f"c{len(calls) - 1}", f"error: {refused}")
+    # The refused call never reached the tool.
+    assert len(tools.ran) == len(calls) - 1
+    system = llm.requests[0]["body"]["messages"][0]["content"]
+    assert "# Tool Execution Rules" in system
+
+
+def test_an_exit_rule_ends_the_turn_after_its_tool(flux, ask, llm, tools):
+    agent_loop_config_update(
+        agent=flux, tool_rules=[{"tool": "finish", "kind": "exit_loop"}]
+    )
+    llm.answer_tools(("c1", "finish", {}), text="All done.")
+
+    run = ask()
+
+    assert len(llm.requests) == 1
+    assert run.deliveries.get().answer == "All done."
+    assert AgentTurn.objects.get().exit == "exit_rule:finish"
+
+
+def test_the_step_limit_fails_the_turn(flux, ask, llm, tools):
+    agent_loop_config_update(agent=flux, max_steps=2)
+    for i in range(3):
+        llm.answer_tools((f"c{i}", "lookup", {"q": str(i)}))
+
+    run = ask()
+
+    assert len(llm.requests) == 2
+    delivery = run.deliveries.get()
+    assert delivery.status == DeliveryStatus.FAILED
+    assert "step limit (2 model calls)" in delivery.failure
+    assert AgentTurn.objects.get().exit == "step_limit"
+
+
+def test_a_spent_budget_stops_the_turn_between_steps(flux, ask, llm, tools, settings):
+    settings.LLM_DAILY_TOKEN_BUDGET = 5_000
+    llm.answer_tools(("c1", "lookup", {"q": "tea"}), tokens=4_900)
+
+    run = ask()
+
+    assert len(llm.requests) == 1
+    assert LLMUsage.objects.get().tokens == 4_900
+    failure = run.deliveries.get().failure
+    assert "has used 4900 of its 5000 LLM tokens today" in failure
+    assert AgentTurn.objects.get().exit == "budget"
+
+
+def test_a_provider_timeout_mid_turn_fails_it(ask, llm, tools, settings):
+    settings.LLM_MAX_RETRIES = 0
+    settings.LLM_TIMEOUT = 0.5
+    llm.answer_tools(("c1", "lookup", {"q": "tea"}))
+    llm.answer({"late": True}, delay=1.5)
+
+    run = ask()
+
+    assert "the LLM did not answer in time" in run.deliveries.get().failure
+    assert AgentTurn.objects.get().exit == "error"
+
+
+def test_a_rerun_after_a_crash_never_runs_a_begun_call_again(ask, llm, tools, settings):
+    tools.crash_on = "fail"
+    llm.answer_tools(("c1", "fail", {}), ("c2", "lookup", {"q": "tea"}))
+    with pytest.raises(Crash):
+        ask()
+    call = AgentToolCall.objects.get(call_id="c1")
+    assert call.status == ToolCallStatus.STARTED
+    assert AgentToolCall.objects.get(call_id="c2").status == ToolCallStatus.PENDING
+
+    tools.crash_on = ""
+    llm.answer_streamed(["Recovered."])
+    delivery = AgentTurn.objects.get().delivery
+    # While the crashed worker might still be alive, a re-run waits.
+    assert delivery_llm_answer(delivery_id=delivery.pk) > 0
+    assert AgentToolCall.objects.get(call_id="c2").status == ToolCallStatus.PENDING
+    settings.AGENT_TURN_RESUME_AFTER_SECONDS = 0
+    delivery_llm_answer_task(delivery.pk)
+
+    # c1 began before the crash: reported, not run again; c2 ran once.
+    assert [name for name, _ in tools.ran] == ["fail", "lookup"]
+    results = dict(last_tool_results(llm.requests[1]))
+    assert results["c1"].startswith("error: the worker running this call stopped")
+    assert results["c2"] == "found tea"
+    delivery.refresh_from_db()
+    assert delivery.answer == "Recovered."
+    # Run again once answered: nothing more happens.
+    delivery_llm_answer_task(delivery.pk)
+    assert len(llm.requests) == 2
+
+
+def test_the_agent_cannot_edit_through_the_loop_what_it_cannot_over_http(
+    flux, agents, ask, llm, tools
+):
+    other = block_create(
+        actor=Actor.system(),
+        label="ledger",
+        owner=flux,
+        permission="read_only",
+        content="balance 10",
+    )
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {agent_token_issue(agent=flux).raw}")
+    over_http = client.post(
+        "/api/tools/core_memory_append",
+        {"label": "ledger", "content": "balance 1000"},
+        content_type="application/json",
+    )
+    assert over_http.status_code == 403
+    llm.answer_tools(
+        ("c1", "core_memory_append", {"label": "ledger", "content": "balance 1000"})
+    )
+    llm.answer_streamed(["I could not."])
+
+    ask()
+
+    (result,) = last_tool_results(llm.requests[1])
+    assert result[1] == f"error: {over_http.json()['detail']}"
+    other.refresh_from_db()
+    assert "1000" not in other.rendered
+
+
+def test_an_agent_uses_its_own_provider_whose_key_stays_out_of_failures(
+    flux, ask, llm, tools, settings
+):
+    fake_url = settings.LLM_BASE_URL
+    settings.LLM_BASE_URL = "http://127.0.0.1:9/v1"  # nothing listens there
+    settings.LLM_PROVIDERS = {"own": {"base_url": fake_url, "api_key": "sk-secret"}}
+    agent_loop_config_update(agent=flux, provider="own")
+    llm.answer_streamed(["From my own provider."])
+
+    run = ask()
+
+    assert run.deliveries.get().answer == "From my own provider."
+    agent_loop_config_update(agent=flux, provider="gone")
+    failed = ask("again")
+    failure = failed.deliveries.get().failure
+    assert "no LLM provider 'gone' is configured" in failure
+    assert "sk-secret" not in failure
+
+
+def test_a_turn_over_its_time_fails_before_calling_the_model_again(
+    flux, ask, llm, tools
+):
+    agent_loop_config_update(agent=flux, timeout_seconds=0)
+
+    run = ask()
+
+    assert llm.requests == []
+    assert "the turn ran over its 0 s" in run.deliveries.get().failure
+    assert AgentTurn.objects.get().exit == "timeout"
