@@ -256,7 +256,7 @@ class AgentTurn(models.Model):
     )
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="turns")
     conversation_id = models.PositiveBigIntegerField()
-    batch_id = models.CharField(max_length=64, unique=True)
+    batch_id = models.CharField(max_length=64)
     status = models.CharField(
         max_length=10, choices=TurnStatus.choices, default=TurnStatus.RUNNING
     )
@@ -272,6 +272,14 @@ class AgentTurn(models.Model):
     class Meta:
         app_label = "coordination"
         ordering = ["-started_at", "-id"]
+        # A batch names the turn within its agent's conversation (a copy of
+        # the constellation, imported beside it, has batches of the same
+        # names for its own agents).
+        constraints = [
+            models.UniqueConstraint(
+                fields=["agent", "batch_id"], name="agentturn_agent_batch"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"turn {self.pk} of {self.agent_id} ({self.status})"

@@ -66,7 +66,7 @@ class Migration(migrations.Migration):
                     ),
                 ),
                 ("conversation_id", models.PositiveBigIntegerField()),
-                ("batch_id", models.CharField(max_length=64, unique=True)),
+                ("batch_id", models.CharField(max_length=64)),
                 (
                     "status",
                     models.CharField(
@@ -104,6 +104,11 @@ class Migration(migrations.Migration):
             ],
             options={
                 "ordering": ["-started_at", "-id"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("agent", "batch_id"), name="agentturn_agent_batch"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(

@@ -32,6 +32,7 @@ from memory.longterm.models import (
     ArchivalLifetime,
     ArchivalSource,
     ArchivalTier,
+    ContextConfig,
     Conversation,
     ConversationStatus,
     Message,
@@ -704,6 +705,37 @@ def retrieval_config_update(
         if value is not None:
             setattr(config, name, value)
             fields.append(name)
+    full_clean(config)
+    if fields:
+        config.save(update_fields=fields)
+    return config
+
+
+@transaction.atomic
+def context_config_update(
+    *,
+    constellation: Constellation,
+    model_overrides: dict[str, dict[str, int]] | None = None,
+    compression: str | None = None,
+    keep_recent: int | None = None,
+    chunk_size: int | None = None,
+    summarization_model: str | None = None,
+    max_messages_cap: int | None = None,
+) -> ContextConfig:
+    """Change how requests to the constellation's models are composed (None:
+    keep); invalid values store nothing."""
+    config, _ = ContextConfig.objects.get_or_create(constellation=constellation)
+    given = {
+        "model_overrides": model_overrides,
+        "compression": compression,
+        "keep_recent": keep_recent,
+        "chunk_size": chunk_size,
+        "summarization_model": summarization_model,
+        "max_messages_cap": max_messages_cap,
+    }
+    fields = [name for name, value in given.items() if value is not None]
+    for name in fields:
+        setattr(config, name, given[name])
     full_clean(config)
     if fields:
         config.save(update_fields=fields)

@@ -27,7 +27,10 @@ from activity.models import (
 from coordination.models import (
     Agent,
     AgentGroup,
+    AgentLoopConfig,
     AgentToken,
+    AgentToolCall,
+    AgentTurn,
     Constellation,
     CoordinationState,
     GroupMembership,
@@ -54,6 +57,7 @@ from memory.models import (
     BlockSnapshot,
     BlockUpdate,
     ConsolidationRun,
+    ContextConfig,
     Conversation,
     MemoryBlock,
     Message,
@@ -171,6 +175,7 @@ OWNED: tuple[Owned, ...] = (
     Owned(Conversation, "constellation"),
     Owned(Message, "constellation"),
     Owned(RetrievalConfig, "constellation"),
+    Owned(ContextConfig, "constellation"),
     # coordination
     Owned(
         Task,
@@ -201,6 +206,13 @@ OWNED: tuple[Owned, ...] = (
         json_keyed={"state": {"delegations": AGENT}},
     ),
     Owned(RunDelivery, "run__group__constellation"),
+    Owned(AgentLoopConfig, "agent__constellation"),
+    Owned(
+        AgentTurn,
+        "agent__constellation",
+        ids={"conversation_id": Ref(label(Conversation))},
+    ),
+    Owned(AgentToolCall, "turn__agent__constellation"),
     Owned(
         GroupRunEvent,
         "run__group__constellation",

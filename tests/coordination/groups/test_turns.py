@@ -334,3 +334,30 @@ def test_a_turn_over_its_time_fails_before_calling_the_model_again(
     assert llm.requests == []
     assert "the turn ran over its 0 s" in run.deliveries.get().failure
     assert AgentTurn.objects.get().exit == "timeout"
+
+
+def test_a_turn_calls_the_real_tool_registry_with_the_agents_own_rights(
+    flux, agents, ask, llm
+):
+    """No stand-in: the loop's tool calls go through ``tool_call``, so what
+    the agent may not do over HTTP it may not do here either."""
+    mine = block_create(actor=Actor.system(), label="human", owner=flux)
+    theirs = block_create(actor=Actor.system(), label="private", owner=agents["Anchor"])
+    llm.answer_tools(
+        ("c1", "core_memory_append", {"label": "private", "content": "peek"}),
+        ("c2", "core_memory_append", {"label": "human", "content": "likes tea"}),
+    )
+    llm.answer_tools(("c3", "send_message", {"message": "Noted."}))
+
+    run = ask()
+
+    assert run.status == RunStatus.COMPLETED
+    results = dict(last_tool_results(llm.requests[1]))
+    assert "private" in results["c1"] and "likes tea" not in results["c1"]
+    assert '"status": "applied"' in results["c2"] or "updated" in results["c2"]
+    mine.refresh_from_db()
+    theirs.refresh_from_db()
+    assert "likes tea" in mine.rendered
+    assert "peek" not in theirs.rendered
+    calls = {c.call_id: c for c in AgentToolCall.objects.all()}
+    assert (calls["c1"].ok, calls["c2"].ok) == (False, True)

@@ -15,6 +15,7 @@ from coordination.groups.services import (
     group_member_add,
     group_message_route,
 )
+from coordination.groups.turns import agent_loop_config_update
 from coordination.work.services import (
     coordination_state_set,
     handoff_create,
@@ -38,23 +39,34 @@ from memory.longterm.consolidation import archival_consolidate
 from memory.longterm.services import (
     agent_summary_from_messages,
     archival_entry_create,
+    context_config_update,
     conversation_start,
     messages_append,
     retrieval_config_update,
 )
 from memory.models import Permission
 from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import agent_update
 from tests.factories import AgentFactory, UserFactory
 
 
 @pytest.fixture
 def rich_constellation(
-    constellation: Any, partner: Any, django_capture_on_commit_callbacks: Any
+    constellation: Any,
+    partner: Any,
+    django_capture_on_commit_callbacks: Any,
+    llm: Any,
+    settings: Any,
 ) -> Any:
     # The activity events, indexing and group deliveries of a write happen
-    # after its commit.
+    # after its commit.  Only the agent's turn talks to the (fake) model:
+    # everything else runs as on a site without one.
+    model_url, settings.LLM_BASE_URL = settings.LLM_BASE_URL, ""
     with django_capture_on_commit_callbacks(execute=True):
         _fill(constellation, partner)
+    settings.LLM_BASE_URL = model_url
+    with django_capture_on_commit_callbacks(execute=True):
+        _agent_turn(constellation, llm)
     _summarise(constellation)
     return constellation
 
@@ -141,6 +153,25 @@ def _fill(constellation: Any, partner: Any) -> None:
     folder_attach(actor=human, folder=folder, agent_id=lead.pk, access="read")
     file_open(agent=lead, file=folder.files.get(), lines=2)
     llm_usage_add(constellation_id=constellation.pk, tokens=120)
+
+
+def _agent_turn(constellation: Any, llm: Any) -> None:
+    """An agent answered by a model takes a turn with a tool call."""
+    scribe = agent_update(
+        agent=AgentFactory(constellation=constellation, name="Scribe"),
+        model_name="gpt-4o-mini",
+        answered_by_llm=True,
+    )
+    agent_loop_config_update(
+        agent=scribe, tool_rules=[{"tool": "send_message", "kind": "exit_loop"}]
+    )
+    context_config_update(constellation=constellation, keep_recent=50)
+    block_create(actor=Actor.system(), label="log", owner=scribe)
+    llm.answer_tools(("c1", "core_memory_append", {"label": "log", "content": "met"}))
+    llm.answer_tools(("c2", "send_message", {"message": "Logged."}))
+    group = group_create(constellation=constellation, name="Log", pattern="round_robin")
+    group_member_add(group=group, agent=scribe)
+    group_message_route(actor=Actor.system(), group=group, message="log the meeting")
 
 
 def _summarise(constellation: Any) -> None:

@@ -31,7 +31,7 @@ def test_export_then_import_on_an_empty_site_says_how_to_issue_tokens(
     assert "agents: Helper, Lead" in said
     assert "rotate_agent_token 'Pattern' AGENT" in said
     assert "created without a password" in said and "member" in said
-    assert Constellation.objects.get().agents.count() == 2
+    assert Constellation.objects.get().agents.count() == 3
 
 
 def test_import_of_a_taken_name_fails_clearly_and_rename_succeeds(

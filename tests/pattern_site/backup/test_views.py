@@ -41,7 +41,7 @@ def test_the_partner_downloads_a_backup_and_uploads_it_under_a_new_name(
     copy = Constellation.objects.get(name="Pattern at home")
     assert answer.json()["url"] == reverse("dashboard:constellation", args=[copy.pk])
     assert copy.partner == partner
-    assert answer.json()["agents"] == ["Helper", "Lead"]
+    assert answer.json()["agents"] == ["Helper", "Lead", "Scribe"]
 
 
 def test_a_member_who_is_not_the_partner_may_not_download(rich_constellation):
