@@ -21,7 +21,7 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $(NODE_STAMP)
 
-$(DIST_STAMP): $(NODE_STAMP) static/js/build.mjs $(wildcard static/js/src/*.js)
+$(DIST_STAMP): $(NODE_STAMP) static/js/build.mjs $(wildcard static/js/src/*.js static/js/src/lib/*.js)
 	node static/js/build.mjs
 	touch $(DIST_STAMP)
 

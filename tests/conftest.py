@@ -40,6 +40,9 @@ from tests.factories import AgentFactory, ConstellationFactory, UserFactory
 from tests.fake_llm import llm  # noqa: F401  (the fixture, for every package)
 
 REPO = Path(__file__).resolve().parent.parent
+NODE_MODULES = REPO / "node_modules"
+JS_SOURCES = REPO / "static" / "js"
+DIST = REPO / "static" / "dist"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 REDIS_URL = os.environ.get("PATTERN_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 CHROMIUM = os.environ.get("PATTERN_CHROMIUM", "/usr/bin/chromium")
@@ -151,6 +154,29 @@ def chromium_path() -> str:
     return CHROMIUM
 
 
+@pytest.fixture(scope="session")
+def node() -> str:
+    """Node with the committed npm packages installed (`make assets`)."""
+    node = shutil.which("node")
+    if node is None:
+        missing("node is not installed")
+    if not (NODE_MODULES / "loro-websocket").is_dir():
+        missing("node_modules is missing: run `make assets` (npm ci)")
+    return node
+
+
+@pytest.fixture(scope="session")
+def built_assets(node: str) -> Path:
+    """static/dist/ with every page's bundle and the Loro wasm, built again
+    when a script under static/js/ is newer than the last build."""
+    stamp = DIST / ".built"
+    newest = max(path.stat().st_mtime for path in JS_SOURCES.rglob("*.*js"))
+    if not stamp.exists() or stamp.stat().st_mtime < newest:
+        subprocess.run([node, "static/js/build.mjs"], cwd=REPO, check=True)
+        stamp.touch()
+    return DIST
+
+
 # Flags for Chromium on a machine with no network beyond loopback: without
 # them it keeps trying (and failing) to reach Google's hosts.
 CHROMIUM_ARGS = [
@@ -165,8 +191,11 @@ CHROMIUM_ARGS = [
 
 
 @pytest.fixture
-def browser(chromium_path: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """Headless Debian Chromium through Playwright (never a downloaded build)."""
+def browser(
+    chromium_path: str, built_assets: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Any]:
+    """Headless Debian Chromium through Playwright (never a downloaded build),
+    for pages whose scripts are built."""
     from playwright.sync_api import sync_playwright
 
     # Playwright's sync API runs an event loop in this thread; the ORM calls

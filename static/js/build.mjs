@@ -1,6 +1,9 @@
-// Bundles static/js/src/*.js into static/dist/ (ES modules) and copies the
-// Loro wasm next to them. Run by `make assets` (part of `make run` / `make test`).
-import { copyFileSync, mkdirSync, readdirSync } from "node:fs";
+// Bundles each page script, static/js/src/*.js, into static/dist/ (ES
+// modules) and copies the Loro wasm next to them.  Modules the scripts share
+// (static/js/src/lib/) go into common chunks, so the scripts of one page use
+// one instance of each: one socket registry per page.  Run by `make assets`
+// (part of `make run` / `make test`).
+import { copyFileSync, mkdirSync, readdirSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
@@ -8,6 +11,8 @@ import { build } from "esbuild";
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const src = join(root, "static", "js", "src");
 const out = join(root, "static", "dist");
+// Chunks are named by content hash: clear the old ones out.
+rmSync(out, { recursive: true, force: true });
 mkdirSync(out, { recursive: true });
 
 const entryPoints = readdirSync(src)
@@ -19,6 +24,8 @@ await build({
   outdir: out,
   bundle: true,
   format: "esm",
+  splitting: true,
+  chunkNames: "chunks/[name]-[hash]",
   target: "es2020",
   minify: true,
   sourcemap: true,

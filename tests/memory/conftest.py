@@ -1,15 +1,12 @@
-"""Fixtures of the memory tests: blocks made through the services; the npm
-toolchain and the browser bundle of the co-editor.
+"""Fixtures of the memory tests: blocks made through the services.
 
 Fixtures of the long-term memory tests: clean search indexes, model states.
 """
 
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,9 +18,6 @@ from memory.search.registry import search_tables
 from pattern_site.kernel.actors import Actor
 from tests.conftest import REPO, missing, subprocess_env
 from tests.factories import AgentFactory
-
-NODE_MODULES = REPO / "node_modules"
-DIST = REPO / "static" / "dist"
 
 
 @pytest.fixture
@@ -45,28 +39,6 @@ def make_block(agent: Any) -> Any:
         return block_create(actor=Actor.system(), label=label, **kwargs)
 
     return make
-
-
-@pytest.fixture(scope="session")
-def node() -> str:
-    """Node with the committed npm packages installed (`make assets`)."""
-    node = shutil.which("node")
-    if node is None:
-        missing("node is not installed")
-    if not (NODE_MODULES / "loro-websocket").is_dir():
-        missing("node_modules is missing: run `make assets` (npm ci)")
-    return node
-
-
-@pytest.fixture(scope="session")
-def built_assets(node: str) -> Path:
-    """static/dist/ with the editor bundle and the Loro wasm, built if absent."""
-    if (
-        not (DIST / "block_editor.js").exists()
-        or not (DIST / "loro_wasm_bg.wasm").exists()
-    ):
-        subprocess.run([node, "static/js/build.mjs"], cwd=REPO, check=True)
-    return DIST
 
 
 @pytest.fixture(autouse=True)

@@ -6,6 +6,8 @@
 // - a form with data-live-search searches as you type (debounced): its
 //   results ([data-search-results]) are replaced in place.
 
+import { request } from "./lib/request.js";
+
 const LAYOUT_KEY = "pattern.diffLayout";
 
 document.documentElement.dataset.diffLayout = localStorage.getItem(LAYOUT_KEY) || "inline";
@@ -73,9 +75,14 @@ for (const form of document.querySelectorAll("[data-live-search]")) {
     if (!query.get("q")?.trim()) return;
     const url = `${form.action}?${query}`;
     const ticket = (latest += 1);
-    const response = await fetch(url, { credentials: "same-origin" });
-    if (!response.ok || ticket !== latest) return; // a newer search is on its way
-    const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
+    let html;
+    try {
+      html = await (await request(url)).text();
+    } catch {
+      return; // the form still submits the usual way
+    }
+    if (ticket !== latest) return; // a newer search is on its way
+    const fresh = new DOMParser().parseFromString(html, "text/html");
     const target = document.querySelector("[data-search-results]");
     const copy = fresh.querySelector("[data-search-results]");
     if (target && copy) target.innerHTML = copy.innerHTML;

@@ -10,6 +10,8 @@ import { EditorState } from "@codemirror/state";
 import { LoroExtensions, getCursorEphemeralKey, getUserEphemeralKey } from "loro-codemirror";
 import { LoroWebsocketClient } from "loro-websocket";
 import { LoroAdaptor, LoroEphemeralAdaptor } from "loro-adaptors/loro";
+import { socketUrl } from "./lib/live.js";
+import { requestJson } from "./lib/request.js";
 
 const PRESENCE_TIMEOUT_MS = 30000;
 const REFRESH_DELAY_MS = 150;
@@ -19,11 +21,6 @@ function colourClass(name) {
   let hash = 0;
   for (const ch of name) hash = (hash * 31 + ch.codePointAt(0)) >>> 0;
   return `peer-colour-${hash % COLOURS}`;
-}
-
-function socketUrl(path) {
-  const scheme = location.protocol === "https:" ? "wss" : "ws";
-  return `${scheme}://${location.host}${path}`;
 }
 
 class BlockEditor {
@@ -145,8 +142,11 @@ class BlockEditor {
   }
 
   async refreshRendered() {
-    const response = await fetch(this.root.dataset.apiUrl, { credentials: "same-origin" });
-    if (response.ok) this.rendered.textContent = (await response.json()).rendered;
+    try {
+      this.rendered.textContent = (await requestJson(this.root.dataset.apiUrl)).rendered;
+    } catch (error) {
+      console.warn("could not refresh the rendered block", error);
+    }
   }
 
   showError(reason) {

@@ -10,14 +10,10 @@
 // - keyboard: Ctrl/Cmd+S saves the form being edited (app.js has the
 //   shortcuts of every page).
 
+import { requestText as fragment } from "./lib/request.js";
+
 const LIVE_REFRESH_MS = 400;
 const AGENT_MARK_MS = 6000;
-
-async function fragment(url) {
-  const response = await fetch(url, { credentials: "same-origin" });
-  if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
-  return response.text();
-}
 
 class BlockHistory {
   constructor(section) {

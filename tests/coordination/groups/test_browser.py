@@ -1,5 +1,8 @@
 """The run viewer shows a run's events live in Chromium, on real Daphne."""
 
+import json
+import time
+
 import httpx
 import pytest
 from django.test import Client
@@ -15,11 +18,16 @@ pytestmark = [
 ]
 
 
-def test_the_run_viewer_shows_an_agents_answer_as_it_arrives(
-    daphne_server, browser, make_group, agents, partner
-):
-    group = make_group("round_robin", [("Flux", "regular")])
-    run = group_message_route(actor=Actor.system(), group=group, message="lunch?")
+def _until(page, condition, timeout_ms=10_000):
+    """Until ``condition()``, letting Playwright deliver the relay's events."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        page.wait_for_timeout(20)
+
+
+def _viewer(browser, daphne_server, partner):
+    """A page signed in as ``partner``, not yet at any address."""
     client = Client()
     client.force_login(partner)
     context = browser.new_context()
@@ -32,7 +40,15 @@ def test_the_run_viewer_shows_an_agents_answer_as_it_arrives(
             }
         ]
     )
-    page = context.new_page()
+    return context.new_page()
+
+
+def test_the_run_viewer_shows_an_agents_answer_as_it_arrives(
+    daphne_server, browser, make_group, agents, partner
+):
+    group = make_group("round_robin", [("Flux", "regular")])
+    run = group_message_route(actor=Actor.system(), group=group, message="lunch?")
+    page = _viewer(browser, daphne_server, partner)
     page.goto(f"{daphne_server}/groups/runs/{run.pk}/")
     page.wait_for_selector(".dot-on", timeout=20_000)
     assert page.locator(".event").count() == 1  # Started, rendered by the server
@@ -48,3 +64,57 @@ def test_the_run_viewer_shows_an_agents_answer_as_it_arrives(
     page.wait_for_selector(".event-complete", timeout=20_000)
     assert page.locator("[data-run-status]").inner_text() == "completed"
     assert "Noon, salad" in page.locator("[data-run-events]").inner_text()
+
+
+def test_the_run_viewer_watches_again_after_its_socket_drops(
+    daphne_server, browser, make_group, agents, partner
+):
+    group = make_group("round_robin", [("Flux", "regular")])
+    run = group_message_route(actor=Actor.system(), group=group, message="lunch?")
+    page = _viewer(browser, daphne_server, partner)
+    # Every socket of the page passes through here: what the page sends is
+    # recorded, then forwarded to Daphne.
+    connections: list[tuple] = []
+
+    def relay(route):
+        server = route.connect_to_server()
+        sent: list[dict] = []
+        connections.append((route, sent))
+
+        def forward(message):
+            sent.append(json.loads(message))
+            server.send(message)
+
+        route.on_message(forward)
+
+    page.route_web_socket("**/ws/groups/", relay)
+    page.goto(f"{daphne_server}/groups/runs/{run.pk}/")
+    page.wait_for_function(
+        "document.querySelector('[data-live-dot]').classList.contains('dot-on')",
+        timeout=20_000,
+    )
+    first, sent = connections[0]
+    _until(page, lambda: sent)
+    assert [m["type"] for m in sent] == ["run.watch"]
+    shown = sent[0]["after"]
+
+    first.close()
+    page.wait_for_selector("[data-live-dot].dot-off", timeout=10_000)
+    page.wait_for_selector("[data-live-dot].dot-on", timeout=20_000)
+    assert len(connections) == 2
+    _until(page, lambda: connections[1][1])
+    assert connections[1][1] == [
+        {"type": "run.watch", "run_id": run.pk, "after": shown}
+    ]
+
+    token = agent_token_issue(agent=agents["Flux"]).raw
+    with httpx.Client(
+        base_url=daphne_server, headers={"Authorization": f"Bearer {token}"}
+    ) as http:
+        work = http.get("/api/inbox").json()
+        http.post(
+            f"/api/deliveries/{work[0]['id']}/chunks", json={"text": "Noon"}
+        ).raise_for_status()
+    page.wait_for_selector(".event-textchunk", timeout=20_000)
+    # The events shown before the drop are not shown twice.
+    assert page.locator(".event-started").count() == 1

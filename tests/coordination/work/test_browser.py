@@ -14,7 +14,7 @@ from pattern_site.kernel.agents.services import agent_token_issue
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
-def _board(browser, base_url, user, constellation):
+def _board(browser, base_url, user, constellation, *, sockets=None):
     client = Client()
     client.force_login(user)
     context = browser.new_context()
@@ -28,6 +28,8 @@ def _board(browser, base_url, user, constellation):
         ]
     )
     page = context.new_page()
+    if sockets is not None:
+        page.on("websocket", lambda socket: sockets.append(socket.url))
     page.goto(f"{base_url}/constellations/{constellation.pk}/tasks/")
     page.wait_for_selector("[data-task-board][data-live=true]", timeout=20_000)
     return page
@@ -74,3 +76,14 @@ def test_dragging_a_card_changes_the_task_status(
         assert response.status == 200
     page.wait_for_selector(_card_in(page, design, "done"), timeout=10_000)
     assert page.inner_text("[data-testid=column-done] [data-column-count]") == "1"
+
+
+def test_the_board_and_its_presence_panel_share_one_socket(
+    daphne_server, browser, partner, constellation
+):
+    sockets: list[str] = []
+    page = _board(browser, daphne_server, partner, constellation, sockets=sockets)
+    page.wait_for_selector("[data-presence-dot].dot-on", timeout=10_000)
+    assert page.inner_text("[data-presence-label]").startswith(("Live", "Here now"))
+    host = daphne_server.removeprefix("http://")
+    assert sockets == [f"ws://{host}/ws/constellations/{constellation.pk}/"]

@@ -211,6 +211,59 @@ def test_pages_fit_a_phone_without_horizontal_scroll(
         assert width <= PHONE["width"], f"{path or 'block page'} is {width}px wide"
 
 
+# The relative luminance (WCAG) of a computed CSS rgb() colour.
+LUMINANCE = """(color) => {
+  const [r, g, b] = color.match(/[\\d.]+/g).slice(0, 3).map((v) => {
+    const c = Number(v) / 255;
+    return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+  });
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+}"""
+
+
+@pytest.mark.parametrize("viewport", [None, PHONE], ids=["desktop", "phone"])
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_editor_follows_the_pages_colour_scheme(
+    built_assets, daphne_server, browser, partner, agent, scheme, viewport
+):
+    block = block_create(
+        actor=Actor.system(), label="plan", owner=agent, content="legible text"
+    )
+    page = _page(
+        browser,
+        daphne_server,
+        partner,
+        f"/memory/blocks/{block.pk}/",
+        viewport=viewport,
+        color_scheme=scheme,
+    )
+    colours = page.evaluate(
+        """() => {
+          // What shows behind an element: the first background that is not
+          // transparent, from the element up.
+          const behind = (css) => {
+            for (let el = document.querySelector(css); el; el = el.parentElement) {
+              const colour = getComputedStyle(el).backgroundColor;
+              if (!/^rgba\\(.*, 0\\)$/.test(colour)) return colour;
+            }
+            return "rgb(255, 255, 255)";
+          };
+          return {
+            page: behind(".card"),
+            editor: behind(".cm-content"),
+            text: getComputedStyle(document.querySelector(".cm-line")).color,
+          };
+        }"""
+    )
+    luminance = {key: page.evaluate(LUMINANCE, value) for key, value in colours.items()}
+    # Contrast ratio of the text on the editor: WCAG asks 4.5 at least.
+    light, dark = sorted((luminance["editor"], luminance["text"]), reverse=True)
+    assert (light + 0.05) / (dark + 0.05) >= 4.5, colours
+    # The editor is dark on a dark page and light on a light one.
+    assert (luminance["editor"] < 0.2) == (scheme == "dark"), colours
+    assert (luminance["page"] < 0.2) == (scheme == "dark"), colours
+
+
 def old_heartbeat() -> dict:
     """A health report's worker section whose last heartbeat is 2 minutes old."""
     return {

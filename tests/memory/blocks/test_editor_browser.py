@@ -16,12 +16,16 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 EDITOR = "[data-block-editor]"
 
 
-def _page(browser, base_url, user, path, *, viewport=None, ready=True):
+def _page(
+    browser, base_url, user, path, *, viewport=None, ready=True, color_scheme="light"
+):
     """A page signed in as ``user`` at ``path``; with ``ready``, once the
     block editor has started."""
     client = Client()
     client.force_login(user)
-    context = browser.new_context(viewport=viewport or {"width": 1280, "height": 720})
+    context = browser.new_context(
+        viewport=viewport or {"width": 1280, "height": 720}, color_scheme=color_scheme
+    )
     context.add_cookies(
         [
             {

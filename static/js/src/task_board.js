@@ -1,16 +1,13 @@
 // The task board: drag a card to a column to change the task's status through
 // the tool API; changes made anywhere arrive over the constellation's socket
 // and the changed card is re-rendered by the server.
+import { liveSocket } from "./lib/live.js";
+import { request, requestText, showError } from "./lib/request.js";
+
 const board = document.querySelector("[data-task-board]");
 const errorBox = document.querySelector("[data-board-error]");
 
-const csrfToken = () => board.querySelector("input[name=csrfmiddlewaretoken]").value;
 const cardUrl = (taskId) => board.dataset.cardUrl.replace("/0/", `/${taskId}/`);
-
-function showError(message) {
-  errorBox.textContent = message;
-  errorBox.hidden = !message;
-}
 
 // Finished columns list only their latest cards, so counts move by one.
 function count(status, delta) {
@@ -22,8 +19,17 @@ function count(status, delta) {
 // whole rendering is read before the old card goes, so the swap happens in
 // one step and the card never vanishes from the board meanwhile.
 async function refreshCard(taskId) {
-  const response = await fetch(cardUrl(taskId), { credentials: "same-origin" });
-  const html = response.ok ? (await response.text()).trim() : "";
+  let html;
+  try {
+    html = (await requestText(cardUrl(taskId))).trim();
+  } catch (error) {
+    // A task that is gone (or no longer visible) leaves the board.
+    if (error.status !== 404) {
+      showError(errorBox, error);
+      return;
+    }
+    html = "";
+  }
   const old = board.querySelector(`[data-task-card][data-task-id="${taskId}"]`);
   if (old) {
     count(old.dataset.status, -1);
@@ -44,17 +50,14 @@ async function moveTask(taskId, status) {
     reason = window.prompt("Why is this task blocked?") || "";
     if (!reason.trim()) return;
   }
-  const response = await fetch(`${board.dataset.apiUrl}${taskId}/status`, {
-    method: "POST",
-    credentials: "same-origin",
-    headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
-    body: JSON.stringify({ status, reason }),
-  });
-  if (response.ok) {
-    showError("");
-  } else {
-    const body = await response.json().catch(() => ({}));
-    showError(body.detail || `Could not move the task (HTTP ${response.status}).`);
+  try {
+    await request(`${board.dataset.apiUrl}${taskId}/status`, {
+      method: "POST",
+      json: { status, reason },
+    });
+    showError(errorBox, null);
+  } catch (error) {
+    showError(errorBox, error);
   }
   await refreshCard(taskId);
 }
@@ -86,21 +89,16 @@ for (const column of board.querySelectorAll("[data-column]")) {
   });
 }
 
-function listen(attempt = 0) {
+// The constellation's socket, shared with the presence panel of the page.
+function listen() {
   const box = document.querySelector("[data-presence-url]");
-  const scheme = location.protocol === "https:" ? "wss" : "ws";
-  const socket = new WebSocket(`${scheme}://${location.host}${box.dataset.presenceUrl}`);
-  socket.addEventListener("open", () => {
-    attempt = 0;
-    board.dataset.live = "true";
-  });
-  socket.addEventListener("message", (event) => {
-    const message = JSON.parse(event.data);
-    if (message.type === "task.changed") refreshCard(message.task_id);
-  });
-  socket.addEventListener("close", () => {
-    board.dataset.live = "false";
-    setTimeout(() => listen(attempt + 1), Math.min(1000 * 2 ** attempt, 15000));
+  liveSocket(box.dataset.presenceUrl).listen({
+    onStatus: (status) => {
+      board.dataset.live = String(status === "on");
+    },
+    onMessage: (message) => {
+      if (message.type === "task.changed") refreshCard(message.task_id);
+    },
   });
 }
 

@@ -1,11 +1,9 @@
 // A folder's page: drag-and-drop upload to the API, live indexing progress
 // over the folder's websocket; the file viewer scrolls to its highlight.
-const summary = document.querySelector("[data-folder-progress-url]");
+import { liveSocket } from "./lib/live.js";
+import { requestJson } from "./lib/request.js";
 
-function csrfToken() {
-  const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
-  return match ? decodeURIComponent(match[1]) : "";
-}
+const summary = document.querySelector("[data-folder-progress-url]");
 
 function setBar(bar, percent) {
   bar.style.width = `${percent}%`;
@@ -97,8 +95,8 @@ function showFolder(counts) {
 async function refresh() {
   const api = summary.dataset.folderApi;
   const [folder, files] = await Promise.all([
-    fetch(api, { credentials: "same-origin" }).then((r) => r.json()),
-    fetch(`${api}/files`, { credentials: "same-origin" }).then((r) => r.json()),
+    requestJson(api),
+    requestJson(`${api}/files`),
   ]);
   showFolder(folder.counts);
   showFiles(files);
@@ -145,14 +143,7 @@ async function droppedFiles(transfer) {
 async function sendBatch(pairs) {
   const body = new FormData();
   for (const [file, path] of pairs) body.append("files", file, path);
-  const response = await fetch(`${summary.dataset.folderApi}/files`, {
-    method: "POST",
-    body,
-    credentials: "same-origin",
-    headers: { "X-CSRFToken": csrfToken() },
-  });
-  const result = await response.json();
-  if (!response.ok) throw new Error(result.detail || `Upload failed (${response.status})`);
+  const result = await requestJson(`${summary.dataset.folderApi}/files`, { method: "POST", body });
   return result.changes;
 }
 
@@ -193,22 +184,16 @@ async function upload(pairs) {
   await refresh();
 }
 
-function listen(attempt = 0) {
-  const scheme = location.protocol === "https:" ? "wss" : "ws";
-  const socket = new WebSocket(`${scheme}://${location.host}${summary.dataset.folderProgressUrl}`);
-  socket.addEventListener("open", () => {
-    attempt = 0;
-    summary.dataset.live = "on";
-  });
-  socket.addEventListener("message", (event) => {
-    const message = JSON.parse(event.data);
-    if (message.type !== "folder.progress") return;
-    showFolder(message.folder);
-    showFiles(message.files);
-  });
-  socket.addEventListener("close", () => {
-    summary.dataset.live = "off";
-    setTimeout(() => listen(attempt + 1), Math.min(1000 * 2 ** attempt, 15000));
+function listen() {
+  liveSocket(summary.dataset.folderProgressUrl).listen({
+    onStatus: (status) => {
+      summary.dataset.live = status;
+    },
+    onMessage: (message) => {
+      if (message.type !== "folder.progress") return;
+      showFolder(message.folder);
+      showFiles(message.files);
+    },
   });
 }
 
@@ -240,12 +225,6 @@ if (dropzone) {
   });
 }
 if (summary) listen();
-
-for (const form of document.querySelectorAll("form[data-confirm]")) {
-  form.addEventListener("submit", (event) => {
-    if (!window.confirm(form.dataset.confirm)) event.preventDefault();
-  });
-}
 
 const viewer = document.querySelector("[data-first-hit]");
 if (viewer) document.getElementById(`L${viewer.dataset.firstHit}`)?.scrollIntoView({ block: "center" });

@@ -1,5 +1,7 @@
 // The activity feed, live: events pushed on the constellation's websocket
 // are added on top when they match the filters chosen in the form.
+import { liveSocket, statusShower } from "./lib/live.js";
+
 const box = document.querySelector("[data-activity-url]");
 const feed = document.querySelector("[data-activity-feed]");
 const filters = document.querySelector("[data-activity-filters]");
@@ -41,25 +43,17 @@ function show(event) {
   while (feed.children.length > MAX_ITEMS) feed.lastElementChild.remove();
 }
 
-function connect(attempt = 0) {
-  const dot = box.querySelector("[data-activity-dot]");
-  const label = box.querySelector("[data-activity-label]");
-  const scheme = location.protocol === "https:" ? "wss" : "ws";
-  const socket = new WebSocket(`${scheme}://${location.host}${box.dataset.activityUrl}`);
-  socket.addEventListener("open", () => {
-    dot.className = "dot dot-on";
-    label.textContent = "Live";
-    attempt = 0;
-  });
-  socket.addEventListener("message", (message) => {
-    const data = JSON.parse(message.data);
-    if (data.type !== "activity.events") return;
-    for (const event of data.events) if (matches(event)) show(event);
-  });
-  socket.addEventListener("close", () => {
-    dot.className = "dot dot-off";
-    label.textContent = "Offline — reconnecting…";
-    setTimeout(() => connect(attempt + 1), Math.min(1000 * 2 ** attempt, 15000));
+function listen() {
+  const showStatus = statusShower(
+    box.querySelector("[data-activity-dot]"),
+    box.querySelector("[data-activity-label]"),
+  );
+  liveSocket(box.dataset.activityUrl).listen({
+    onStatus: showStatus,
+    onMessage: (message) => {
+      if (message.type !== "activity.events") return;
+      for (const event of message.events) if (matches(event)) show(event);
+    },
   });
 }
 
@@ -67,5 +61,5 @@ if (box && feed && filters) {
   for (const select of filters.querySelectorAll("select")) {
     select.addEventListener("change", () => filters.requestSubmit());
   }
-  connect();
+  listen();
 }

@@ -1,4 +1,6 @@
 // The run viewer: follows a run's GroupResponseEvents live over /ws/groups/.
+import { liveSocket, statusShower } from "./lib/live.js";
+
 const list = document.querySelector("[data-run-events]");
 const dot = document.querySelector("[data-live-dot]");
 const status = document.querySelector("[data-run-status]");
@@ -24,29 +26,25 @@ function render(message) {
   }
 }
 
-function connect(attempt = 0) {
-  const scheme = location.protocol === "https:" ? "wss" : "ws";
-  const socket = new WebSocket(`${scheme}://${location.host}/ws/groups/`);
-  socket.addEventListener("open", () => {
-    dot.className = "dot dot-on";
-    attempt = 0;
-    socket.send(
-      JSON.stringify({ type: "run.watch", run_id: Number(list.dataset.runId), after }),
-    );
-  });
-  socket.addEventListener("message", (event) => {
-    const message = JSON.parse(event.data);
-    if (message.type === "run.event" && message.seq > after) {
+function listen() {
+  const showStatus = statusShower(dot);
+  const stop = liveSocket("/ws/groups/").listen({
+    onStatus: showStatus,
+    // Watching again after a reconnection asks for the events after the
+    // last one shown, so none is missed or shown twice.
+    onOpen: (socket) => {
+      socket.send({ type: "run.watch", run_id: Number(list.dataset.runId), after });
+    },
+    onMessage: (message) => {
+      if (message.type !== "run.event" || message.seq <= after) return;
       after = message.seq;
       render(message);
-    }
-  });
-  socket.addEventListener("close", () => {
-    dot.className = "dot dot-off";
-    if (!finished) {
-      setTimeout(() => connect(attempt + 1), Math.min(1000 * 2 ** attempt, 15000));
-    }
+      if (finished) {
+        stop();
+        showStatus("off");
+      }
+    },
   });
 }
 
-if (list) connect();
+if (list) listen();
