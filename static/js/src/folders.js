@@ -83,11 +83,16 @@ function showFiles(files) {
   if (added) placeRows(tree);
 }
 
+function plural(n, word) {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
 function showFolder(counts) {
   const done = counts.passages ? Math.floor((100 * counts.embedded) / counts.passages) : 100;
   const percent = counts.files ? Math.min(done, 100) : 100;
   summary.querySelector("[data-folder-counts]").textContent =
-    `${counts.files} files · ${counts.passages} passages · ${counts.pending} pending`;
+    `${plural(counts.files, "file")} · ${plural(counts.passages, "passage")} · ` +
+    `${counts.pending} pending`;
   setBar(summary.querySelector("[data-folder-bar]"), percent);
   summary.querySelector("[data-folder-percent]").textContent = `${percent}%`;
 }

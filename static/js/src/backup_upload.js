@@ -1,5 +1,8 @@
 // Uploads a constellation archive with a progress bar, then opens the
 // imported constellation (or shows why the site refused the archive).
+// XMLHttpRequest, not fetch: only it reports upload progress.
+import { csrfToken } from "./lib/request.js";
+
 const form = document.querySelector("[data-backup-upload]");
 const progress = form.querySelector("[data-upload-progress]");
 const bar = progress.querySelector("progress");
@@ -18,7 +21,7 @@ form.addEventListener("submit", (event) => {
   event.preventDefault();
   const xhr = new XMLHttpRequest();
   xhr.open("POST", form.action || location.href);
-  xhr.setRequestHeader("X-CSRFToken", form.elements.csrfmiddlewaretoken.value);
+  xhr.setRequestHeader("X-CSRFToken", csrfToken());
   xhr.responseType = "json";
   xhr.upload.addEventListener("progress", (e) => {
     if (!e.lengthComputable) return;
