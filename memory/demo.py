@@ -42,10 +42,10 @@ def memory_demo_seed(*, constellation: Constellation) -> int:
         constellation=constellation,
         label="task_board",
         description="Shared task tracking for the whole constellation",
-        schema={"kind": "list", "max_items": 50},
+        schema={"kind": "list", "max_items": 50, "style": "checkbox"},
         block_type=BlockType.WORKING,
         pinned=True,
-        content=["[ ] Morning check-in with the partner"],
+        content=[{"text": "Morning check-in with the partner", "done": False}],
     )
     made += 2
     for agent in constellation.agents.all():

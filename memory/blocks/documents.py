@@ -488,7 +488,7 @@ OPERATIONS = {
         "replace_in_text_field",
         "increment_counter",
     ),
-    "list": ("push_item", "insert_item", "delete_item"),
+    "list": ("push_item", "insert_item", "delete_item", "check_item"),
     "log": ("append_log_entry",),
 }
 
@@ -521,6 +521,7 @@ OPERATION_ARGS: dict[str, dict[str, Arg]] = {
     "push_item": {"item": ("any", True)},
     "insert_item": {"index": ("integer", True), "item": ("any", True)},
     "delete_item": {"index": ("integer", True)},
+    "check_item": {"index": ("integer", True), "done": ("boolean", False)},
     "append_log_entry": {"entry": ("object", True)},
 }
 
@@ -648,6 +649,9 @@ def operation_apply(
                 raise InvalidInput(f"no item {index}; the list has {len(items)}")
             items.delete(index, 1)
             return
+        if name == "check_item":
+            _check_item(items, schema, op)
+            return
         if schema["max_items"] is not None and len(items) >= schema["max_items"]:
             raise InvalidInput(
                 f"the list is full ({schema['max_items']} items); delete one first"
@@ -665,6 +669,27 @@ def operation_apply(
     else:
         entry = _json_sized(_require(op, "entry", dict))
         doc.get_list(p + "entries").push(entry)
+
+
+def _check_item(items: LoroList, schema: dict[str, Any], op: dict[str, Any]) -> None:
+    """Tick (or, with ``done`` false, untick) item ``index`` of a checkbox
+    list: the item keeps its text and becomes ``{"text", "done"}``."""
+    if schema["style"] != "checkbox":
+        raise InvalidInput(
+            "check_item ticks items of a checkbox list; this list is numbered "
+            "(its schema's style)"
+        )
+    index = _require(op, "index", int)
+    if not 0 <= index < len(items):
+        raise InvalidInput(f"no item {index}; the list has {len(items)}")
+    done = op.get("done", True)
+    if not isinstance(done, bool):
+        raise InvalidInput("'done' is true or false")
+    item = items.get_deep_value()[index]
+    if isinstance(item, dict) and item.get("done") is done:
+        return
+    items.delete(index, 1)
+    items.insert(index, {"text": _item_text(item), "done": done})
 
 
 def _map_operation(

@@ -171,6 +171,7 @@ _ARG_EXAMPLES: dict[str, Any] = {
     "index": 0,
     "entry": {"message": "Checked in with Sam"},
     "all": False,
+    "done": True,
 }
 
 

@@ -90,6 +90,25 @@ def test_seeded_agent_can_use_every_letta_tool_on_its_demo_blocks(label):
     assert "Prefers noon" in block.rendered
 
 
+def test_the_seeded_task_board_is_a_checkbox_list_an_agent_can_tick():
+    output = run("seed_demo")
+    token = next(
+        line.split()[-1]
+        for line in output.splitlines()
+        if line.strip().startswith("Flux")
+    )
+    board = MemoryBlock.objects.get(label="task_board")
+    assert board.rendered == "- [ ] Morning check-in with the partner"
+    response = Client(HTTP_AUTHORIZATION=f"Bearer {token}").post(
+        f"/api/blocks/{board.pk}/operations",
+        {"operations": [{"op": "check_item", "index": 0}]},
+        "application/json",
+    )
+    assert response.status_code == 200, response.content
+    board.refresh_from_db()
+    assert board.rendered == "- [x] Morning check-in with the partner"
+
+
 def test_seeding_the_demo_is_not_activity(django_capture_on_commit_callbacks):
     from activity.models import ActivityEvent
     from pattern_site.kernel.agents.services import agent_create

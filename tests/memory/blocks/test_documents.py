@@ -147,6 +147,30 @@ def test_checkbox_list_renders_done_state():
     assert render(doc, CHECKS) == "- [x] Dishes\n- [ ] Laundry"
 
 
+def test_check_item_ticks_and_unticks_an_item_of_a_checkbox_list():
+    doc = apply(
+        CHECKS,
+        {"op": "push_item", "item": "Dishes"},
+        {"op": "push_item", "item": {"text": "Laundry", "done": False}},
+        {"op": "check_item", "index": 1},
+        {"op": "check_item", "index": 0},
+        {"op": "check_item", "index": 0, "done": False},
+    )
+    assert render(doc, CHECKS) == "- [ ] Dishes\n- [x] Laundry"
+    with pytest.raises(InvalidInput, match="no item 5"):
+        operation_apply(
+            doc, CHECKS, {"op": "check_item", "index": 5}, enforce_read_only=True
+        )
+
+
+def test_check_item_refuses_a_numbered_list():
+    doc = apply(LIST, {"op": "push_item", "item": "a"})
+    with pytest.raises(InvalidInput, match="checkbox list; this list is numbered"):
+        operation_apply(
+            doc, LIST, {"op": "check_item", "index": 0}, enforce_read_only=True
+        )
+
+
 def test_log_renders_newest_first_within_display_limit_and_prunes():
     entries = [
         {"timestamp": f"2025-01-0{n}T00:00:00Z", "agent": "Flux", "message": f"m{n}"}

@@ -133,6 +133,11 @@ def test_edit_and_rollback_from_the_dashboard(web, make_block):
     assert block_value(block=block) == "two\nlines"
     last = block_history(block=block)[0]
     assert (last.actor_kind, last.actor_name) == ("human", "partner")
+    # Rolling back asks first, as deleting does (the page's script shows
+    # the question in a dialog before the form is sent).
+    page = web.get(f"/memory/blocks/{block.pk}/?version=1").content.decode()
+    rollback = page[page.index(f"/memory/blocks/{block.pk}/rollback") :]
+    assert rollback.split(">", 1)[0].count('data-confirm="Roll notes back') == 1
     web.post(f"/memory/blocks/{block.pk}/rollback", {"version": 1})
     assert block_value(block=block) == "one"
     assert block_history(block=block)[0].summary == "rolled back to version 1"
