@@ -21,11 +21,11 @@ from folders.files.models import Folder
 from folders.permissions import Right
 from folders.schemas import (
     AttachmentIn,
-    AttachmentOut,
     FileChangeOut,
     FileDetailOut,
     FileOut,
     FileWriteIn,
+    FolderAttachmentOut,
     FolderIn,
     FolderOut,
     FolderPatchIn,
@@ -121,7 +121,7 @@ def delete_folder(request: HttpRequest, folder_id: Id) -> Any:
 
 @router.get(
     "/folders/{folder_id}/attachments",
-    response={200: list[AttachmentOut], **error_responses(403, 404, body=False)},
+    response={200: list[FolderAttachmentOut], **error_responses(403, 404, body=False)},
 )
 def list_attachments(request: HttpRequest, folder_id: Id) -> Any:
     actor = request_actor(request)
@@ -142,7 +142,7 @@ def _attachment_out(a: Any) -> dict[str, Any]:
 
 @router.put(
     "/folders/{folder_id}/attachments/{agent_id}",
-    response={200: AttachmentOut, **error_responses(403, 404, 409, body=True)},
+    response={200: FolderAttachmentOut, **error_responses(403, 404, 409, body=True)},
     summary="Attach to an agent",
 )
 def attach_folder(

@@ -78,7 +78,7 @@ class AttachmentIn(InputSchema):
     access: AccessIn = Field("read", examples=["read_write"])
 
 
-class AttachmentOut(Schema):
+class FolderAttachmentOut(Schema):
     agent_id: int
     agent: str
     access: str

@@ -16,8 +16,8 @@ from memory.blocks.models import BlockApproval, MemoryBlock
 from memory.blocks.permissions import block_create_check, memory_transfer_check
 from memory.blocks.schemas import (
     ApprovalOut,
-    AttachmentOut,
     BlameOut,
+    BlockAttachmentOut,
     BlockCreateIn,
     BlockOut,
     BlockPatchIn,
@@ -44,9 +44,11 @@ from memory.blocks.selectors import (
     block_facts_for_actor,
     block_get_by_label_for_actor,
     block_get_for_actor,
-    block_history,
     block_history_containing,
+    block_history_numbered,
     block_list_for_actor,
+    block_version_by_number,
+    block_version_get,
     block_version_view,
 )
 from memory.blocks.services import (
@@ -321,10 +323,11 @@ def list_block_history(
     before: Id | None = None,
     contains: Annotated[str | None, Query(max_length=TEXT_MAX)] = None,
 ) -> list[Any]:
-    """Versions, newest first; page with ``before`` (the last id you got).
-    With ``contains``: the versions (oldest first, every one) in which that
-    text appeared in the block or disappeared from it, each with
-    ``number`` and ``contains`` ("appeared" or "disappeared")."""
+    """Versions, newest first, each with its ``number`` in the block's
+    history (1 = its first) and its ``id``; page with ``before`` (the last
+    id you got).  With ``contains``: the versions (oldest first, every one)
+    in which that text appeared in the block or disappeared from it, with
+    ``contains`` ("appeared" or "disappeared")."""
     _, block = _block(request, block_id)
     if contains is not None:
         return [
@@ -335,7 +338,12 @@ def list_block_history(
             }
             for p in block_history_containing(block=block, contains=contains)
         ]
-    return block_history(block=block, limit=max(1, min(limit, 500)), before=before)
+    return [
+        {**numbered.row._asdict(), "number": numbered.number}
+        for numbered in block_history_numbered(
+            block=block, limit=max(1, min(limit, 500)), before_id=before
+        )
+    ]
 
 
 @router.get(
@@ -377,14 +385,19 @@ def rollback_block(
     request: HttpRequest, block_id: UUID, payload: RollbackIn
 ) -> dict[str, Any]:
     actor, block = _block(request, block_id)
+    version = (
+        block_version_by_number(block=block, number=payload.version)
+        if payload.version is not None
+        else block_version_get(block=block, version_id=payload.version_id)
+    )
     return tools.block_change_payload(
-        block_rollback(actor=actor, block=block, version_id=payload.version_id)
+        block_rollback(actor=actor, block=block, version_id=version.pk)
     )
 
 
 @router.get(
     "/blocks/{block_id}/shares",
-    response={200: list[AttachmentOut], **error_responses(404, body=False)},
+    response={200: list[BlockAttachmentOut], **error_responses(404, body=False)},
     tags=["blocks"],
     summary="List who a block is shared with",
 )
@@ -403,7 +416,7 @@ def list_shares(request: HttpRequest, block_id: UUID) -> list[dict[str, Any]]:
 
 @router.post(
     "/blocks/{block_id}/shares",
-    response={200: AttachmentOut, **error_responses(403, 404, 409, body=True)},
+    response={200: BlockAttachmentOut, **error_responses(403, 404, 409, body=True)},
     tags=["blocks"],
     summary="Share a block with an agent",
 )

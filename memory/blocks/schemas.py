@@ -270,7 +270,11 @@ class VersionOut(Schema):
     actor_name: str
     summary: str
     size: int
-    number: int | None = Field(None, description="With contains: the version's number.")
+    number: int | None = Field(
+        None,
+        description="The version's number in the block's history (1 = its first); "
+        "`id` names the same version site-wide.",
+    )
     contains: Literal["appeared", "disappeared"] | None = Field(
         None, description="With contains: whether the text appeared or disappeared."
     )
@@ -289,7 +293,24 @@ class DiffOut(Schema):
 
 
 class RollbackIn(InputSchema):
-    version_id: Id = Field(description="From the block's history.", examples=[12])
+    version: Id | None = Field(
+        None,
+        description="The version's number in the block's history (1 = its first).",
+        examples=[3],
+    )
+    version_id: Id | None = Field(
+        None,
+        description="Or the version's id (its `id` in the history).",
+        examples=[None],
+    )
+
+    @model_validator(mode="after")
+    def _one_version(self) -> "RollbackIn":
+        if (self.version is None) == (self.version_id is None):
+            raise ValueError(
+                "give the version's number (version) or its id (version_id)"
+            )
+        return self
 
 
 class ShareIn(InputSchema):
@@ -299,7 +320,7 @@ class ShareIn(InputSchema):
     )
 
 
-class AttachmentOut(Schema):
+class BlockAttachmentOut(Schema):
     agent_id: int
     agent: str
     access: str

@@ -317,15 +317,17 @@ def block_version_by_number(*, block: MemoryBlock, number: int) -> BlockUpdate:
 
 
 def block_history_numbered(
-    *, block: MemoryBlock, limit: int = 50, before: int | None = None
+    *,
+    block: MemoryBlock,
+    limit: int = 50,
+    before: int | None = None,
+    before_id: int | None = None,
 ) -> list[NumberedVersion]:
     """Versions newest first with their numbers, ``limit`` of them older
-    than version number ``before`` (None: from the newest)."""
-    before_id = (
-        block_version_by_number(block=block, number=before).pk
-        if before is not None
-        else None
-    )
+    than version number ``before`` or version id ``before_id`` (neither:
+    from the newest)."""
+    if before is not None:
+        before_id = block_version_by_number(block=block, number=before).pk
     rows = block_history(block=block, limit=limit, before=before_id)
     if not rows:
         return []
@@ -336,7 +338,11 @@ def block_history_numbered(
 def block_version_get(*, block: MemoryBlock, version_id: int) -> BlockUpdate:
     version = BlockUpdate.objects.filter(block=block, pk=version_id).first()
     if version is None:
-        raise NotFound(f"block {block.label!r} has no version {version_id}")
+        raise NotFound(
+            f"block {block.label!r} has no version with id {version_id}; its "
+            f"versions are numbered 1 to {block_history_count(block=block)} "
+            "(give the number as `version`, or an `id` from its history)"
+        )
     return version
 
 

@@ -357,7 +357,7 @@ class ConversationStatusIn(InputSchema):
     status: Literal["active", "idle", "archived"] = Field(examples=["archived"])
 
 
-class ToolCallIn(InputSchema):
+class MessageToolCallIn(InputSchema):
     id: str = Field(min_length=1, max_length=100, examples=["call_1"])
     name: str = Field(min_length=1, max_length=100, examples=["archival_search"])
     arguments: str = Field(
@@ -374,7 +374,7 @@ class MessageIn(InputSchema):
         max_length=MESSAGE_MAX_CHARS, examples=["Can we move the dentist to Friday?"]
     )
     author: str = Field("", max_length=NAME_MAX, examples=["Sam"])
-    tool_calls: list[ToolCallIn] = Field(
+    tool_calls: list[MessageToolCallIn] = Field(
         default_factory=list,
         max_length=ITEMS_MAX,
         description="An assistant message's tool calls (its content may be empty).",
@@ -384,7 +384,7 @@ class MessageIn(InputSchema):
     )
 
 
-class ToolCallOut(Schema):
+class MessageToolCallOut(Schema):
     id: str
     name: str
     arguments: str
@@ -406,7 +406,7 @@ class MessageOut(Schema):
     role: str
     author: str
     content: str
-    tool_calls: list[ToolCallOut]
+    tool_calls: list[MessageToolCallOut]
     tool_call_id: str
     position: int
     batch_id: str

@@ -495,3 +495,26 @@ def test_every_request_object_refuses_unknown_fields(agent_client: Client):
         if "properties" in part and part.get("additionalProperties") is not False
     ]
     assert open_objects == []
+
+
+def test_no_two_request_or_answer_schemas_share_a_name():
+    """The OpenAPI document names each schema by its class name, and a second
+    class of the same name silently replaces the first there."""
+    from collections import Counter
+
+    from ninja import Schema
+
+    import pattern_site.api  # noqa: F401  (every router, so every schema)
+
+    def every(cls: type) -> list[type]:
+        return [cls, *(s for sub in cls.__subclasses__() for s in every(sub))]
+
+    ours = {
+        c
+        for c in every(Schema)
+        if c.__module__.split(".")[0]
+        in ("memory", "coordination", "activity", "folders", "pattern_site")
+        and "[" not in c.__name__
+    }
+    twice = [n for n, k in Counter(c.__name__ for c in ours).items() if k > 1]
+    assert twice == []

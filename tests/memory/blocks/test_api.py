@@ -278,6 +278,35 @@ def test_history_version_diff_and_rollback_endpoints(agent_client, make_block):
     assert [v["id"] for v in page] == [first]
 
 
+def test_versions_are_numbered_per_block_and_rollback_takes_the_number(
+    agent_client, make_block
+):
+    block = make_block(label="notes", content="v1")
+    for text in ("v2", "v3"):
+        post(
+            agent_client,
+            f"/api/blocks/{block.pk}/operations",
+            {"operations": [{"op": "set_text", "text": text}]},
+        )
+    history = agent_client.get(f"/api/blocks/{block.pk}/history").json()
+    # Every row says its number in this block (1 = its creation) and its id.
+    assert [v["number"] for v in history] == [3, 2, 1]
+    older = agent_client.get(
+        f"/api/blocks/{block.pk}/history?limit=1&before={history[0]['id']}"
+    ).json()
+    assert [(v["number"], v["id"]) for v in older] == [(2, history[1]["id"])]
+    url = f"/api/blocks/{block.pk}/rollback"
+    assert post(agent_client, url, {"version": 1}).json()["status"] == "applied"
+    assert block_value(block=block) == "v1"
+    missing = post(agent_client, url, {"version": 99})
+    assert missing.status_code == 404
+    assert "has no version 99; its versions are 1 to 4" in missing.json()["detail"]
+    wrong_id = post(agent_client, url, {"version_id": 10**9})
+    assert "numbered 1 to 4" in wrong_id.json()["detail"]
+    both = post(agent_client, url, {"version": 1, "version_id": history[0]["id"]})
+    assert both.status_code == 422
+
+
 def test_share_and_unshare_through_the_api(
     agent_client, other_client, make_block, other_agent
 ):
