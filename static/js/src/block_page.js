@@ -117,6 +117,8 @@ async function refreshPanels() {
       delete panel.dataset.stale;
     }
     markAgentEdit(fresh);
+    // How many refreshes the page has taken in (what a test waits for).
+    document.body.dataset.refreshes = String(Number(document.body.dataset.refreshes || 0) + 1);
   } catch (error) {
     console.warn("live refresh failed", error);
   } finally {
@@ -130,14 +132,20 @@ function scheduleRefresh() {
 }
 
 // The newest version, when an agent made it and it is new to this page,
-// names the agent beside the content for a few seconds.
-let newestSeen = document.querySelector("[data-latest-version]")?.dataset.latestVersion;
+// names the agent beside the content for a few seconds.  The page's own
+// version counts as seen: a refresh right after opening (the editor's first
+// sync) must not announce an edit that is minutes old.
+function versionKey(latest) {
+  return latest ? `${latest.dataset.latestVersion}@${latest.dataset.latestAt}` : "";
+}
+
+let newestSeen = versionKey(document.querySelector("[data-latest-version]"));
 
 function markAgentEdit(fresh) {
   const latest = fresh.querySelector("[data-latest-version]");
   const mark = document.querySelector("[data-agent-mark]");
   if (!latest || !mark) return;
-  const key = `${latest.dataset.latestVersion}@${latest.dataset.latestAt}`;
+  const key = versionKey(latest);
   if (key === newestSeen) return;
   newestSeen = key;
   if (latest.dataset.latestKind !== "agent") return;

@@ -101,6 +101,26 @@ def test_an_agents_edit_is_named_on_the_page(
     assert "name: Robin" in page.inner_text("[data-testid=rendered]")
 
 
+def test_an_old_agent_edit_is_not_announced_when_the_page_opens(
+    built_assets, daphne_server, browser, partner, agent
+):
+    block = block_create(
+        actor=Actor.system(), label="human", owner=agent, template="human"
+    )
+    _agent_operates(
+        daphne_server,
+        agent,
+        block,
+        {"op": "set_field", "field": "name", "value": "Robin"},
+    )
+    page = _page(browser, daphne_server, partner, f"/memory/blocks/{block.pk}/")
+    # A refresh after opening finds the agent's edit as the newest version,
+    # which the page already showed: nobody is editing.
+    page.evaluate("document.dispatchEvent(new Event('block-change'))")
+    page.wait_for_function("Number(document.body.dataset.refreshes || 0) >= 1")
+    assert page.is_hidden("[data-testid=agent-mark]")
+
+
 def test_approval_shows_a_preview_and_a_rejection_stays_on_the_inbox(
     built_assets, daphne_server, browser, partner, agent
 ):
