@@ -54,6 +54,7 @@ from memory.longterm.models import Conversation
 from memory.longterm.services import conversation_current, messages_append
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent
+from pattern_site.kernel.agents.selectors import actor_names
 from pattern_site.kernel.agents.services import agent_touch
 from pattern_site.kernel.errors import ApplicationError, Conflict
 
@@ -183,7 +184,8 @@ def agent_turn_begin(*, delivery: RunDelivery) -> AgentTurn:
     messages_append(
         conversation=conversation,
         messages=[{"role": "user", "content": delivery.content}],
-        author=delivery.run.requested_by,
+        # Stored as people read it ("partner", "Flux"), not as a ref.
+        author=actor_names(refs=[delivery.run.requested_by])[delivery.run.requested_by],
         batch_id=turn.batch_id,
     )
     return turn

@@ -26,6 +26,7 @@ from coordination.groups.forms import (
 from coordination.groups.models import AgentGroup, CoordinationPattern
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.selectors import (
+    actor_names,
     agent_get_for_actor,
     agent_list_for_actor,
     constellation_get_for_actor,
@@ -198,5 +199,6 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
             "constellation": run.group.constellation,
             "events": [(e, json.dumps(e.data)) for e in events],
             "last_seq": events[-1].seq if events else 0,
+            "names": actor_names(refs=[run.requested_by]),
         },
     )

@@ -44,6 +44,7 @@ from memory.search.embedder import embedding_status
 from memory.search.engine import SEARCH_MODES
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.selectors import (
+    actor_names,
     agent_get_for_actor,
     agent_list_for_actor,
     constellation_list_for_actor,
@@ -358,5 +359,6 @@ def conversation_detail_page(
             "constellation": conversation.agent.constellation,
             "messages_page": page,
             "next_after": next_after,
+            "names": actor_names(refs={m.author for m in page if m.author}),
         },
     )

@@ -33,3 +33,9 @@ def words(code: str) -> str:
 def markdown(text: str) -> SafeString:
     """Markdown written by agents or models as HTML (their own HTML escaped)."""
     return mark_safe(_MARKDOWN.render(str(text or "")))
+
+
+@register.filter
+def name_in(ref: str, names: dict[str, str]) -> str:
+    """``ref`` ("agent:3") as the name a view resolved for it."""
+    return names.get(ref, ref) if isinstance(names, dict) else ref

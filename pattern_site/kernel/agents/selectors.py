@@ -6,10 +6,12 @@ sees only its own constellation.  Anything else does not exist for the
 caller (``NotFound``), so ids of other constellations leak nothing.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 
 from pattern_site.kernel.actors import Actor
@@ -145,3 +147,32 @@ def demo_login_get() -> DemoLogin | None:
     except (OSError, ValueError):
         return None
     return DemoLogin(username=username, password=password, path=path)
+
+
+def actor_names(*, refs: Iterable[str]) -> dict[str, str]:
+    """What people call each actor named by an ``Actor.ref`` ("agent:3",
+    "human:7", "system:system"): an agent by its name, a person by their
+    username, the system as "System"; anything else stays as it is.  Two
+    queries however many refs."""
+    agent_ids, user_ids = set(), set()
+    for ref in refs:
+        kind, _, pk = ref.partition(":")
+        if pk.isdigit() and kind == "agent":
+            agent_ids.add(int(pk))
+        elif pk.isdigit() and kind == "human":
+            user_ids.add(int(pk))
+    names = {
+        f"agent:{pk}": name
+        for pk, name in Agent.objects.filter(pk__in=agent_ids).values_list("pk", "name")
+    }
+    User = get_user_model()
+    names.update(
+        (f"human:{pk}", username)
+        for pk, username in User.objects.filter(pk__in=user_ids).values_list(
+            "pk", User.USERNAME_FIELD
+        )
+    )
+    return {
+        ref: names.get(ref, "System" if ref.startswith("system") else ref)
+        for ref in refs
+    }

@@ -154,7 +154,9 @@ def test_adding_a_member_and_sending_a_message_opens_the_run_viewer(
     assert response["Location"] == f"/groups/runs/{run.pk}/"
     page = browser_client.get(response["Location"]).content.decode()
     assert "when is lunch?" in page
-    assert 'data-run-id="' in page and "Started" in page
+    assert 'data-run-id="' in page
+    # Who started it, by name, not as a ref like "human:1".
+    assert "Started by partner" in page
 
 
 def test_another_constellations_group_page_is_not_found(browser_client):
