@@ -9,8 +9,10 @@ from django.db import (
 
 from memory.blocks.models import BlockType, Permission
 from memory.blocks.services import block_create
+from memory.roles import role_blocks_create
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Constellation
+from pattern_site.kernel.agents.roles import role_template_get
 
 DEMO_ORGANIZATION_POLICIES = (
     "Be kind and direct. Small steps beat big plans. Ask before committing "
@@ -49,14 +51,9 @@ def memory_demo_seed(*, constellation: Constellation) -> int:
     )
     made += 2
     for agent in constellation.agents.all():
-        block_create(
-            actor=system,
-            owner=agent,
-            label="persona",
-            template="persona",
-            content={"name": agent.name, "style": agent.role, "traits": []},
+        role_blocks_create(
+            actor=system, agent=agent, template=role_template_get(agent.name)
         )
-        block_create(actor=system, owner=agent, label="human", template="human")
         block_create(
             actor=system,
             owner=agent,

@@ -316,3 +316,65 @@ def pattern_forms(
             members=members,
         )
     return forms_by_pattern
+
+
+RULE_KINDS = [
+    ("exit_loop", "Ends the turn"),
+    ("continue_loop", "Turn goes on after it"),
+    ("start_constraint", "Must be called first"),
+    ("max_calls", "At most N calls (value: N)"),
+    ("requires_prior", "Only after another tool (value: that tool)"),
+]
+
+
+class ToolRuleForm(forms.Form):
+    """One rule of an agent's tool loop; ``agent_loop_config_update``
+    judges it (e.g. that max_calls has a number)."""
+
+    tool = forms.ChoiceField(required=False)
+    kind = forms.ChoiceField(choices=RULE_KINDS, label="Rule")
+    value = forms.CharField(
+        required=False, max_length=100, help_text="For max calls and requires."
+    )
+
+    def __init__(self, *args: Any, tools: list[str], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.fields["tool"].choices = [("", "— none —")] + [(t, t) for t in tools]
+
+    def to_rule(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        value: Any = data["value"].strip() or None
+        if data["kind"] == "max_calls" and value is not None:
+            value = int(value) if value.isdigit() else value
+        return {"tool": data["tool"], "kind": data["kind"], "value": value}
+
+
+ToolRuleFormSet = forms.formset_factory(ToolRuleForm, extra=2, can_delete=True)
+
+
+def tool_rule_rows(formset: forms.BaseFormSet) -> list[dict[str, Any]]:
+    """The kept rows of a valid formset that name a tool, as rules."""
+    return [
+        form.to_rule()
+        for form in formset.forms
+        if form.cleaned_data.get("tool") and not form.cleaned_data.get("DELETE")
+    ]
+
+
+class AgentCreateForm(forms.Form):
+    template = forms.ChoiceField(
+        label="Role template",
+        help_text="Its role and persona text start the agent's persona block.",
+    )
+    name = forms.CharField(max_length=100)
+    model_name = forms.CharField(
+        required=False,
+        max_length=100,
+        label="Model",
+        help_text="e.g. gpt-4o-mini; needed to be answered by the LLM.",
+    )
+    answered_by_llm = forms.BooleanField(required=False, label="Answered by the LLM")
+
+    def __init__(self, *args: Any, templates: list[str], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.fields["template"].choices = [(t, t) for t in templates]

@@ -20,4 +20,15 @@ urlpatterns = [
     ),
     path("<int:group_id>/messages/", views.route_group_message, name="route"),
     path("runs/<int:run_id>/", views.run_page, name="run"),
+    path(
+        "constellations/<int:constellation_id>/agents/new/",
+        views.agent_create_page,
+        name="agent_new",
+    ),
+    path("agents/<int:agent_id>/chat/", views.agent_chat_send, name="agent_chat"),
+    path(
+        "agents/<int:agent_id>/tool-rules/",
+        views.agent_tool_rules_save,
+        name="agent_tool_rules",
+    ),
 ]

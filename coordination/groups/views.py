@@ -1,4 +1,6 @@
-"""Dashboard pages of agent groups (humans only).
+"""Dashboard pages of agent groups (humans only), and the parts of an
+agent's page that need the group machinery: its chat, its tool rules,
+and making an agent from a role template.
 
 The groups of a constellation (with a create form), a group (members,
 roles, the pattern configuration form, a message form, recent runs) and a
@@ -11,27 +13,43 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from activity.llm.client import llm_provider_configured
 from coordination.groups import selectors, services
+from coordination.groups.chat import chat_message_send
 from coordination.groups.forms import (
+    AgentCreateForm,
     GroupCreateForm,
     MemberAddForm,
     RouteForm,
+    ToolRuleFormSet,
     pattern_forms,
+    tool_rule_rows,
 )
 from coordination.groups.models import AgentGroup, CoordinationPattern
+from coordination.groups.turns import (
+    SEND_MESSAGE,
+    agent_loop_config_update,
+    loop_config_for,
+)
+from memory.roles import agent_create_from_role
 from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.models import Agent
+from pattern_site.kernel.agents.roles import ROLE_TEMPLATES
 from pattern_site.kernel.agents.selectors import (
     actor_names,
     agent_get_for_actor,
+    agent_get_for_change,
+    agent_get_for_partner,
     agent_list_for_actor,
     constellation_get_for_actor,
+    constellation_get_for_partner,
 )
 from pattern_site.kernel.errors import ApplicationError, InvalidInput
+from pattern_site.kernel.tools import tools_all
 from pattern_site.kernel.web import form_action, form_problems
 
 
@@ -201,4 +219,109 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
             "last_seq": events[-1].seq if events else 0,
             "names": actor_names(refs=[run.requested_by]),
         },
+    )
+
+
+# --- an agent's chat, loop settings and creation --------------------------
+
+
+def agent_tool_names() -> list[str]:
+    """The tools an agent's loop may call, for the rule rows."""
+    names = sorted(t.name for t in tools_all())
+    return [SEND_MESSAGE, *(n for n in names if n != SEND_MESSAGE)]
+
+
+def tool_rule_formset(agent: Agent, data: Any = None) -> Any:
+    rules = loop_config_for(agent).tool_rules
+    return ToolRuleFormSet(
+        data,
+        initial=[
+            {"tool": r["tool"], "kind": r["kind"], "value": r.get("value") or ""}
+            for r in rules
+        ],
+        prefix="rules",
+        form_kwargs={"tools": agent_tool_names()},
+    )
+
+
+def _chat_message(body: bytes) -> str:
+    try:
+        data = json.loads(body or b"{}")
+    except ValueError as exc:
+        raise InvalidInput('the body is not JSON; send {"message": "…"}') from exc
+    message = data.get("message") if isinstance(data, dict) else None
+    if not isinstance(message, str):
+        raise InvalidInput('send {"message": "…"}', extra={"field": "message"})
+    return message
+
+
+@require_POST
+def agent_chat_send(request: HttpRequest, agent_id: int) -> HttpResponse:
+    """The partner's chat message: starts the agent's turn; the run's id
+    for the page to follow (errors as ``{"detail", "code"}``)."""
+    if not request.user.is_authenticated:
+        return JsonResponse(
+            {"detail": "sign in to chat", "code": "not_authenticated"}, status=401
+        )
+    actor = _actor(request)
+    try:
+        agent = agent_get_for_partner(actor=actor, agent_id=agent_id)
+        run = chat_message_send(
+            actor=actor, agent=agent, message=_chat_message(request.body)
+        )
+    except ApplicationError as exc:
+        return JsonResponse(
+            {"detail": exc.message, "code": exc.code}, status=exc.status_code
+        )
+    return JsonResponse({"run_id": run.pk}, status=201)
+
+
+@form_action
+def agent_tool_rules_save(request: HttpRequest, agent_id: int) -> HttpResponse:
+    actor = _actor(request)
+    agent = agent_get_for_change(actor=actor, agent_id=agent_id)
+    formset = tool_rule_formset(agent, request.POST)
+    if not formset.is_valid():
+        problems = [form_problems(f) for f in formset.forms]
+        raise InvalidInput(
+            "could not save the tool rules: " + "; ".join(p for p in problems if p)
+        )
+    agent_loop_config_update(agent=agent, tool_rules=tool_rule_rows(formset))
+    messages.success(request, f"Saved {agent.name}'s tool rules.")
+    return redirect("dashboard:agent", agent_id=agent.pk)
+
+
+@login_required
+def agent_create_page(request: HttpRequest, constellation_id: int) -> HttpResponse:
+    """Create an agent from a role template; its first token is shown once."""
+    actor = _actor(request)
+    constellation = constellation_get_for_partner(
+        actor=actor, constellation_id=constellation_id
+    )
+    templates = [t.name for t in ROLE_TEMPLATES]
+    form = AgentCreateForm(request.POST or None, templates=templates)
+    status = 200
+    if request.method == "POST":
+        try:
+            if not form.is_valid():
+                raise InvalidInput(f"could not create it: {form_problems(form)}")
+            agent, issued = agent_create_from_role(
+                actor=actor, constellation=constellation, **form.cleaned_data
+            )
+        except ApplicationError as exc:
+            messages.error(request, exc.message)
+            status = 422
+        else:
+            response = render(
+                request,
+                "dashboard/agent_token.html",
+                {"agent": agent, "constellation": constellation, "raw": issued.raw},
+            )
+            response["Cache-Control"] = "no-store"
+            return response
+    return render(
+        request,
+        "groups/agent_new.html",
+        {"constellation": constellation, "form": form, "roles": ROLE_TEMPLATES},
+        status=status,
     )

@@ -5,7 +5,9 @@ from django.core.management import call_command
 from django.test import Client
 
 from coordination.models import Agent
+from memory.blocks.selectors import block_value
 from memory.models import MemoryBlock
+from pattern_site.kernel.agents.roles import role_template_get
 
 pytestmark = pytest.mark.django_db
 
@@ -26,6 +28,11 @@ def test_seed_demo_creates_agents_with_blocks_once():
     assert labels == {"persona", "human", "scratchpad", "notes"}
     notes = MemoryBlock.objects.get(owner=flux, label="notes")
     assert notes.schema == {"kind": "text"}
+    # Each demo agent is its role template: role and persona text.
+    template = role_template_get("Flux")
+    assert flux.role == template.role
+    persona = MemoryBlock.objects.get(owner=flux, label="persona")
+    assert block_value(block=persona)["guidelines"] == template.persona
     assert MemoryBlock.objects.filter(owner=None, label="organization").exists()
     assert "not seeding" in run("seed_demo")
 

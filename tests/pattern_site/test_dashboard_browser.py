@@ -19,10 +19,12 @@ from folders.models import FolderFile
 from memory.blocks.services import block_create
 from memory.longterm.services import (
     archival_entry_create,
+    conversation_current,
     conversation_start,
     messages_append,
 )
 from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.services import agent_update
 from tests.factories import AgentFactory, ConstellationFactory, UserFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -48,6 +50,8 @@ PAGES = [
     "home",
     "constellation",
     "agent",
+    "agent chat",
+    "agent new",
     "agent context",
     "block",
     "approvals",
@@ -80,7 +84,11 @@ def dashboard_world() -> World:
     user = UserFactory(username="partner-with-a-long-name", is_staff=True)
     constellation = ConstellationFactory(partner=user, name="Household")
     agent = AgentFactory(constellation=constellation, name="Entropy")
-    other = AgentFactory(constellation=constellation, name="Flux")
+    other = agent_update(
+        agent=AgentFactory(constellation=constellation, name="Flux"),
+        model_name="gpt-4o-mini",
+        answered_by_llm=True,
+    )
     actor = Actor.for_user(user)
     block = block_create(
         actor=Actor.system(),
@@ -95,6 +103,24 @@ def dashboard_world() -> World:
         conversation=conversation,
         messages=[
             {"role": "user", "content": LONG},
+            {"role": "assistant", "content": "Noted."},
+        ],
+    )
+    # Flux's chat: the partner's message, a tool call with a long result,
+    # the answer.
+    messages_append(
+        conversation=conversation_current(agent=other),
+        author=actor.ref,
+        messages=[
+            {"role": "user", "content": LONG},
+            {
+                "role": "assistant",
+                "content": LONG,
+                "tool_calls": [
+                    {"id": "c1", "name": "archival_memory_search", "arguments": LONG}
+                ],
+            },
+            {"role": "tool", "content": LONG * 3, "tool_call_id": "c1"},
             {"role": "assistant", "content": "Noted."},
         ],
     )
@@ -128,6 +154,8 @@ def dashboard_world() -> World:
             "home": "/",
             "constellation": f"/constellations/{c}/",
             "agent": f"/agents/{a}/",
+            "agent chat": f"/agents/{other.pk}/",
+            "agent new": f"/groups/constellations/{c}/agents/new/",
             "agent context": f"/memory/agents/{a}/context/",
             "block": f"/memory/blocks/{block.pk}/",
             "approvals": "/memory/approvals/",

@@ -11,6 +11,7 @@ from django.db.models import Q
 
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent, Constellation
+from pattern_site.kernel.errors import PermissionDenied
 
 
 def constellation_filter(actor: Actor) -> Q | None:
@@ -54,3 +55,19 @@ def constellation_can_export(actor: Actor, constellation: Constellation) -> bool
 def constellation_can_import(actor: Actor) -> bool:
     """Any person may bring a constellation in: they become its partner."""
     return actor.kind == "human"
+
+
+def constellation_can_administer(actor: Actor, constellation: Constellation) -> bool:
+    """Making agents, handing out their credentials and talking with them
+    directly is for the constellation's partner."""
+    return actor.user is not None and constellation.partner_id == actor.user.pk
+
+
+def constellation_check_administer(
+    *, actor: Actor, constellation: Constellation
+) -> None:
+    if not constellation_can_administer(actor, constellation):
+        raise PermissionDenied(
+            f"only the partner of {constellation.name!r} may create its agents,"
+            " manage their API tokens and chat with them"
+        )

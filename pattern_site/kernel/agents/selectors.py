@@ -15,10 +15,11 @@ from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 
 from pattern_site.kernel.actors import Actor
-from pattern_site.kernel.agents.models import Agent, Constellation
+from pattern_site.kernel.agents.models import Agent, AgentToken, Constellation
 from pattern_site.kernel.agents.permissions import (
     agent_can_change,
     agent_private_allowed,
+    constellation_check_administer,
     constellation_filter,
 )
 from pattern_site.kernel.errors import InvalidInput, NotFound, PermissionDenied
@@ -83,6 +84,31 @@ def agent_get_for_change(*, actor: Actor, agent_id: int) -> Agent:
             "agents cannot reconfigure agents; the partner or a member can"
         )
     return agent
+
+
+def agent_get_for_partner(*, actor: Actor, agent_id: int) -> Agent:
+    """An agent whose credentials and chat ``actor`` may use: its
+    constellation's partner only."""
+    agent = agent_get_for_actor(actor=actor, agent_id=agent_id)
+    constellation_check_administer(actor=actor, constellation=agent.constellation)
+    return agent
+
+
+def constellation_get_for_partner(
+    *, actor: Actor, constellation_id: int
+) -> Constellation:
+    """A constellation ``actor`` may add agents to: as its partner."""
+    constellation = constellation_get_for_actor(
+        actor=actor, constellation_id=constellation_id
+    )
+    constellation_check_administer(actor=actor, constellation=constellation)
+    return constellation
+
+
+def agent_token_list(*, agent: Agent, limit: int = 5) -> list[AgentToken]:
+    """The agent's newest tokens (active first is the newest: issuing one
+    revokes the others)."""
+    return list(AgentToken.objects.filter(agent=agent).order_by("-created_at")[:limit])
 
 
 def agent_get_private(*, actor: Actor, agent_id: int | None) -> Agent:

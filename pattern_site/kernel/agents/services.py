@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent, AgentToken, Constellation
+from pattern_site.kernel.agents.roles import ROLE_TEMPLATES
 from pattern_site.kernel.agents.selectors import demo_login_path
 from pattern_site.kernel.agents.tasks import agent_touch_task
 from pattern_site.kernel.db.compiled import CompiledQuery
@@ -270,14 +271,6 @@ def user_get_or_create(
 
 
 DEMO_CONSTELLATION = "Pattern"
-DEMO_AGENTS: list[tuple[str, str]] = [
-    ("Pattern", "Orchestrator: talks with the partner and coordinates the others"),
-    ("Entropy", "Task breakdown: turns overwhelming work into small concrete steps"),
-    ("Flux", "Time: schedules, estimates and guards against time blindness"),
-    ("Momentum", "Energy and flow: tracks attention, energy and focus states"),
-    ("Anchor", "Habits and safety: routines, medication, basic needs, tone checks"),
-    ("Archive", "Memory: stores, consolidates and recalls long-term knowledge"),
-]
 
 
 @dataclass(frozen=True)
@@ -312,9 +305,11 @@ def demo_constellation_seed(
     partner.save(update_fields=["is_staff", "is_superuser", "password"])
     constellation = constellation_create(name=DEMO_CONSTELLATION, partner=partner)
     tokens = {}
-    for name, role in DEMO_AGENTS:
-        _, issued = agent_create(constellation=constellation, name=name, role=role)
-        tokens[name] = issued.raw
+    for template in ROLE_TEMPLATES:
+        _, issued = agent_create(
+            constellation=constellation, name=template.name, role=template.role
+        )
+        tokens[template.name] = issued.raw
     return DemoSeed(constellation, username, password, tokens)
 
 

@@ -17,4 +17,14 @@ urlpatterns = [
         views.configure_agent_model,
         name="agent_model",
     ),
+    path(
+        "agents/<int:agent_id>/tokens/issue/",
+        views.issue_agent_token,
+        name="agent_token_issue",
+    ),
+    path(
+        "agents/<int:agent_id>/tokens/revoke/",
+        views.revoke_agent_tokens,
+        name="agent_token_revoke",
+    ),
 ]

@@ -10,16 +10,25 @@ from django.shortcuts import redirect, render
 
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.forms import AgentModelForm
-from pattern_site.kernel.agents.permissions import constellation_can_export
+from pattern_site.kernel.agents.permissions import (
+    constellation_can_administer,
+    constellation_can_export,
+)
 from pattern_site.kernel.agents.selectors import (
     agent_get_for_actor,
     agent_get_for_change,
+    agent_get_for_partner,
     agent_list_for_actor,
+    agent_token_list,
     constellation_get_for_actor,
     constellation_list_for_actor,
     demo_login_get,
 )
-from pattern_site.kernel.agents.services import agent_update
+from pattern_site.kernel.agents.services import (
+    agent_token_issue,
+    agent_token_revoke,
+    agent_update,
+)
 from pattern_site.kernel.errors import InvalidInput
 from pattern_site.kernel.web import form_action, form_problems, page_actor
 
@@ -50,13 +59,16 @@ def constellation_detail(request: HttpRequest, constellation_id: int) -> HttpRes
             "constellation": constellation,
             "agents": agents,
             "can_export": constellation_can_export(actor, constellation),
+            "can_administer": constellation_can_administer(actor, constellation),
         },
     )
 
 
 @login_required
 def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
-    agent = agent_get_for_actor(actor=Actor.for_user(request.user), agent_id=agent_id)
+    actor = Actor.for_user(request.user)
+    agent = agent_get_for_actor(actor=actor, agent_id=agent_id)
+    partner = constellation_can_administer(actor, agent.constellation)
     model_form = AgentModelForm(
         initial={
             "model_name": agent.model_name,
@@ -70,8 +82,38 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
             "agent": agent,
             "constellation": agent.constellation,
             "model_form": model_form,
+            "is_partner": partner,
+            "tokens": agent_token_list(agent=agent) if partner else [],
         },
     )
+
+
+@form_action
+def issue_agent_token(request: HttpRequest, agent_id: int) -> HttpResponse:
+    """A new token (the earlier ones revoked), shown on this response only."""
+    agent = agent_get_for_partner(actor=page_actor(request), agent_id=agent_id)
+    issued = agent_token_issue(agent=agent)
+    response = render(
+        request,
+        "dashboard/agent_token.html",
+        {"agent": agent, "constellation": agent.constellation, "raw": issued.raw},
+    )
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@form_action
+def revoke_agent_tokens(request: HttpRequest, agent_id: int) -> HttpResponse:
+    agent = agent_get_for_partner(actor=page_actor(request), agent_id=agent_id)
+    revoked = agent_token_revoke(agent=agent)
+    messages.success(
+        request,
+        f"Revoked {revoked} token(s) of {agent.name}; its program can no longer"
+        " sign in until you issue a new one."
+        if revoked
+        else f"{agent.name} had no active token.",
+    )
+    return redirect("dashboard:agent", agent_id=agent.pk)
 
 
 @form_action

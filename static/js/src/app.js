@@ -4,7 +4,8 @@
 // - diffs are shown inline or side by side ([data-diff-layout] buttons), a
 //   choice kept for every page in localStorage and set on <html>;
 // - a form with data-live-search searches as you type (debounced): its
-//   results ([data-search-results]) are replaced in place.
+//   results ([data-search-results]) are replaced in place;
+// - a button with data-copy="selector" copies that element's text.
 
 import { request } from "./lib/request.js";
 
@@ -16,6 +17,22 @@ document.addEventListener("click", (event) => {
   if (!button) return;
   localStorage.setItem(LAYOUT_KEY, button.dataset.diffLayout);
   document.documentElement.dataset.diffLayout = button.dataset.diffLayout;
+});
+
+document.addEventListener("click", async (event) => {
+  const button = event.target.closest("[data-copy]");
+  const source = button && document.querySelector(button.dataset.copy);
+  if (!source) return;
+  const label = button.textContent;
+  try {
+    await navigator.clipboard.writeText(source.textContent.trim());
+    button.textContent = "Copied";
+  } catch {
+    // No clipboard (an insecure origin): select it for a manual copy.
+    getSelection().selectAllChildren(source);
+    button.textContent = "Selected — copy it";
+  }
+  setTimeout(() => (button.textContent = label), 2000);
 });
 
 function confirmDialog(form) {

@@ -168,3 +168,143 @@ def test_another_constellations_group_page_is_not_found(browser_client):
     response = browser_client.post(f"/groups/{group.pk}/messages/", {"message": "x"})
     assert not GroupRun.objects.exists()
     assert response.status_code in (302, 404)
+
+
+# --- making agents from role templates, and their tool rules ---------------
+
+
+def test_the_partner_creates_an_agent_from_a_role_template(
+    browser_client, constellation
+):
+    from coordination.groups.turns import loop_config_for
+    from memory.blocks.selectors import block_get_by_label_for_agent, block_value
+    from pattern_site.kernel.agents.models import Agent, AgentToken
+    from pattern_site.kernel.agents.roles import role_template_get
+
+    url = f"/groups/constellations/{constellation.pk}/agents/new/"
+    page = browser_client.get(url).content.decode()
+    assert 'name="template"' in page and "Task breakdown" in page
+
+    response = browser_client.post(
+        url,
+        {
+            "template": "Entropy",
+            "name": "Splitter",
+            "model_name": "gpt-4o-mini",
+            "answered_by_llm": "on",
+        },
+    )
+
+    agent = Agent.objects.get(constellation=constellation, name="Splitter")
+    template = role_template_get("Entropy")
+    assert agent.role == template.role
+    assert agent.model_name == "gpt-4o-mini" and agent.answered_by_llm
+    persona_block = block_get_by_label_for_agent(agent=agent, label="persona")
+    persona = block_value(block=persona_block)
+    assert persona["guidelines"] == template.persona
+    assert block_get_by_label_for_agent(agent=agent, label="human")
+    # The token is on this response only, and only its hash is stored.
+    html = response.content.decode()
+    raw = html.split('data-testid="token-value" id="new-token">')[1].split("<")[0]
+    assert raw.startswith("pat_") and "data-copy" in html
+    token = AgentToken.objects.get(agent=agent)
+    assert token.key_hash != raw and raw not in token.key_hash
+    assert response["Cache-Control"] == "no-store"
+    assert raw not in browser_client.get(f"/agents/{agent.pk}/").content.decode()
+    assert loop_config_for(agent).tool_rules == []
+
+
+def test_creating_an_agent_answered_by_the_llm_without_a_model_says_why(
+    browser_client, constellation
+):
+    from pattern_site.kernel.agents.models import Agent
+
+    response = browser_client.post(
+        f"/groups/constellations/{constellation.pk}/agents/new/",
+        {"template": "Flux", "name": "Clock", "answered_by_llm": "on"},
+    )
+    assert response.status_code == 422
+    assert "set model_name" in response.content.decode()
+    assert not Agent.objects.filter(name="Clock").exists()
+
+
+def test_only_the_partner_creates_agents(constellation, agents):
+    from pattern_site.kernel.agents.models import Agent
+    from pattern_site.kernel.agents.services import agent_token_issue
+    from tests.factories import UserFactory
+
+    url = f"/groups/constellations/{constellation.pk}/agents/new/"
+    data = {"template": "Flux", "name": "Clock"}
+    member = UserFactory(username="member")
+    constellation.members.add(member)
+    client = Client()
+    client.force_login(member)
+    assert client.get(url).status_code == 403
+    assert client.post(url, data).status_code == 403
+    token = agent_token_issue(agent=agents["Flux"]).raw
+    agent_client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert agent_client.post(url, data).status_code == 302  # to the login page
+    stranger = Client()
+    stranger.force_login(ConstellationFactory(name="Elsewhere").partner)
+    assert stranger.post(url, data).status_code == 404
+    assert not Agent.objects.filter(name="Clock").exists()
+    # Nor do they see the button that leads there.
+    page = client.get(f"/constellations/{constellation.pk}/").content.decode()
+    assert 'data-testid="agent-new"' not in page
+
+
+def rule_rows(*rows: tuple[str, str, str]) -> dict[str, str]:
+    data = {
+        "rules-TOTAL_FORMS": str(len(rows)),
+        "rules-INITIAL_FORMS": "0",
+        "rules-MIN_NUM_FORMS": "0",
+        "rules-MAX_NUM_FORMS": "1000",
+    }
+    for index, (tool, kind, value) in enumerate(rows):
+        data |= {
+            f"rules-{index}-tool": tool,
+            f"rules-{index}-kind": kind,
+            f"rules-{index}-value": value,
+        }
+    return data
+
+
+def test_tool_rules_are_set_as_rows_on_the_agent_page(browser_client, agents):
+    from coordination.groups.turns import loop_config_for
+
+    flux = agents["Flux"]
+    page = browser_client.get(f"/agents/{flux.pk}/").content.decode()
+    assert page.count('data-testid="tool-rule-row"') == 2
+    assert (
+        'name="rules-0-tool"' in page
+        and "<textarea"
+        not in page.split('data-testid="agent-tool-rules"')[1].split("</section>")[0]
+    )
+
+    browser_client.post(
+        f"/groups/agents/{flux.pk}/tool-rules/",
+        rule_rows(
+            ("send_message", "max_calls", "2"),
+            ("", "exit_loop", ""),  # a row left at "none" is skipped
+        ),
+    )
+
+    assert loop_config_for(flux).tool_rules == [
+        {"tool": "send_message", "kind": "max_calls", "value": 2}
+    ]
+    page = browser_client.get(f"/agents/{flux.pk}/").content.decode()
+    assert page.count('data-testid="tool-rule-row"') == 3  # the rule + 2 blank
+
+
+def test_a_broken_tool_rule_is_refused_with_the_reason(browser_client, agents):
+    from coordination.groups.turns import loop_config_for
+
+    flux = agents["Flux"]
+    response = browser_client.post(
+        f"/groups/agents/{flux.pk}/tool-rules/",
+        rule_rows(("send_message", "max_calls", "many")),
+        HTTP_REFERER=f"/agents/{flux.pk}/",
+        follow=True,
+    )
+    assert "needs a positive integer" in response.content.decode()
+    assert loop_config_for(flux).tool_rules == []
