@@ -6,6 +6,8 @@ from django.http import HttpRequest
 from coordination.groups.models import (
     AgentGroup,
     AgentLoopConfig,
+    AgentToolCall,
+    AgentTurn,
     GroupMembership,
     GroupRun,
 )
@@ -162,3 +164,20 @@ class AgentLoopConfigForm(forms.ModelForm):
 class AgentLoopConfigAdmin(admin.ModelAdmin):
     form = AgentLoopConfigForm
     list_display = ["agent", "provider", "max_steps", "timeout_seconds"]
+
+
+class AgentToolCallInline(ReadOnlyMixin, admin.TabularInline):
+    model = AgentToolCall
+    extra = 0
+    fields = ["step", "call_id", "name", "status", "ok", "result"]
+    readonly_fields = fields
+
+
+@admin.register(AgentTurn)
+class AgentTurnAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    """What an agent's turns did, call by call (read-only: the loop writes
+    them)."""
+
+    list_display = ["id", "agent", "status", "steps", "exit", "started_at"]
+    list_filter = ["status", "exit"]
+    inlines = [AgentToolCallInline]

@@ -18,6 +18,7 @@ from memory.models import (
     BlockApproval,
     BlockAttachment,
     BlockUpdate,
+    ConsolidationRun,
     ContextConfig,
     Conversation,
     MemoryBlock,
@@ -164,6 +165,21 @@ class ContextConfigForm(forms.ModelForm):
             except ApplicationError as exc:
                 raise forms.ValidationError(f"{prefix}: {exc.message}") from exc
         return overrides
+
+
+@admin.register(ConsolidationRun)
+class ConsolidationRunAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = [
+        "finished_at",
+        "constellation",
+        "agent",
+        "decided_by",
+        "promoted",
+        "merged",
+        "pruned",
+        "capped",
+    ]
+    list_filter = ["decided_by"]
 
 
 @admin.register(ContextConfig)

@@ -26,6 +26,9 @@ class AgentSummary(models.Model):
     model = models.CharField(max_length=100)
     tokens_used = models.PositiveIntegerField(default=0)
 
+    class Meta:
+        verbose_name_plural = "agent summaries"
+
     def __str__(self) -> str:
         return f"summary of {self.agent_id}"
 
@@ -48,6 +51,7 @@ class ConstellationSummary(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name_plural = "constellation summaries"
         ordering = ["-period_end", "-id"]
         indexes = [
             models.Index(

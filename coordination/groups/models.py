@@ -175,6 +175,7 @@ class RunDelivery(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name_plural = "run deliveries"
         ordering = ["created_at", "id"]
         indexes = [
             models.Index(fields=["agent", "status"]),

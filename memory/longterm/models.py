@@ -111,6 +111,7 @@ class ArchivalEntry(models.Model):
     )
 
     class Meta:
+        verbose_name_plural = "archival entries"
         ordering = ["-created_at", "-id"]
         constraints = [
             models.UniqueConstraint(

@@ -22,6 +22,7 @@ PARTS = {
     "folders.FolderFile",
     "folders.FilePassage",
     "folders.OpenFile",
+    "coordination.AgentToolCall",
 }
 APPS = ("coordination", "memory", "activity", "folders")
 
@@ -48,3 +49,15 @@ def test_each_admin_list_renders(model):
     client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
     url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
     assert client.get(url).status_code == 200
+
+
+def test_the_admin_names_every_model_in_good_english():
+    # Django adds an "s": "archival entrys" unless the model says otherwise.
+    naive = [
+        m._meta.verbose_name_plural
+        for m in apps.get_models()
+        if m._meta.app_label in APPS
+        and str(m._meta.verbose_name).endswith("y")
+        and str(m._meta.verbose_name_plural).endswith("ys")
+    ]
+    assert naive == []
