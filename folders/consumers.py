@@ -8,45 +8,22 @@ publish to the folder's group after their commits.
 
 from typing import Any
 
-from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
-
 from folders.files.selectors import folder_get_for_actor
 from pattern_site.kernel.actors import Actor
-from pattern_site.kernel.errors import NotFound
-from pattern_site.kernel.realtime import (
-    CLOSE_NOT_FOUND,
-    CLOSE_UNAUTHENTICATED,
-    group_for_folder,
-)
+from pattern_site.kernel.realtime import group_for_folder
+from pattern_site.kernel.rooms import PageRoomConsumer
 
 
-class FolderProgressConsumer(AsyncJsonWebsocketConsumer):
-    group: str | None = None
+class FolderProgressConsumer(PageRoomConsumer):
+    """A folder page's indexing progress."""
 
-    async def connect(self) -> None:
-        actor: Actor | None = self.scope.get("actor")
-        if actor is None or actor.user is None:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
-            return
-        folder_id = int(self.scope["url_route"]["kwargs"]["folder_id"])
-        try:
-            await database_sync_to_async(folder_get_for_actor)(
-                actor=actor, folder_id=folder_id
-            )
-        except NotFound:
-            await self.close(code=CLOSE_NOT_FOUND)
-            return
-        self.group = group_for_folder(folder_id)
-        await self.channel_layer.group_add(self.group, self.channel_name)
-        await self.accept()
+    url_kwarg = "folder_id"
 
-    async def disconnect(self, code: int) -> None:
-        if self.group is not None:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+    def room_check(self, actor: Actor, object_id: int) -> None:
+        folder_get_for_actor(actor=actor, folder_id=object_id)
 
-    async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        await self.send_json({"type": "error", "detail": "this socket only listens"})
+    def room_group(self, object_id: int) -> str:
+        return group_for_folder(object_id)
 
     async def folder_progress(self, message: dict[str, Any]) -> None:
         await self.send_json(message)

@@ -9,45 +9,28 @@ activity), so a page updates without polling.
 
 from typing import Any
 
-from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
-
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.selectors import constellation_get_for_actor
-from pattern_site.kernel.errors import NotFound
-from pattern_site.kernel.realtime import (
-    CLOSE_NOT_FOUND,
-    CLOSE_UNAUTHENTICATED,
-    group_for_constellation,
-)
+from pattern_site.kernel.realtime import group_for_constellation
+from pattern_site.kernel.rooms import PageRoomConsumer
 
 
-class PresenceConsumer(AsyncJsonWebsocketConsumer):
-    group: str | None = None
+class PresenceConsumer(PageRoomConsumer):
+    """Who is looking at a constellation's pages right now."""
 
-    async def connect(self) -> None:
-        actor: Actor | None = self.scope.get("actor")
-        if actor is None or actor.user is None:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
-            return
-        constellation_id = int(self.scope["url_route"]["kwargs"]["constellation_id"])
-        try:
-            await database_sync_to_async(constellation_get_for_actor)(
-                actor=actor, constellation_id=constellation_id
-            )
-        except NotFound:
-            await self.close(code=CLOSE_NOT_FOUND)
-            return
-        self.group = group_for_constellation(constellation_id)
-        self.username = actor.display_name
-        await self.channel_layer.group_add(self.group, self.channel_name)
-        await self.accept()
+    url_kwarg = "constellation_id"
+
+    def room_check(self, actor: Actor, object_id: int) -> None:
+        constellation_get_for_actor(actor=actor, constellation_id=object_id)
+
+    def room_group(self, object_id: int) -> str:
+        return group_for_constellation(object_id)
+
+    async def room_joined(self) -> None:
         await self._announce("presence.joined")
 
-    async def disconnect(self, code: int) -> None:
-        if self.group is not None:
-            await self._announce("presence.left")
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+    async def room_leaving(self) -> None:
+        await self._announce("presence.left")
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if isinstance(content, dict) and content.get("type") == "presence.ping":
@@ -61,7 +44,7 @@ class PresenceConsumer(AsyncJsonWebsocketConsumer):
             self.group,
             {
                 "type": "constellation.event",
-                "event": {"type": kind, "user": self.username},
+                "event": {"type": kind, "user": self.actor.display_name},
             },
         )
 
