@@ -112,6 +112,19 @@ def _day(raw: str | None, name: str, *, end: bool) -> datetime | None:
     return moment.replace(tzinfo=UTC)
 
 
+def _moment(raw: str | None, name: str) -> datetime | None:
+    """A datetime-local input (UTC, as the page labels it)."""
+    if not raw:
+        return None
+    try:
+        moment = datetime.fromisoformat(raw)
+    except ValueError:
+        raise InvalidInput(
+            f"{name} must be a date and time (YYYY-MM-DDTHH:MM); got {raw!r}"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 def _is_weak(hit: dict[str, Any]) -> bool:
     """A result found by meaning alone, and not close in meaning: the vector
     side always returns its nearest rows, related or not."""
@@ -157,7 +170,10 @@ def search_page(request: HttpRequest) -> HttpResponse:
             result = memory_search(
                 actor=actor,
                 query=query,
-                domain=params.get("kind") or params.get("domain") or "all",
+                # Only blocks keep their past: a time asked for searches them.
+                domain=params.get("kind")
+                or params.get("domain")
+                or ("blocks" if params.get("as_of") else "all"),
                 mode=params.get("mode", "auto"),
                 limit=min(page * SEARCH_PAGE + 1, MAX_SEARCH_LIMIT),
                 filters=SearchFilters(
@@ -169,6 +185,7 @@ def search_page(request: HttpRequest) -> HttpResponse:
                 ),
                 constellation_id=constellation_id,
                 decay=_DECAY_CHOICES.get(params.get("decay", "")),
+                as_of=_moment(params.get("as_of"), "blocks as they were at"),
             )
         except ApplicationError as exc:
             context["error"] = exc.message

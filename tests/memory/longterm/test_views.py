@@ -7,7 +7,7 @@ from django.test import Client
 from django.utils import timezone
 
 from activity.stream.services import activity_record
-from memory.blocks.services import block_create
+from memory.blocks.services import block_create, block_set_content
 from memory.longterm.search import SearchResult
 from memory.longterm.services import (
     archival_entry_create,
@@ -120,6 +120,26 @@ def test_search_page_shows_blocks_and_activity_with_their_own_provenance(
         "/memory/search/", {"q": "heron", "mode": "fts", "kind": "blocks"}
     ).content.decode()
     assert 'data-kind="block"' in only and 'data-kind="activity"' not in only
+
+
+def test_the_search_page_searches_blocks_as_they_were_at_a_time(
+    agent: Any, partner_client: Client
+):
+    block = block_create(
+        actor=Actor.system(), owner=agent, label="birds", content="heron: 3"
+    )
+    then = timezone.now()
+    block_set_content(actor=Actor.system(), block=block, value="egret: 1")
+    params = {"q": "heron", "mode": "fts"}
+    now = partner_client.get("/memory/search/", params).content.decode()
+    assert f'<a href="/memory/blocks/{block.pk}/">birds</a>' not in now
+    at = then.replace(tzinfo=None).isoformat()
+    past = partner_client.get("/memory/search/", {**params, "as_of": at})
+    html = past.content.decode()
+    assert f'<a href="/memory/blocks/{block.pk}/">birds</a>' in html
+    assert f'value="{at}"' in html  # the picker keeps the time asked for
+    bad = partner_client.get("/memory/search/", {**params, "as_of": "yesterday"})
+    assert "must be a date and time" in bad.content.decode()
 
 
 def test_search_page_explains_an_empty_query_and_hostile_text(
