@@ -14,7 +14,14 @@ embedding after waiting up to a minute (every one should have its vector).
 Targets: 0 worker crashes, 0 lost tasks, every entry embedded within a
 minute of the end.
 
+``--kill-web-at S`` kills the web process (SIGKILL, as a crash or the OOM
+killer would) S seconds into the load; serve restarts it.  Entries it had
+committed but not yet handed to the broker have lost their embedding task.
+The worker stays up throughout, so the report gives the time from the kill
+to the last entry committed before it having its vector (target: 60 s).
+
     .venv/bin/python bench/soak.py --seconds 60
+    .venv/bin/python bench/soak.py --seconds 60 --kill-web-at 30
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import argparse
 import http.client
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -199,6 +207,75 @@ def unembedded() -> int:
     return ArchivalEntry.objects.exclude(embedding_state=EmbeddingState.READY).count()
 
 
+def web_pid(log: Path) -> int:
+    """The pid of serve's current web process, from its log."""
+    started = re.findall(r"serve: web started \(pid (\d+)\)", log.read_text())
+    if not started:
+        raise RuntimeError("serve's log names no web process")
+    return int(started[-1])
+
+
+class WebKill:
+    """Kill the web process at a given time; then time how long the entries
+    committed before the kill take to all have their vector."""
+
+    def __init__(self, log: Path, at: float) -> None:
+        self.log = log
+        self.at = at
+        self.killed_at: float | None = None
+        self.last_entry = 0
+        self.pending_at_kill = 0
+        self.embedded_after: float | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _waiting(self) -> int:
+        from memory.models import ArchivalEntry, EmbeddingState
+
+        return (
+            ArchivalEntry.objects.filter(pk__lte=self.last_entry)
+            .exclude(embedding_state=EmbeddingState.READY)
+            .count()
+        )
+
+    def _run(self) -> None:
+        from memory.models import ArchivalEntry
+
+        time.sleep(max(0.0, self.at - time.monotonic()))
+        os.kill(web_pid(self.log), signal.SIGKILL)
+        self.killed_at = time.monotonic()
+        # Whatever the dead process committed is in the database by now.
+        self.last_entry = (
+            ArchivalEntry.objects.order_by("-pk").values_list("pk", flat=True).first()
+            or 0
+        )
+        self.pending_at_kill = self._waiting()
+        print(
+            f"  killed the web process; {self.pending_at_kill} entries committed"
+            " before the kill still wait for their vector",
+            flush=True,
+        )
+        while time.monotonic() - self.killed_at < 600:
+            if not self._waiting():
+                self.embedded_after = time.monotonic() - self.killed_at
+                return
+            time.sleep(0.5)
+
+    def report(self) -> str:
+        if self.killed_at is None:
+            return "web kill: the load ended before the kill"
+        self.thread.join(timeout=600)
+        done = (
+            f"all embedded {self.embedded_after:.1f} s after the kill"
+            if self.embedded_after is not None
+            else f"{self._waiting()} still without a vector after 600 s"
+        )
+        return (
+            f"web kill: {self.pending_at_kill} entries (ids up to "
+            f"{self.last_entry}) were pending at the kill, with the worker up "
+            f"throughout; {done} (target: 60 s)"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=600)
@@ -209,6 +286,12 @@ def main() -> None:
     parser.add_argument("--edit-interval", type=float, default=0.25, help="seconds")
     parser.add_argument("--concurrency", type=int, default=2, help="worker processes")
     parser.add_argument("--log", default="", help="keep serve's log at this path")
+    parser.add_argument(
+        "--kill-web-at",
+        type=float,
+        default=None,
+        help="SIGKILL the web process this many seconds into the load",
+    )
     args = parser.parse_args()
     if not (REPO / "node_modules" / "loro-websocket").is_dir():
         raise SystemExit("run `make assets` first (npm ci)")
@@ -253,6 +336,10 @@ def main() -> None:
         started = time.monotonic()
         stop_at = started + args.seconds
         load = Load(port, token, stop_at)
+        web_kill = None
+        if args.kill_web_at is not None:
+            web_kill = WebKill(log, started + args.kill_web_at)
+            web_kill.thread.start()
         threads = [
             *load.run("search", args.search_rate, 4),
             *load.run("archival", args.archival_rate, 2),
@@ -324,6 +411,8 @@ def main() -> None:
             )
         )
 
+        if web_kill is not None:
+            print(web_kill.report())
         waited_from = time.monotonic()
         left = unembedded()
         while left and time.monotonic() - waited_from < 60:

@@ -107,10 +107,10 @@ DEGRADED = {
     ),
     "broker": (
         "background tasks are not queued: new rows wait for their embedding "
-        "(pending) until the backfill task picks them up, every "
-        f"{settings.EMBEDDING_BACKFILL_MINUTES} minutes once the broker is "
-        "back; archival access counts and agents' last-active times of the "
-        "outage are not recorded"
+        "(pending) until the backfill picks them up once the broker is back "
+        "(as soon as a worker is idle, and every "
+        f"{settings.EMBEDDING_BACKFILL_MINUTES} minutes); archival access "
+        "counts and agents' last-active times of the outage are not recorded"
     ),
     "database_writes": (
         "writes wait for the database longer than "

@@ -71,9 +71,11 @@ def free_port() -> int:
 
 
 def wait_for_port(
-    port: int, timeout: float = 30.0, proc: subprocess.Popen | None = None
+    port: int, timeout: float = 180.0, proc: subprocess.Popen | None = None
 ) -> None:
-    """Return once something listens on ``port``; fail if ``proc`` dies first."""
+    """Return once something listens on ``port``; fail if ``proc`` dies
+    first, or after ``timeout`` seconds (a ceiling, not an expected time: a
+    loaded machine starts a process many times slower than a quiet one)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -89,7 +91,7 @@ def wait_for_port(
 
 
 def daphne_start(
-    *, cwd: str | os.PathLike, env: dict[str, str]
+    *, cwd: str | os.PathLike, env: dict[str, str], timeout: float = 180.0
 ) -> tuple[int, subprocess.Popen]:
     """A quiet Daphne process on a free port, once it listens: (port, process)."""
     port = free_port()
@@ -101,7 +103,7 @@ def daphne_start(
         stderr=subprocess.DEVNULL,
     )
     try:
-        wait_for_port(port, timeout=60, proc=proc)
+        wait_for_port(port, timeout=timeout, proc=proc)
     except (RuntimeError, TimeoutError):
         processes_stop([proc])
         raise

@@ -27,6 +27,7 @@ from channels.layers import channel_layers
 from django.conf import settings
 from django.test import Client
 
+from pattern_site import processes
 from pattern_site.celery import app as celery_app
 from pattern_site.kernel.agents.services import IssuedToken
 from pattern_site.processes import (
@@ -34,7 +35,6 @@ from pattern_site.processes import (
     celery_worker_command,
     daphne_command,
     free_port,
-    wait_for_port,
 )
 from tests.factories import AgentFactory, ConstellationFactory, UserFactory
 from tests.fake_llm import llm  # noqa: F401  (the fixture, for every package)
@@ -47,6 +47,11 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 REDIS_URL = os.environ.get("PATTERN_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 CHROMIUM = os.environ.get("PATTERN_CHROMIUM", "/usr/bin/chromium")
 TEST_DATABASE = os.environ.get("PATTERN_TEST_DATABASE", "sqlite")
+# The longest a test waits for a process it started (a worker, a server, a
+# task on a worker) to answer: only a ceiling for declaring failure, since
+# every wait ends on the readiness signal itself.  A loaded machine starts
+# processes many times slower than a quiet one.
+READY_SECONDS = float(os.environ.get("PATTERN_TEST_READY_SECONDS") or 180)
 ON_POSTGRESQL = TEST_DATABASE == "pgserver" or os.environ.get(
     "DATABASE_URL", ""
 ).startswith(("postgres:", "postgresql:", "pgsql:"))
@@ -263,34 +268,54 @@ def celery_configure(*, eager: bool, broker_url: str) -> None:
     celery_app.amqp._producer_pool = None
 
 
+def wait_for_port(
+    port: int, timeout: float = READY_SECONDS, proc: subprocess.Popen | None = None
+) -> None:
+    """Return once something listens on ``port`` (fail if ``proc`` dies)."""
+    processes.wait_for_port(port, timeout=timeout, proc=proc)
+
+
+class WorkerProcess(subprocess.Popen):
+    """A ``celery worker`` process whose log lines are kept in ``log``."""
+
+    log: list[str]
+
+
 @contextmanager
-def celery_worker(broker: str) -> Iterator[subprocess.Popen]:
-    """A real ``celery worker`` process on ``broker``, ready; stopped on
-    exit unless a test killed it."""
-    proc = subprocess.Popen(
+def celery_worker(broker: str, **env: str) -> Iterator[WorkerProcess]:
+    """A real ``celery worker`` process on ``broker`` (``env`` added to its
+    environment), once it logs that it is ready; stopped on exit unless a
+    test killed it.  Its log lines are kept in ``proc.log``."""
+    proc = WorkerProcess(
         celery_worker_command(*SOLO_WORKER_OPTIONS, "--loglevel", "INFO"),
         cwd=REPO,
-        env=subprocess_env(PATTERN_CELERY_BROKER_URL=broker),
+        env=subprocess_env(PATTERN_CELERY_BROKER_URL=broker, **env),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
-    lines: list[str] = []
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline() if proc.stdout else ""
-        if not line and proc.poll() is not None:
-            raise RuntimeError("celery worker exited:\n" + "".join(lines))
-        lines.append(line)
-        if " ready." in line:
-            break
-    else:
-        proc.kill()
-        raise TimeoutError("celery worker not ready:\n" + "".join(lines))
-    # Keep reading its log: a worker logging into a full pipe blocks mid-task.
-    drain = threading.Thread(target=proc.stdout.read, daemon=True)
-    drain.start()
+    proc.log = []
+    ready = threading.Event()
+
+    def read() -> None:
+        # Read its whole log: a worker logging into a full pipe blocks mid-task.
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            proc.log.append(line)
+            if " ready." in line:
+                ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
     try:
+        deadline = time.monotonic() + READY_SECONDS
+        while not ready.wait(0.1):
+            if proc.poll() is not None:
+                raise RuntimeError("celery worker exited:\n" + "".join(proc.log))
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"celery worker not ready within {READY_SECONDS:g} s:\n"
+                    + "".join(proc.log)
+                )
         yield proc
     finally:
         proc.terminate()
@@ -317,7 +342,12 @@ def celery_worker_process(request: pytest.FixtureRequest) -> Iterator[Any]:
         celery_configure(eager=old[0], broker_url=old[1])
 
 
-def wait_until(predicate: Any, timeout: float = 20.0, interval: float = 0.1) -> Any:
+def wait_until(
+    predicate: Any, timeout: float = READY_SECONDS, interval: float = 0.1
+) -> Any:
+    """``predicate()``'s first true value, asked every ``interval`` seconds;
+    fails after ``timeout`` (a ceiling: what is awaited usually comes from
+    another process, which a loaded machine can slow down a lot)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()

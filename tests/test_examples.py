@@ -15,7 +15,7 @@ from memory.blocks.services import block_create
 from memory.models import MemoryBlock
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.services import agent_token_issue
-from tests.conftest import REPO, subprocess_env
+from tests.conftest import READY_SECONDS, REPO, subprocess_env
 
 pytestmark = pytest.mark.slow
 
@@ -109,7 +109,7 @@ def test_agent_loop_registers_the_tools_and_calls_them_with_its_token(
         env={**subprocess_env(), "OPENAI_API_KEY": "none"},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=READY_SECONDS,
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "Noted: check-ins before 10am."

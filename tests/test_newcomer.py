@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, free_port
+from tests.conftest import READY_SECONDS, REPO, free_port
 
 # `make run` serves the embedded default (SQLite) whatever database this
 # run's tests use: the PostgreSQL pass would only repeat it.
@@ -58,7 +58,7 @@ def test_readme_run_command_serves_health_on_a_fresh_copy(tmp_path: Path):
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 600
+        deadline = time.monotonic() + max(600, READY_SECONDS)
         status = None
         while time.monotonic() < deadline and proc.poll() is None:
             try:

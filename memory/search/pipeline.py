@@ -16,7 +16,7 @@ from django.db.models import F
 from memory.search.embedder import embed_texts, embedding_status
 from memory.search.index import index_put_texts, index_put_vectors
 from memory.search.registry import EmbeddingState, search_table, search_tables
-from memory.search.tasks import embeddings_refresh_task
+from memory.search.tasks import embedding_backfill_task, embeddings_refresh_task
 from pattern_site.kernel.batching import Batcher
 
 logger = logging.getLogger(__name__)
@@ -144,6 +144,36 @@ def embedding_backfill(*, batch: int | None = None) -> dict[str, int]:
             embeddings_refresh(kind=table.kind, row_ids=ids) if ids else 0
         )
     return done
+
+
+def embedding_backfill_step() -> dict[str, int]:
+    """One bounded backfill run, followed by another while there is more.
+
+    A kind that filled its whole batch probably has more rows waiting: the
+    next run is queued behind whatever else is queued by then, so a backlog
+    drains batch after batch without keeping other tasks waiting.  A run
+    that could not embed a full batch (no model, a model of another size,
+    rows changed meanwhile) stops the chain; the next trigger retries.
+    """
+    done = embedding_backfill()
+    if any(n >= settings.EMBEDDING_BACKFILL_BATCH for n in done.values()):
+        embedding_backfill_task.delay()
+    return done
+
+
+def embedding_catch_up() -> bool:
+    """Queue a backfill run if rows wait for their vector and a model can
+    embed them; whether one was queued.  Cheap (an indexed look-up per
+    kind) when nothing waits."""
+    if not embedding_status().available:
+        return False
+    if not any(
+        table.model.objects.filter(embedding_state=EmbeddingState.PENDING).exists()
+        for table in search_tables()
+    ):
+        return False
+    embedding_backfill_task.delay()
+    return True
 
 
 def search_rows_reindex(*, kind: str, row_ids: Sequence[int]) -> None:

@@ -5,6 +5,7 @@ skipped.
 """
 
 from celery import shared_task
+from celery.signals import worker_ready
 
 
 @shared_task(name="memory.embed_rows", ignore_result=True)
@@ -16,6 +17,14 @@ def embeddings_refresh_task(kind: str, row_ids: list[int]) -> int:
 
 @shared_task(name="memory.embedding_backfill", ignore_result=True)
 def embedding_backfill_task() -> dict[str, int]:
-    from memory.search.pipeline import embedding_backfill
+    from memory.search.pipeline import embedding_backfill_step
 
-    return embedding_backfill()
+    return embedding_backfill_step()
+
+
+@worker_ready.connect
+def _embedding_catch_up_on_start(**_kwargs: object) -> None:
+    # Rows whose own task was lost (the web process died before sending
+    # it, or the broker was down) are embedded as soon as a worker is up,
+    # not at the next periodic run.
+    embedding_backfill_task.delay()

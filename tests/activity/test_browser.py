@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from pattern_site.kernel.agents.services import demo_constellation_seed
-from pattern_site.processes import daphne_command, free_port, wait_for_port
-from tests.conftest import REPO, subprocess_env
+from pattern_site.processes import daphne_command, free_port
+from tests.conftest import REPO, subprocess_env, wait_for_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

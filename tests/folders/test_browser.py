@@ -11,8 +11,8 @@ import pytest
 from folders.files import services
 from folders.models import FolderFile
 from pattern_site.kernel.actors import Actor
-from pattern_site.processes import daphne_command, free_port, wait_for_port
-from tests.conftest import subprocess_env
+from pattern_site.processes import daphne_command, free_port
+from tests.conftest import subprocess_env, wait_for_port
 from tests.factories import ConstellationFactory, UserFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -24,6 +24,7 @@ from pattern_site.broker import (
 from pattern_site.celery import app as celery_app
 from pattern_site.kernel.agents.tasks import agent_touch_task
 from tests.conftest import (
+    READY_SECONDS,
     REPO,
     celery_configure,
     celery_worker,
@@ -84,12 +85,12 @@ def test_concurrent_producers_lose_no_task_and_the_worker_survives(
         )
         for chunk in (agents[i::PRODUCERS] for i in range(PRODUCERS))
     ]
-    assert [p.wait(timeout=120) for p in producers] == [0] * PRODUCERS
+    assert [p.wait(timeout=READY_SECONDS) for p in producers] == [0] * PRODUCERS
 
     def touched() -> bool:
         return Agent.objects.filter(last_active_at__isnull=False).count() == len(agents)
 
-    wait_until(touched, timeout=120, interval=0.5)
+    wait_until(touched, interval=0.5)
     assert celery_worker_process.poll() is None
 
 
@@ -106,7 +107,7 @@ def test_prune_deletes_delivered_messages_only(celery_worker_process: Any, agent
         assert delivered.count() >= 1
         channel.session.commit()
     # The worker records the acknowledgement at its next poll (a second).
-    assert wait_until(broker_prune, timeout=10) >= 1
+    assert wait_until(broker_prune) >= 1
     with celery_app.connection_for_write() as conn:
         channel = conn.default_channel
         assert channel.session.query(channel.message_cls).count() == 0
@@ -281,7 +282,7 @@ def test_tasks_a_killed_worker_held_run_on_the_next_worker(constellation: Any):
             at = datetime.now(UTC).isoformat()
             for agent in agents:
                 agent_touch_task.apply_async((agent.pk, at), countdown=COUNTDOWN)
-            wait_until(lambda: _pending(path) == 0, timeout=30)
+            wait_until(lambda: _pending(path) == 0)
             first.send_signal(signal.SIGKILL)
             first.wait(timeout=10)
         assert (
@@ -296,6 +297,6 @@ def test_tasks_a_killed_worker_held_run_on_the_next_worker(constellation: Any):
                     pk__in=[a.pk for a in agents], last_active_at__isnull=True
                 ).exists()
 
-            wait_until(touched, timeout=60, interval=0.5)
+            wait_until(touched, interval=0.5)
     finally:
         celery_configure(eager=old[0], broker_url=old[1])

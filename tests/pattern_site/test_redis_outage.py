@@ -205,6 +205,6 @@ def test_presence_between_processes_comes_back_after_redis_restarts(
                 return False
             return isinstance(message, sp.DocUpdate) and message.updates == (update,)
 
-        wait_until(relayed, timeout=30)
+        wait_until(relayed)
         sender.close()
         watcher.close()

@@ -24,7 +24,7 @@ from pattern_site.processes import (
     daphne_start,
     processes_stop,
 )
-from tests.conftest import REPO, subprocess_env
+from tests.conftest import READY_SECONDS, REPO, subprocess_env
 from tests.factories import AgentFactory
 
 pytestmark = [
@@ -59,7 +59,7 @@ def cluster(transactional_db: None, redis_url: str) -> Iterator[list[str]]:
                 )
             )
         for _ in range(WEB_PROCESSES):
-            port, proc = daphne_start(cwd=REPO, env=env)
+            port, proc = daphne_start(cwd=REPO, env=env, timeout=READY_SECONDS)
             procs.append(proc)
             urls.append(f"http://127.0.0.1:{port}")
         yield urls

@@ -30,7 +30,7 @@ def test_a_child_that_exits_is_restarted_with_a_log_line():
     supervisor.start()
     first = child.proc
     try:
-        wait_until(lambda: (supervisor.check(), child.proc is not first)[1], 10)
+        wait_until(lambda: (supervisor.check(), child.proc is not first)[1])
     finally:
         supervisor.stop()
     assert any(re.search(r"job \(pid \d+\) exited with 3 .* in 1 s", x) for x in lines)
@@ -90,8 +90,8 @@ def serve(transactional_db: None, tmp_path: Path) -> Iterator[dict[str, Any]]:
         start_new_session=True,
     )
     try:
-        wait_for_port(port, timeout=60, proc=proc)
-        wait_until(lambda: " ready." in log.read_text(), timeout=60)
+        wait_for_port(port, proc=proc)
+        wait_until(lambda: " ready." in log.read_text())
         yield {"proc": proc, "port": port, "log": log}
     finally:
         if proc.poll() is None:
@@ -111,7 +111,7 @@ def test_killed_worker_is_restarted_and_tasks_still_run(
     os.kill(worker, signal.SIGKILL)
     wait_until(lambda: f"worker (pid {worker}) exited with -9" in log.read_text())
     assert _health(serve["port"]) == 200
-    wait_until(lambda: len(WORKER_STARTED.findall(log.read_text())) == 2, 30)
+    wait_until(lambda: len(WORKER_STARTED.findall(log.read_text())) == 2)
     assert not _alive(worker)
 
     request = urllib.request.Request(
@@ -120,9 +120,7 @@ def test_killed_worker_is_restarted_and_tasks_still_run(
     )
     with urllib.request.urlopen(request, timeout=10) as response:
         assert response.status == 200
-    wait_until(
-        lambda: Agent.objects.get(pk=agent.pk).last_active_at is not None, timeout=60
-    )
+    wait_until(lambda: Agent.objects.get(pk=agent.pk).last_active_at is not None)
     assert serve["proc"].poll() is None
 
 

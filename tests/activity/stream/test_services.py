@@ -23,7 +23,7 @@ from pattern_site.kernel.agents.services import (
     agent_update,
 )
 from pattern_site.kernel.errors import InvalidInput
-from tests.conftest import REPO, subprocess_env
+from tests.conftest import READY_SECONDS, REPO, subprocess_env
 from tests.factories import AgentFactory, ConstellationFactory
 
 
@@ -204,6 +204,6 @@ def test_clean_exit_stores_every_batched_event(transactional_db: None) -> None:
         cwd=REPO,
         env=env,
         check=True,
-        timeout=120,
+        timeout=READY_SECONDS,
     )
     assert ActivityEvent.objects.filter(agent=agent).count() == 5

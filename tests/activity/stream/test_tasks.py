@@ -24,7 +24,7 @@ def test_a_worker_stores_the_batches_the_writer_hands_over(
                 details={"tool": f"tool{n}"},
             )
     assert activity_flush() == 7
-    wait_until(lambda: ActivityEvent.objects.count() == 7, timeout=60)
+    wait_until(lambda: ActivityEvent.objects.count() == 7)
     assert ActivityTerm.objects.filter(term="tool6").count() == 1
 
 

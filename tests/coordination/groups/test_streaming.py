@@ -137,8 +137,8 @@ def test_the_stream_sees_events_written_by_another_process(
 def test_with_redis_the_stream_is_woken_across_processes(
     redis_url, redis_channel_layer, settings, make_group, agents
 ):
-    from pattern_site.processes import daphne_command, free_port, wait_for_port
-    from tests.conftest import REPO, subprocess_env
+    from pattern_site.processes import daphne_command, free_port
+    from tests.conftest import REPO, subprocess_env, wait_for_port
 
     # A poll interval far longer than the test: only a wake-up can end it.
     port = free_port()

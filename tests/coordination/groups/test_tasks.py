@@ -36,7 +36,7 @@ def test_a_worker_expires_a_silent_stage_and_the_pipeline_skips_it(
     )
     run = group_message_route(actor=Actor.system(), group=group, message="report")
     # Entropy never answers; the worker's countdown task expires its stage.
-    second = wait_until(lambda: delivery_take(agent=agents["Flux"]), timeout=30)
+    second = wait_until(lambda: delivery_take(agent=agents["Flux"]))
     assert "report" in second[0].content
     delivery_complete(delivery=second[0], text="Tue")
     run.refresh_from_db()
@@ -56,9 +56,7 @@ def test_a_worker_closes_a_vote_at_its_timeout(
     for name in ("Entropy", "Flux"):
         delivery = delivery_take(agent=agents[name])[0]
         delivery_complete(delivery=delivery, text="", vote="b")
-    wait_until(
-        lambda: GroupRun.objects.get(pk=run.pk).status != RunStatus.RUNNING, timeout=30
-    )
+    wait_until(lambda: GroupRun.objects.get(pk=run.pk).status != RunStatus.RUNNING)
     run.refresh_from_db()
     assert run.result["decision"] == "b"
 
@@ -78,9 +76,7 @@ def test_a_worker_answers_for_an_agent_answered_by_the_llm(
     group = make_group("round_robin", [("Flux", "regular")])
     llm_for_workers.answer_streamed(["Nine ", "to eleven."])
     run = group_message_route(actor=Actor.system(), group=group, message="plan")
-    wait_until(
-        lambda: GroupRun.objects.get(pk=run.pk).status != RunStatus.RUNNING, timeout=30
-    )
+    wait_until(lambda: GroupRun.objects.get(pk=run.pk).status != RunStatus.RUNNING)
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED
     assert run.deliveries.get().answer == "Nine to eleven."

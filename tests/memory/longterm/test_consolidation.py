@@ -299,6 +299,7 @@ def test_the_schedule_runs_the_task_and_a_starting_worker_catches_up(
     from celery.signals import worker_ready
 
     from memory.longterm import tasks
+    from memory.search import tasks as search_tasks
 
     entry_ = settings.CELERY_BEAT_SCHEDULE["memory-archival-consolidation"]
     assert entry_["task"] == tasks.archival_consolidate_due_task.name
@@ -307,6 +308,8 @@ def test_the_schedule_runs_the_task_and_a_starting_worker_catches_up(
     monkeypatch.setattr(
         tasks.archival_consolidate_due_task, "delay", lambda *a: sent.append(a)
     )
+    # The embedding catch-up listens too; it has tests of its own.
+    monkeypatch.setattr(search_tasks.embedding_backfill_task, "delay", lambda: None)
     worker_ready.send(sender=None)
     assert sent == [()]
 

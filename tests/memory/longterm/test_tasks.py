@@ -36,7 +36,7 @@ def test_entries_and_messages_get_vectors_after_commit_on_a_worker(
         conversation=conversation,
         messages=[{"role": "user", "content": "hello there"}],
     )
-    wait_until(lambda: _all_ready(ArchivalEntry, ARCHIVAL_INDEX), timeout=60)
+    wait_until(lambda: _all_ready(ArchivalEntry, ARCHIVAL_INDEX))
     wait_until(lambda: _all_ready(type(conversation.messages.first()), MESSAGE_INDEX))
 
 
@@ -58,7 +58,7 @@ def test_backfill_fills_missing_vectors_on_a_worker(
         archival_entry_create(agent=agent, content=f"orphan fact {i}")
     assert not _all_ready(ArchivalEntry, ARCHIVAL_INDEX)
     tasks.embedding_backfill_task.delay()
-    wait_until(lambda: _all_ready(ArchivalEntry, ARCHIVAL_INDEX), timeout=60)
+    wait_until(lambda: _all_ready(ArchivalEntry, ARCHIVAL_INDEX))
 
 
 def test_backfill_runs_every_30_minutes_by_default(settings: Any):

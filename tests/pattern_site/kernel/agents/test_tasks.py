@@ -11,9 +11,7 @@ def _token_request_marks_agent_active(agent, token) -> None:
     assert agent.last_active_at is None
     response = Client(HTTP_AUTHORIZATION=f"Bearer {token.raw}").get("/api/whoami")
     assert response.status_code == 200
-    wait_until(
-        lambda: Agent.objects.get(pk=agent.pk).last_active_at is not None, timeout=30
-    )
+    wait_until(lambda: Agent.objects.get(pk=agent.pk).last_active_at is not None)
 
 
 @pytest.mark.slow
