@@ -624,19 +624,23 @@ def _messages_texts_put(conversation: Conversation, messages: list[Message]) -> 
     # Each message's context: the messages just before it in the
     # conversation (earlier appends, then this one's).
     texts = list(
-        Message.objects.filter(
-            conversation=conversation, position__lt=messages[0].position
+        map(
+            message_index_text,
+            Message.objects.filter(
+                conversation=conversation, position__lt=messages[0].position
+            ).order_by("-position")[:CONTEXT_ROWS],
         )
-        .order_by("-position")
-        .values_list("content", flat=True)[:CONTEXT_ROWS]
     )[::-1]
     contexts: dict[int, str] = {}
     for message in messages:
         contexts[message.pk] = context_text(texts)
-        texts.append(message.content)
+        texts.append(message_index_text(message))
     index_put_texts(
         MESSAGE_INDEX,
-        rows=[(m.pk, m.constellation_id, m.agent_id, m.content) for m in messages],
+        rows=[
+            (m.pk, m.constellation_id, m.agent_id, message_index_text(m))
+            for m in messages
+        ],
         contexts=contexts,
         dates={m.pk: m.created_at.date() for m in messages},
     )
