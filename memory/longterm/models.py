@@ -238,6 +238,13 @@ class RetrievalFusion(models.TextChoices):
     RRF = "rrf", "reciprocal rank"
 
 
+class RetrievalReranker(models.TextChoices):
+    OFF = "off", "off"
+    ONNX = "onnx", "local cross-encoder (ONNX)"
+    HTTP = "http", "re-rank endpoint (HTTP)"
+    LLM = "llm", "the configured LLM"
+
+
 class RetrievalConfig(models.Model):
     """Per-constellation search tuning: how hybrid search fuses its keyword
     and vector lists, the weight of a row's context, and the optional
@@ -297,6 +304,18 @@ class RetrievalConfig(models.Model):
         default=40,
         validators=[MinValueValidator(10), MaxValueValidator(400)],
         help_text="Candidates each list brings to the fusion, at least.",
+    )
+    reranker = models.CharField(
+        max_length=8,
+        choices=RetrievalReranker.choices,
+        default=RetrievalReranker.OFF,
+        help_text="Model that re-orders the best fused candidates (see"
+        " PATTERN_RERANKER_* for where each backend is).",
+    )
+    reranker_depth = models.PositiveSmallIntegerField(
+        default=50,
+        validators=[MinValueValidator(5), MaxValueValidator(200)],
+        help_text="Fused candidates the re-rank model orders.",
     )
 
     def __str__(self) -> str:

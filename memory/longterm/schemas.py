@@ -233,6 +233,9 @@ class ScoresOut(Schema):
     )
     fused: float
     relevance: float | None
+    reranker: float | None = Field(
+        None, description="The re-rank model's score, when it ordered the hit."
+    )
     score: float
 
 
@@ -432,6 +435,10 @@ class RetrievalConfigIn(InputSchema):
     context_weight: float | None = Field(None, ge=0.0, le=1.0, examples=[0.2])
     date_weight: float | None = Field(None, ge=0.0, le=1.0, examples=[0.2])
     candidate_depth: int | None = Field(None, ge=10, le=400, examples=[40])
+    reranker: Literal["off", "onnx", "http", "llm"] | None = Field(
+        None, examples=["onnx"]
+    )
+    reranker_depth: int | None = Field(None, ge=5, le=200, examples=[50])
 
 
 class RetrievalConfigOut(Schema):
@@ -446,6 +453,8 @@ class RetrievalConfigOut(Schema):
     context_weight: float
     date_weight: float
     candidate_depth: int
+    reranker: str
+    reranker_depth: int
 
 
 class ConsolidationRunOut(Schema):

@@ -20,7 +20,7 @@ from memory.longterm.domains import (
     search_domains,
 )
 from memory.longterm.indexes import ARCHIVAL_INDEX, MESSAGE_INDEX
-from memory.longterm.models import Message, RetrievalConfig
+from memory.longterm.models import Message, RetrievalConfig, RetrievalReranker
 from memory.longterm.permissions import longterm_own_agent
 from memory.longterm.selectors import (
     MAX_QUERY_CHARS,
@@ -38,6 +38,7 @@ from memory.search.engine import (
     SearchOutcome,
     search,
 )
+from memory.search.rerank import RerankStage, reranker_for
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Constellation
 from pattern_site.kernel.agents.selectors import (
@@ -62,6 +63,8 @@ class SearchResult:
     quantised: bool = False  # vectors were searched by the quantised path
     fusion: Fusion | None = None
     rerank: Rerank | None = None
+    reranker: RerankStage | None = None
+    rerank_failed: str = ""  # why the re-rank model's order was not used
 
     @property
     def archival_ids(self) -> list[int]:
@@ -104,6 +107,11 @@ class SearchResult:
         )
         if self.rerank is not None:
             stages.append(SearchStage("re-rank", self.rerank.describe(), None))
+        if self.reranker is not None:
+            detail = self.reranker.describe()
+            if self.rerank_failed:
+                detail = f"{detail}; not used: {self.rerank_failed}"
+            stages.append(SearchStage("re-rank model", detail, ms("rerank")))
         stages.append(
             SearchStage("duplicates", "near-identical rows folded", ms("dedup"))
         )
@@ -234,7 +242,7 @@ def memory_search(
             cache["v"] = embed_query(text) if status.available else None
         return cache["v"]
 
-    fusion, rerank = _stages_for(constellation, decay=decay)
+    fusion, rerank, reranker = _stages_for(constellation, decay=decay)
     outcomes: list[tuple[str, SearchOutcome]] = []
     for kind, index, allowed, owners in targets:
         outcome = search(
@@ -249,6 +257,7 @@ def memory_search(
             rerank=rerank,
             fusion=fusion,
             degraded_reason=status.reason,
+            reranker=reranker,
         )
         outcomes.append((kind, outcome))
     asked = DomainQuery(
@@ -273,6 +282,9 @@ def memory_search(
     degraded = first.degraded
     if degraded and degraded == status.reason:
         degraded = embedding_status().reason  # a failed load is known only now
+    failures = [o.rerank_failed for _kind, o in outcomes if o.rerank_failed]
+    rerank_failed = "; ".join(dict.fromkeys(failures))
+    degraded = "; ".join(part for part in (degraded, rerank_failed) if part)
     timings: dict[str, float] = {}
     for kind, outcome in outcomes:
         for key, value in outcome.timings_ms.items():
@@ -288,6 +300,8 @@ def memory_search(
         quantised=any(outcome.quantised for _kind, outcome in outcomes),
         fusion=fusion,
         rerank=rerank,
+        reranker=reranker,
+        rerank_failed=rerank_failed,
     )
 
 
@@ -321,10 +335,10 @@ _RETRIEVAL_CONFIG = CompiledQuery(
 
 def _stages_for(
     constellation: Constellation, *, decay: bool | None = None
-) -> tuple[Fusion, Rerank | None]:
-    """The constellation's fusion settings and its tier-decay re-rank (when
-    ``decay``, or when None and the config enables it); the model's
-    defaults when it has no saved config."""
+) -> tuple[Fusion, Rerank | None, RerankStage | None]:
+    """The constellation's fusion settings, its tier-decay re-rank (when
+    ``decay``, or when None and the config enables it) and its re-rank
+    model (None: off); the model's defaults when it has no saved config."""
     config = _RETRIEVAL_CONFIG.first(constellation_id=constellation.pk)
     config = config or RetrievalConfig(constellation=constellation)
     fusion = Fusion(
@@ -334,9 +348,15 @@ def _stages_for(
         date_weight=config.date_weight,
         depth=config.candidate_depth,
     )
+    reranker = None
+    if config.reranker != RetrievalReranker.OFF:
+        reranker = RerankStage(
+            reranker_for(config.reranker, constellation_id=constellation.pk),
+            depth=config.reranker_depth,
+        )
     if not (config.rerank_enabled if decay is None else decay):
-        return fusion, None
-    return fusion, tier_decay(config, now=timezone.now())
+        return fusion, None, reranker
+    return fusion, tier_decay(config, now=timezone.now()), reranker
 
 
 def _owner(filters: SearchFilters) -> list[int] | None:
@@ -358,6 +378,7 @@ def search_hit_payload(kind: str, hit: Hit) -> dict[str, Any]:
             "vector_part": hit.vector_part,
             "fused": hit.fused_score,
             "relevance": hit.relevance,
+            "reranker": hit.rerank_score,
             "score": hit.score,
         },
     }

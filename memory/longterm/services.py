@@ -689,6 +689,8 @@ def retrieval_config_update(
     conversation_decay_rate: float | None = None,
     constellation_decay_rate: float | None = None,
     archival_cap: int | None = None,
+    reranker: str | None = None,
+    reranker_depth: int | None = None,
 ) -> RetrievalConfig:
     """Change the given settings (None: keep); invalid values store nothing."""
     config, _ = RetrievalConfig.objects.get_or_create(constellation=constellation)
@@ -703,6 +705,8 @@ def retrieval_config_update(
         "conversation_decay_rate": conversation_decay_rate,
         "constellation_decay_rate": constellation_decay_rate,
         "archival_cap": archival_cap,
+        "reranker": reranker,
+        "reranker_depth": reranker_depth,
     }
     fields = []
     for name, value in given.items():

@@ -59,6 +59,7 @@ from memory.search.query import (
     normalised_text,
     render_snippet,
 )
+from memory.search.rerank import RerankFailed, RerankStage
 
 SEARCH_MODES: tuple[str, ...] = ("fts", "vector", "hybrid", "auto")
 
@@ -86,6 +87,7 @@ class Hit:
     vector_part: float | None = None  # the vector list's share
     fused_score: float = 0.0
     relevance: float | None = None
+    rerank_score: float | None = None  # the re-rank model's, when it ran
     score: float = 0.0
     duplicates: list[int] = field(default_factory=list)
 
@@ -98,6 +100,8 @@ class SearchOutcome:
     degraded: str = ""
     timings_ms: dict[str, float] = field(default_factory=dict)
     quantised: bool = False  # the vector side took the quantised path
+    # Why the re-rank stage kept the fusion order (empty: it ran, or was off).
+    rerank_failed: str = ""
 
 
 FUSION_METHODS: tuple[str, ...] = ("weighted", "rrf")
@@ -363,6 +367,7 @@ def search(
     fusion: Fusion | None = None,
     quantised: bool | None = None,
     degraded_reason: str = "",
+    reranker: RerankStage | None = None,
 ) -> SearchOutcome:
     """Search ``index`` for ``text`` among the rows of ``allowed``.
 
@@ -376,9 +381,11 @@ def search(
 
     The stages, each timed in ``timings_ms``: embedding the query, the
     candidate lists within what the caller may see (:func:`_candidates`),
-    fusing them (:func:`_fused`), the optional rerank, collapsing
-    near-duplicates (:func:`_dedup`), and the rows and snippets of the
-    results (:func:`_results`).
+    fusing them (:func:`_fused`), the optional relevance rerank
+    (:func:`_reranked`), the optional re-rank model (:func:`_model_reranked`,
+    whose failure leaves the order as it was and says why in
+    ``rerank_failed``), collapsing near-duplicates (:func:`_dedup`), and the
+    rows and snippets of the results (:func:`_results`).
     """
     started = time.perf_counter()
     fusion = fusion or Fusion()
@@ -410,6 +417,11 @@ def search(
     rows: dict[int, Any] | None = None
     if rerank is not None:
         ordered, rows = _reranked(ordered, rerank, permitted_rows, timings)
+    rerank_failed = ""
+    if reranker is not None:
+        rerank_failed = _model_reranked(
+            ordered, reranker, text=text, texts=texts, timings=timings
+        )
     t0 = time.perf_counter()
     # No query vector: duplicates by text only.
     known = vectors if vector is not None else None
@@ -426,7 +438,13 @@ def search(
     )
     timings["total"] = _ms(started)
     return SearchOutcome(
-        final, mode, used, degraded, timings, quantised=quantised and used != "fts"
+        final,
+        mode,
+        used,
+        degraded,
+        timings,
+        quantised=quantised and used != "fts",
+        rerank_failed=rerank_failed,
     )
 
 
@@ -579,6 +597,42 @@ def _reranked(
         hit.score = hit.fused_score * hit.relevance
     ordered.sort(key=lambda h: -h.score)
     return ordered, rows
+
+
+def _model_reranked(
+    ordered: list[Hit],
+    stage: RerankStage,
+    *,
+    text: str,
+    texts: dict[int, str],
+    timings: dict[str, float],
+) -> str:
+    """Re-order the first ``stage.depth`` of ``ordered`` (in place) as the
+    re-rank model scores them; the rest follow as they were.  The scores
+    those places had move with the places, so a re-ranked list still merges
+    with other lists on the fused scale.  Whatever the model does wrong
+    (fails, times out, answers nonsense) leaves the order as it was and
+    returns why (empty: it ran)."""
+    head = ordered[: stage.depth]
+    if not head:
+        return ""
+    t0 = time.perf_counter()
+    try:
+        scores = stage.reranker.scores(text, [texts[h.row] for h in head])
+        if len(scores) != len(head):
+            raise RerankFailed(f"{len(scores)} scores for {len(head)} candidates")
+    except Exception as exc:  # a broken backend must not break search
+        timings["rerank"] = _ms(t0)
+        reason = str(exc) if isinstance(exc, RerankFailed) else repr(exc)
+        return f"re-rank ({stage.reranker.backend}) failed: {reason}; fusion order"
+    places = sorted((h.score for h in head), reverse=True)
+    # Stable: equal scores keep the fusion order.
+    ranked = sorted(zip(scores, head, strict=True), key=lambda pair: -pair[0])
+    for (score, hit), place in zip(ranked, places, strict=True):
+        hit.rerank_score, hit.score = score, place
+    ordered[: len(head)] = [hit for _score, hit in ranked]
+    timings["rerank"] = _ms(t0)
+    return ""
 
 
 def _results(

@@ -249,6 +249,21 @@ EMBEDDING_MODEL_DIR = env.str(
 # share of the cores when this is 0.
 EMBEDDING_THREADS = env.int("PATTERN_EMBEDDING_THREADS", default=0)
 
+# The re-rank stage's backends (which one a constellation uses is its
+# retrieval config's ``reranker``): a cross-encoder ONNX export in a local
+# directory, run in this process in batches of RERANKER_BATCH pairs with
+# RERANKER_THREADS ONNX Runtime threads (0: automatic); an HTTP endpoint of
+# the ``POST /v1/rerank`` shape with its key and the model name it expects;
+# and the seconds a re-rank may take before the search gives up on it and
+# answers in fusion order.
+RERANKER_MODEL_DIR = env.str("PATTERN_RERANKER_MODEL_DIR", default="")
+RERANKER_BATCH = env.int("PATTERN_RERANKER_BATCH", default=25)
+RERANKER_THREADS = env.int("PATTERN_RERANKER_THREADS", default=0)
+RERANKER_URL = env.str("PATTERN_RERANKER_URL", default="")
+RERANKER_API_KEY = env.str("PATTERN_RERANKER_API_KEY", default="")
+RERANKER_MODEL = env.str("PATTERN_RERANKER_MODEL", default="")
+RERANKER_TIMEOUT = env.float("PATTERN_RERANKER_TIMEOUT", default=2.0)
+
 # --- Memory blocks ----------------------------------------------------------
 # A block's update log is folded into its Loro snapshot once it holds this
 # many updates or bytes (whichever comes first).  Writes and most reads use
