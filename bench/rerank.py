@@ -11,7 +11,9 @@ the weights.  Beside it, as a reference, the embedding model embedding the
 same 50 passages.  Target: p95 <= 40 ms on two cores.
 
     .venv/bin/python bench/rerank.py [--pairs 50] [--runs 50] [--threads 2]
-        [--batch N]
+        [--batch N] [--int8]
+    .venv/bin/python bench/rerank.py --write DIR   # the graph alone, kept
+        (to try the re-rank stage end to end: retrieval_eval.py --reranker DIR)
 """
 
 import argparse
@@ -142,6 +144,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch", type=int, default=0, help="0: the setting's")
+    parser.add_argument("--write", type=Path, help="only write the model to DIR")
     parser.add_argument(
         "--int8", action="store_true", help="weights quantised to int8 (dynamic)"
     )
@@ -156,6 +159,11 @@ def main() -> None:
     if not embedding_status().available:
         sys.exit(f"needs the embedding model: {embedding_status().reason}")
     tokenizer_dir = Path(settings.EMBEDDING_MODEL_DIR)
+    if args.write:
+        args.write.mkdir(parents=True, exist_ok=True)
+        random_cross_encoder(args.write, tokenizer_dir)
+        print(f"random-weight cross-encoder written to {args.write}")
+        return
     passages = [f"{i}. {PASSAGE}" for i in range(args.pairs)]
     query = "When did Caroline go camping by the lake?"
     tokenizer = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))

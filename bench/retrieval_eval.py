@@ -22,9 +22,18 @@ of ``RetrievalConfig``: fusion, keyword_weight, context_weight,
 candidate_depth, rerank_enabled), each shown as a row ``auto:NAME``; the
 plain modes run with the model's defaults.
 
+With ``--reranker DIR|URL|llm`` the default mode is also asked with the
+re-rank stage on (a cross-encoder ONNX directory, a ``/v1/rerank``
+endpoint, or the configured LLM; over the top ``--rerank-depth`` fused
+candidates), as a row ``auto:rerank-BACKEND``; its p50/p95 beside the
+``auto`` row's is what the stage adds, and the searches where it failed
+(and so answered in fusion order) are counted.  The quick form, to check a
+backend works: ``--convs 1 --modes auto --reranker ...``.
+
     .venv/bin/python bench/retrieval_eval.py [--domain archival|conversations]
         [--modes fts vector hybrid auto] [--http] [--convs N] [--eval PATH]
         [--variant rrf:fusion=rrf --variant kw7:keyword_weight=0.7] [--ceiling]
+        [--reranker DIR|URL|llm [--rerank-depth 50]]
 """
 
 import argparse
@@ -34,7 +43,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +67,9 @@ os.environ.setdefault("PATTERN_CELERY_EAGER", "false")
 
 DEFAULT_EVAL = ROOT.parent / "shared" / "eval" / "conversational" / "eval.json"
 KS = (5, 10)
+# Searches whose re-rank stage failed, by reason (the search then answered
+# in fusion order, so the row would silently measure fusion).
+RERANK_FAILURES: Counter[str] = Counter()
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -172,6 +184,8 @@ def ask_in_process(
         mode=mode,
         limit=limit,
     )
+    if result.rerank_failed:
+        RERANK_FAILURES[result.rerank_failed] += 1
     return [stored["ids"].get(hit.row.pk, "") for _kind, hit in result.hits]
 
 
@@ -283,7 +297,10 @@ def ask_over_http(client: Any, stored: dict, query: str, mode: str, domain: str)
         },
     )
     response.raise_for_status()
-    return [stored["ids"].get(hit["id"], "") for hit in response.json()["results"]]
+    answer = response.json()
+    if "re-rank" in answer.get("degraded", ""):
+        RERANK_FAILURES[answer["degraded"]] += 1
+    return [stored["ids"].get(hit["id"], "") for hit in answer["results"]]
 
 
 def main() -> None:
@@ -308,6 +325,13 @@ def main() -> None:
         help="also print what a perfect re-ranker of the default mode's"
         " top 50 would score (in-process only)",
     )
+    parser.add_argument(
+        "--reranker",
+        type=reranker_backend,
+        help="also ask the default mode re-ranked by this cross-encoder"
+        " directory, /v1/rerank endpoint URL, or 'llm'",
+    )
+    parser.add_argument("--rerank-depth", type=int, default=50)
     args = parser.parse_args()
     domain = args.domain or "archival"
     if not args.eval.is_file():
@@ -351,10 +375,37 @@ def main() -> None:
             label = f"auto:{name}"
             results.update(run_questions(stored, ["auto"], domain, server, label))
             rows.append(label)
+        if args.reranker:
+            configure(
+                stored, {"reranker": args.reranker, "reranker_depth": args.rerank_depth}
+            )
+            label = f"auto:rerank-{args.reranker}"
+            results.update(run_questions(stored, ["auto"], domain, server, label))
+            rows.append(label)
     finally:
         if server is not None:
             server.stop()
     report(results, rows)
+    if args.reranker:
+        failed = sum(RERANK_FAILURES.values())
+        print(f"\nre-rank ({args.reranker}) failed in {failed} searches")
+        for reason, count in RERANK_FAILURES.most_common(5):
+            print(f"  {count:>5}  {reason}")
+
+
+def reranker_backend(text: str) -> str:
+    """The backend ``--reranker`` names, its location put where the
+    settings read it (the environment: a live server's processes inherit
+    it)."""
+    if text == "llm":
+        return "llm"
+    if text.startswith(("http://", "https://")):
+        os.environ["PATTERN_RERANKER_URL"] = text
+        return "http"
+    if not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is not a directory, URL or llm")
+    os.environ["PATTERN_RERANKER_MODEL_DIR"] = str(Path(text).resolve())
+    return "onnx"
 
 
 def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
@@ -441,6 +492,8 @@ def run_ceiling(stored: list[dict], domain: str) -> dict:
 
 def report(scores: dict, modes: list[str]) -> None:
     for half in ("all", "dev", "test"):
+        if (half, "all", modes[0]) not in scores:
+            continue  # no question in this half (a --convs 1 run)
         print(f"\n{half} questions          {HEADER}")
         for mode in modes:
             print(f"  {mode:<20} {scores[(half, 'all', mode)].row()}")

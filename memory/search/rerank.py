@@ -94,11 +94,9 @@ class OnnxCrossEncoder:
         self.batch = max(1, batch)
         self.tokenizer = Tokenizer.from_file(str(tokenizer_file))
         self.tokenizer.enable_truncation(max_length=_max_tokens(model_dir))
-        pad_token = "[PAD]" if self.tokenizer.token_to_id("[PAD]") is not None else None
-        self.tokenizer.enable_padding(
-            pad_id=self.tokenizer.token_to_id(pad_token) if pad_token else 0,
-            pad_token=pad_token or "[PAD]",
-        )
+        # Each batch is padded here, to its own longest pair.
+        self.tokenizer.no_padding()
+        self.pad_id = self.tokenizer.token_to_id("[PAD]") or 0
         options = ort.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
@@ -112,38 +110,43 @@ class OnnxCrossEncoder:
             raise RerankFailed(f"the model takes no {', '.join(sorted(missing))}")
 
     def scores(self, query: str, documents: Sequence[str]) -> list[float]:
+        """One logit a document; the pairs are batched by length, so a long
+        document pads only the batch of the other long ones."""
         deadline = time.monotonic() + settings.RERANKER_TIMEOUT
-        out: list[float] = []
-        for start in range(0, len(documents), self.batch):
+        encoded = self.tokenizer.encode_batch(
+            [(query, doc[:DOCUMENT_CHARS]) for doc in documents]
+        )
+        by_length = sorted(range(len(encoded)), key=lambda i: len(encoded[i].ids))
+        out = np.zeros(len(encoded), dtype=np.float32)
+        for start in range(0, len(by_length), self.batch):
             if start and time.monotonic() > deadline:
                 raise RerankFailed(
                     f"took longer than {settings.RERANKER_TIMEOUT:g} s"
                     f" ({start} of {len(documents)} scored)"
                 )
-            chunk = documents[start : start + self.batch]
-            out += self._score_batch(query, chunk)
-        return _finite(out, len(documents))
+            chosen = by_length[start : start + self.batch]
+            out[chosen] = self._score_batch([encoded[i] for i in chosen])
+        return _finite(out.tolist(), len(documents))
 
-    def _score_batch(self, query: str, documents: Sequence[str]) -> list[float]:
-        encoded = self.tokenizer.encode_batch(
-            [(query, doc[:DOCUMENT_CHARS]) for doc in documents]
-        )
-        feed = {
-            "input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
-            "attention_mask": np.array(
-                [e.attention_mask for e in encoded], dtype=np.int64
-            ),
-        }
+    def _score_batch(self, encoded: list[Any]) -> np.ndarray:
+        width = max(len(e.ids) for e in encoded)
+        shape = (len(encoded), width)
+        ids = np.full(shape, self.pad_id, dtype=np.int64)
+        mask = np.zeros(shape, dtype=np.int64)
+        types = np.zeros(shape, dtype=np.int64)
+        for row, e in enumerate(encoded):
+            ids[row, : len(e.ids)] = e.ids
+            mask[row, : len(e.ids)] = 1
+            types[row, : len(e.ids)] = e.type_ids
+        feed = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self.inputs:
-            feed["token_type_ids"] = np.array(
-                [e.type_ids for e in encoded], dtype=np.int64
-            )
+            feed["token_type_ids"] = types
         logits = np.asarray(self.session.run(None, feed)[0], dtype=np.float32)
         # One logit per pair ([b] or [b, 1]); a two-class head: the last
         # class is "relevant".
         if logits.ndim == 2 and logits.shape[1] > 1:
             logits = logits[:, -1]
-        return logits.reshape(len(documents)).tolist()
+        return logits.reshape(len(encoded))
 
 
 def _max_tokens(model_dir: Path) -> int:
