@@ -455,6 +455,8 @@ def test_partner_tunes_decay_but_agents_cannot(
         "context_weight": 0.2,
         "date_weight": 0.2,
         "candidate_depth": 40,
+        "reranker": "off",
+        "reranker_depth": 50,
     }
     denied = agent_client.put(url, body, content_type="application/json")
     assert denied.status_code == 403
@@ -465,13 +467,25 @@ def test_partner_sets_fusion_stages_and_bad_values_are_a_422(
 ):
     url = f"/api/constellations/{constellation.pk}/retrieval-config"
     headers = {"X-CSRFToken": partner_api.cookies["csrftoken"].value}
-    body = {"fusion": "rrf", "keyword_weight": 0.7, "context_weight": 0.0}
+    body = {
+        "fusion": "rrf",
+        "keyword_weight": 0.7,
+        "context_weight": 0.0,
+        "reranker": "http",
+        "reranker_depth": 20,
+    }
     tuned = partner_api.put(
         url, json.dumps(body), content_type="application/json", headers=headers
     )
     assert tuned.status_code == 200, tuned.content
     assert {k: tuned.json()[k] for k in body} == body
-    for bad in ({"fusion": "max"}, {"keyword_weight": -0.1}, {"candidate_depth": 9}):
+    for bad in (
+        {"fusion": "max"},
+        {"keyword_weight": -0.1},
+        {"candidate_depth": 9},
+        {"reranker": "colbert"},
+        {"reranker_depth": 4},
+    ):
         response = partner_api.put(
             url, json.dumps(bad), content_type="application/json", headers=headers
         )
