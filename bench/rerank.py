@@ -8,7 +8,10 @@ same graph builder as the embedding model (``memory.search.model_install``)
 and scored through the search's own loading code
 (``memory.search.rerank.LocalReranker``): its cost is its shape's, whatever
 the weights.  Beside it, as a reference, the embedding model embedding the
-same 50 passages.  Target: p95 <= 40 ms on two cores.
+same 50 passages.  Target: p95 <= 40 ms on two cores.  Also what the HTTP
+backend itself adds to a search: the same 50 passages sent to a loopback
+``/v1/rerank`` server that answers at once (so the figure is the client's
+and the protocol's cost; a real endpoint adds its own scoring time).
 
     .venv/bin/python bench/rerank.py [--pairs 50] [--runs 50] [--threads 2]
         [--batch N] [--int8]
@@ -125,6 +128,44 @@ def random_cross_encoder(dest: Path, tokenizer_dir: Path) -> None:
     (dest / "config.json").write_text(json.dumps(MINILM))
 
 
+def instant_endpoint():
+    """A loopback ``/v1/rerank`` server answering at once; its URL and a
+    function that stops it."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
+        # Headers and body in one segment: two small writes would wait out
+        # the peer's delayed ACK (~40 ms), which no real server does.
+        wbufsize = 1 << 16
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            results = [
+                {"index": i, "relevance_score": 1.0 / (i + 1)}
+                for i in range(len(body["documents"]))
+            ]
+            data = json.dumps({"results": results}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+
+    return f"http://127.0.0.1:{server.server_port}", stop
+
+
 def timed(call, runs: int) -> tuple[float, float]:
     """p50 / p95 in ms of ``runs`` calls (after two warm-up calls)."""
     call()
@@ -154,7 +195,7 @@ def main() -> None:
     from tokenizers import Tokenizer
 
     from memory.search.embedder import embed_texts, embedding_status
-    from memory.search.rerank import LocalReranker
+    from memory.search.rerank import HttpReranker, LocalReranker
 
     if not embedding_status().available:
         sys.exit(f"needs the embedding model: {embedding_status().reason}")
@@ -184,6 +225,13 @@ def main() -> None:
         reranker = LocalReranker()
         p50, p95 = timed(lambda: reranker.scores(query, passages), args.runs)
         e50, e95 = timed(lambda: embed_texts(passages), args.runs)
+    url, stop = instant_endpoint()
+    settings.RERANKER_URL = url
+    try:
+        endpoint = HttpReranker()
+        h50, h95 = timed(lambda: endpoint.scores(query, passages), args.runs)
+    finally:
+        stop()
     print(
         f"{args.pairs} pairs of {tokens} tokens, {args.runs} runs,"
         f" {args.threads} threads, batch {settings.RERANKER_BATCH}"
@@ -194,6 +242,7 @@ def main() -> None:
         f"  (target p95 <= 40 ms: {'met' if p95 <= 40 else 'MISSED'})"
     )
     print(f"embedding model, same passages:      p50 {e50:.1f} ms, p95 {e95:.1f} ms")
+    print(f"HTTP backend, instant endpoint:      p50 {h50:.1f} ms, p95 {h95:.1f} ms")
 
 
 if __name__ == "__main__":
