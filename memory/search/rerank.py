@@ -356,7 +356,8 @@ class LlmReranker:
             raise RerankFailed(str(exc)) from exc
         # The named order first; passages the answer left out after them,
         # in the order they came.
-        ranked = order + [i for i in range(len(documents)) if i not in set(order)]
+        named = set(order)
+        ranked = order + [i for i in range(len(documents)) if i not in named]
         scores = [0.0] * len(documents)
         for position, index in enumerate(ranked):
             scores[index] = float(len(documents) - position)
