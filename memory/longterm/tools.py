@@ -11,6 +11,7 @@ serialise through the output schema.  Domain errors propagate for the
 caller's transport to present.
 """
 
+from datetime import UTC, datetime, time
 from typing import Any
 
 from memory.longterm.access import archival_access_record_later
@@ -18,10 +19,12 @@ from memory.longterm.models import ArchivalEntry
 from memory.longterm.schemas import (
     ARCHIVAL_MEMORY_INSERT,
     ARCHIVAL_MEMORY_SEARCH,
+    CONVERSATION_SEARCH,
     RECALL_TOOL,
     SEARCH_EXAMPLES,
     SEARCH_TOOL,
     ArchivalEntryOut,
+    ConversationSearchIn,
     LettaInsertIn,
     LettaSearchHitOut,
     LettaSearchIn,
@@ -86,11 +89,35 @@ def search_tool(*, actor: Actor, args: SearchIn) -> dict[str, Any]:
             metadata_keys=tuple(args.filters.metadata_keys),
             since=args.filters.since,
             until=args.filters.until,
-            role=args.filters.role,
+            roles=(args.filters.role,) if args.filters.role else (),
             conversation_id=args.filters.conversation_id,
         ),
         constellation_id=args.constellation_id,
         as_of=args.as_of,
+    )
+    return _search_out(result)
+
+
+def conversation_search_tool(
+    *, actor: Actor, args: ConversationSearchIn
+) -> dict[str, Any]:
+    """Letta's conversation_search over the caller's own conversations."""
+    if args.start_date and args.end_date and args.start_date > args.end_date:
+        raise InvalidInput("start_date is after end_date")
+    result = _searched(
+        actor,
+        query=args.query,
+        domain="conversations",
+        limit=args.limit,
+        filters=SearchFilters(
+            roles=tuple(args.roles),
+            since=datetime.combine(args.start_date, time.min, UTC)
+            if args.start_date
+            else None,
+            until=datetime.combine(args.end_date, time.max, UTC)
+            if args.end_date
+            else None,
+        ),
     )
     return _search_out(result)
 
@@ -215,5 +242,15 @@ tool_register(
         writes=False,
         many=True,
         summary="archival_memory_search",
+    ),
+    AgentTool(
+        name="conversation_search",
+        description=CONVERSATION_SEARCH,
+        args=ConversationSearchIn,
+        out=SearchOut,
+        run=conversation_search_tool,
+        writes=False,
+        errors=(403,),
+        summary="conversation_search",
     ),
 )
