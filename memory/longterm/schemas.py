@@ -478,3 +478,18 @@ class ConversationSearchIn(InputSchema):
     limit: int = Field(10, ge=1, le=50, examples=[5])
     start_date: Day | None = Field(None, examples=["2026-05-01"])
     end_date: Day | None = Field(None, examples=[None])
+
+
+SEND_MESSAGE = "send_message"
+SEND_MESSAGE_TOOL = """Send a message to your partner: it is stored in your
+conversation and shown in the dashboard's chat.  It ends your turn, and in a
+turn it is your answer to whoever sent you the message; use it once, with
+everything you want to say."""
+
+
+class SendMessageIn(InputSchema):
+    message: str = Field(
+        min_length=1,
+        max_length=MESSAGE_MAX_CHARS,
+        examples=["The dentist is moved to Friday at 10."],
+    )

@@ -442,6 +442,28 @@ def _clean_tool_calls(raw: Any) -> list[dict[str, str]]:
     return calls
 
 
+@transaction.atomic
+def partner_message_send(
+    *,
+    agent: Agent,
+    content: str,
+    conversation: Conversation | None = None,
+    batch_id: str = "",
+) -> Message:
+    """The agent's message to its partner: an assistant message of its
+    conversation (the current one unless given), which the dashboard's chat
+    shows; ``batch_id`` ties it to the turn that sent it."""
+    content = content.strip()
+    if not content:
+        raise InvalidInput("the message is empty; say something")
+    (message,) = messages_append(
+        conversation=conversation or conversation_current(agent=agent),
+        messages=[{"role": MessageRole.ASSISTANT, "content": content}],
+        batch_id=batch_id,
+    )
+    return message
+
+
 def _message_fields(item: dict[str, Any]) -> tuple[str, str, list[dict[str, str]], str]:
     """``(role, content, tool_calls, tool_call_id)`` of one message to append:
     tool calls only on an assistant message (which may then have no text),

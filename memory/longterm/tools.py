@@ -15,7 +15,7 @@ from datetime import UTC, datetime, time
 from typing import Any
 
 from memory.longterm.access import archival_access_record_later
-from memory.longterm.models import ArchivalEntry
+from memory.longterm.models import ArchivalEntry, Message
 from memory.longterm.schemas import (
     ARCHIVAL_MEMORY_INSERT,
     ARCHIVAL_MEMORY_SEARCH,
@@ -23,15 +23,19 @@ from memory.longterm.schemas import (
     RECALL_TOOL,
     SEARCH_EXAMPLES,
     SEARCH_TOOL,
+    SEND_MESSAGE,
+    SEND_MESSAGE_TOOL,
     ArchivalEntryOut,
     ConversationSearchIn,
     LettaInsertIn,
     LettaSearchHitOut,
     LettaSearchIn,
+    MessageOut,
     RecallIn,
     RecallOut,
     SearchIn,
     SearchOut,
+    SendMessageIn,
 )
 from memory.longterm.search import (
     SearchFilters,
@@ -49,6 +53,7 @@ from memory.longterm.services import (
     archival_entry_create,
     archival_entry_delete,
     archival_source_of,
+    partner_message_send,
 )
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.selectors import agent_get_private
@@ -120,6 +125,12 @@ def conversation_search_tool(
         ),
     )
     return _search_out(result)
+
+
+def send_message_tool(*, actor: Actor, args: SendMessageIn) -> Message:
+    return partner_message_send(
+        agent=agent_get_private(actor=actor, agent_id=None), content=args.message
+    )
 
 
 def recall_tool(*, actor: Actor, args: RecallIn) -> dict[str, Any]:
@@ -252,5 +263,16 @@ tool_register(
         writes=False,
         errors=(403,),
         summary="conversation_search",
+    ),
+    AgentTool(
+        name=SEND_MESSAGE,
+        description=SEND_MESSAGE_TOOL,
+        args=SendMessageIn,
+        out=MessageOut,
+        run=send_message_tool,
+        writes=True,
+        status=201,
+        errors=(409,),
+        summary="send_message: to your partner",
     ),
 )

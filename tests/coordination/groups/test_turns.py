@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 
 from activity.llm.models import LLMUsage
+from activity.stream.models import ActivityEvent, EventType
 from coordination.groups.llm import delivery_llm_answer
 from coordination.groups.models import (
     AgentToolCall,
@@ -115,7 +116,10 @@ def test_a_multi_step_turn_runs_tools_as_the_agent_and_sends_its_answer(
         ("tool", "c1"),
         ("assistant", ""),
         ("tool", "c2"),
+        ("assistant", ""),
     ]
+    # What send_message said is the turn's last message: the partner's chat.
+    assert stored[-1].content == "Noted: you like tea."
     assert len({m.batch_id for m in stored}) == 1
     # Shown live: the text, each call started and completed.
     shown = events(run, "TextChunk", "ToolCallStarted", "ToolCallCompleted")
@@ -361,3 +365,56 @@ def test_a_turn_calls_the_real_tool_registry_with_the_agents_own_rights(
     assert "peek" not in theirs.rendered
     calls = {c.call_id: c for c in AgentToolCall.objects.all()}
     assert (calls["c1"].ok, calls["c2"].ok) == (False, True)
+
+
+def test_a_turn_records_each_call_and_its_end_in_the_activity_stream(
+    flux, ask, llm, tools
+):
+    block_create(actor=Actor.system(), label="human", owner=flux)
+    llm.answer_tools(
+        ("c1", "core_memory_append", {"label": "human", "content": "likes tea"}),
+        ("c2", "fail", {"secret": "never shown"}),
+    )
+    llm.answer_tools(("c3", "send_message", {"message": "Noted."}))
+
+    ask()
+
+    executed = ActivityEvent.objects.filter(
+        event_type=EventType.TOOL_EXECUTED
+    ).order_by("id")
+    # The tool and whether it worked, never what it was called with.
+    assert [e.details for e in executed] == [
+        {"tool": "core_memory_append", "success": True},
+        {"tool": "fail", "success": False},
+        {"tool": "send_message", "success": True},
+    ]
+    assert {e.agent_id for e in executed} == {flux.pk}
+    (turn,) = ActivityEvent.objects.filter(event_type=EventType.AGENT_TURN)
+    assert turn.agent_id == flux.pk
+    assert turn.details == {"tool_calls": 3, "outcome": "send_message"}
+
+
+def test_a_failed_turn_is_recorded_with_why_it_failed(flux, ask, llm, tools):
+    agent_loop_config_update(agent=flux, max_steps=1)
+    llm.answer_tools(("c1", "lookup", {"q": "tea"}))
+
+    ask()
+
+    (turn,) = ActivityEvent.objects.filter(event_type=EventType.AGENT_TURN)
+    assert turn.details == {"tool_calls": 1, "outcome": "failed: step_limit"}
+    assert turn.importance == "medium"
+
+
+def test_send_message_with_an_empty_message_is_refused_and_the_turn_goes_on(
+    flux, ask, llm, tools
+):
+    llm.answer_tools(("c1", "send_message", {"message": "  "}))
+    llm.answer_tools(("c2", "send_message", {"message": "Now with words."}))
+
+    run = ask()
+
+    assert run.deliveries.get().answer == "Now with words."
+    results = dict(last_tool_results(llm.requests[1]))
+    assert "non-empty" in results["c1"]
+    said = Message.objects.filter(agent=flux, role="assistant").exclude(content="")
+    assert [m.content for m in said] == ["Now with words."]

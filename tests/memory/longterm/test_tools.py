@@ -91,3 +91,44 @@ def test_conversation_search_never_finds_another_agents_messages(
     )
     assert result.ok, result.text
     assert result.value["results"] == []
+
+
+def test_send_message_stores_the_agents_message_to_its_partner(
+    agent: Any, agent_client: Client
+) -> None:
+    response = agent_client.post(
+        "/api/tools/send_message",
+        {"message": "  The dentist moved to Friday.  "},
+        content_type="application/json",
+    )
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert (body["role"], body["content"]) == (
+        "assistant",
+        "The dentist moved to Friday.",
+    )
+    (stored,) = Message.objects.filter(agent=agent)
+    assert stored.pk == body["id"]
+    assert stored.conversation.agent_id == agent.pk
+
+
+def test_send_message_goes_to_the_current_conversation(agent: Any) -> None:
+    _talk(agent)
+    result = tool_call(
+        actor=Actor.for_agent(agent),
+        name="send_message",
+        arguments={"message": "Booked."},
+    )
+    assert result.ok, result.text
+    last = Message.objects.filter(agent=agent).order_by("position").last()
+    assert (last.role, last.content) == ("assistant", "Booked.")
+    assert last.conversation.messages.count() == 4
+
+
+def test_send_message_refuses_an_empty_message(agent: Any) -> None:
+    result = tool_call(
+        actor=Actor.for_agent(agent), name="send_message", arguments={"message": " "}
+    )
+    assert not result.ok
+    assert "empty" in result.text
+    assert not Message.objects.filter(agent=agent).exists()
