@@ -25,8 +25,8 @@ from coordination.groups.services import (
     group_member_add,
     group_message_route,
 )
-from coordination.groups.turns import SEND_MESSAGE
 from memory.longterm.models import Message
+from memory.longterm.schemas import SEND_MESSAGE
 from memory.longterm.selectors import conversation_latest
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent

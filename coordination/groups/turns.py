@@ -11,9 +11,8 @@ result stored as a tool message; a tool that fails, or a call that breaks a
 tool rule, gives the model an error as its result.  The turn ends on:
 
 - ``send_message`` (an exit tool whatever the rules say): its text is the
-  agent's answer to the delivery, stored after its result as the turn's
-  last assistant message (the registry's ``send_message``, which a caller
-  outside a turn uses, stores it as well);
+  agent's answer to the delivery (the registry's ``send_message``, which a
+  caller outside a turn uses, stores it as an assistant message instead);
 - a final answer (text without tool calls), which is the answer too;
 - a tool with an ``exit_loop`` rule: the step's text is the answer;
 - the step limit, the daily token budget, the turn's timeout, a provider
@@ -58,11 +57,7 @@ from coordination.groups.models import (
 from memory.context import ToolRule, context_build, request_compose, tool_rule_parse
 from memory.longterm.models import Conversation
 from memory.longterm.schemas import SEND_MESSAGE
-from memory.longterm.services import (
-    conversation_current,
-    messages_append,
-    partner_message_send,
-)
+from memory.longterm.services import conversation_current, messages_append
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent
 from pattern_site.kernel.agents.selectors import actor_names
@@ -233,12 +228,8 @@ def _step_record(
 
 
 @transaction.atomic
-def _call_complete(
-    call: AgentToolCall, ok: bool, result: str, *, said: str | None = None
-) -> None:
-    """The result recorded with its tool message, in one transaction; what
-    ``send_message`` ``said`` follows the result (a provider takes a
-    call's result right after the call), in the turn's batch."""
+def _call_complete(call: AgentToolCall, ok: bool, result: str) -> None:
+    """The result recorded with its tool message, in one transaction."""
     call.status, call.ok, call.result = ToolCallStatus.COMPLETED, ok, result
     call.save(update_fields=["status", "ok", "result"])
     turn = call.turn
@@ -252,13 +243,6 @@ def _call_complete(
             }
         ],
     )
-    if said is not None:
-        partner_message_send(
-            agent=turn.agent,
-            content=said,
-            conversation=Conversation.objects.get(pk=turn.conversation_id),
-            batch_id=turn.batch_id,
-        )
     event_record(
         actor=Actor.for_agent(turn.agent),
         event_type=EventType.TOOL_EXECUTED,
@@ -340,7 +324,8 @@ def _arguments(call: AgentToolCall) -> tuple[dict[str, Any] | None, str]:
 
 def _send_message_check(args: dict[str, Any]) -> tuple[bool, str, str | None]:
     """``send_message``'s arguments checked as the registry's tool checks
-    them; the message is stored by the turn, after the call's result."""
+    them.  In a turn the message is stored as the call itself (its
+    arguments, which the chat shows) and answers the delivery."""
     tool = tool_get(SEND_MESSAGE)
     assert tool is not None
     try:
@@ -378,7 +363,7 @@ def _run_call(
         ok = outcome.ok
         result = outcome.text if ok else f"error: {outcome.text}"
     done.append(call.name)
-    _call_complete(call, ok, result, said=answer if ok else None)
+    _call_complete(call, ok, result)
     stream.completed(call)
     return answer if ok else None
 

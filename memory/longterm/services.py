@@ -443,23 +443,15 @@ def _clean_tool_calls(raw: Any) -> list[dict[str, str]]:
 
 
 @transaction.atomic
-def partner_message_send(
-    *,
-    agent: Agent,
-    content: str,
-    conversation: Conversation | None = None,
-    batch_id: str = "",
-) -> Message:
+def partner_message_send(*, agent: Agent, content: str) -> Message:
     """The agent's message to its partner: an assistant message of its
-    conversation (the current one unless given), which the dashboard's chat
-    shows; ``batch_id`` ties it to the turn that sent it."""
+    current conversation, which the dashboard's chat shows."""
     content = content.strip()
     if not content:
         raise InvalidInput("the message is empty; say something")
     (message,) = messages_append(
-        conversation=conversation or conversation_current(agent=agent),
+        conversation=conversation_current(agent=agent),
         messages=[{"role": MessageRole.ASSISTANT, "content": content}],
-        batch_id=batch_id,
     )
     return message
 
