@@ -43,6 +43,7 @@ TOOLS = {
     "block_share",
     "conversation_search",
     "send_message",
+    "message_agent",
 }
 
 

@@ -415,3 +415,31 @@ def test_send_message_with_an_empty_message_is_refused_and_the_turn_goes_on(
     assert "non-empty" in results["c1"]
     calls = AgentToolCall.objects.order_by("id")
     assert [(c.call_id, c.ok) for c in calls] == [("c1", False), ("c2", True)]
+
+
+def test_message_agent_wakes_a_recipient_answered_by_the_llm_in_its_own_turn(
+    flux, agents, ask, llm
+):
+    anchor = agent_update(
+        agent=agents["Anchor"], model_name="gpt-4o-mini", answered_by_llm=True
+    )
+    llm.answer_tools(
+        ("c1", "message_agent", {"agent": "Anchor", "message": "Block Friday."})
+    )
+    llm.answer_tools(("c2", "send_message", {"message": "Asked Anchor."}))
+    llm.answer_tools(("a1", "send_message", {"message": "Friday is blocked."}))
+
+    run = ask()
+
+    assert run.deliveries.get().answer == "Asked Anchor."
+    (theirs,) = AgentTurn.objects.filter(agent=anchor)
+    assert (theirs.status, theirs.exit) == ("completed", "send_message")
+    delivery = theirs.delivery
+    assert delivery.content == "Message from Flux: Block Friday."
+    assert delivery.answer == "Friday is blocked."
+    assert delivery.run.requested_by == f"agent:{flux.pk}"
+    # Anchor's model was asked with the message as its user message.
+    assert llm.requests[2]["body"]["messages"][-1] == {
+        "role": "user",
+        "content": "Message from Flux: Block Friday.",
+    }
