@@ -9,6 +9,7 @@ class CoordinationConfig(AppConfig):
         # Importing the tools modules registers coord and route_to_group.
         from activity.stream.permissions import activity_object_kind_register
         from coordination.groups import tools as group_tools  # noqa: F401
+        from coordination.groups.selectors import GROUP_RUN, run_ids_readable
         from coordination.work import tools as work_tools  # noqa: F401
         from coordination.work.selectors import (
             HANDOFF,
@@ -22,6 +23,7 @@ class CoordinationConfig(AppConfig):
         # Events about a task or a handoff are read by whoever may read it.
         activity_object_kind_register(kind=TASK, readable_ids=task_ids_readable)
         activity_object_kind_register(kind=HANDOFF, readable_ids=handoff_ids_readable)
+        activity_object_kind_register(kind=GROUP_RUN, readable_ids=run_ids_readable)
 
         # Unread handoff notes stay in the recipient's context until read.
         context_section_register(

@@ -1,9 +1,12 @@
-"""The partner's direct chat with one agent answered by the LLM.
+"""The partner's direct chat with one agent answered by the LLM, and
+agents' messages to each other.
 
 A message from the chat is routed through the agent's chat group, a
 one-member round-robin group made on first use: the run gives the agent
 a delivery like any other, its turn (``coordination.groups.turns``)
-streams to the run's events, and the page follows the run live.  The
+streams to the run's events, and the page follows the run live.  Another
+agent's message (``message_agent``) takes the same group: an agent answered
+by the LLM runs its own turn on it, any other finds it in its inbox.  The
 history shown is the agent's current conversation: people by name, the
 agent's text, its tool calls with their results (``send_message`` shown
 as what it said).
@@ -25,12 +28,12 @@ from coordination.groups.services import (
     group_member_add,
     group_message_route,
 )
-from coordination.groups.turns import SEND_MESSAGE
 from memory.longterm.models import Message
+from memory.longterm.schemas import SEND_MESSAGE
 from memory.longterm.selectors import conversation_latest
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent
-from pattern_site.kernel.errors import Conflict, InvalidInput
+from pattern_site.kernel.errors import Conflict, InvalidInput, NotFound
 
 CHAT_HISTORY_MESSAGES = 200
 RESULT_PREVIEW_CHARS = 2000
@@ -90,6 +93,23 @@ def chat_message_send(*, actor: Actor, agent: Agent, message: str) -> GroupRun:
     if reason:
         raise InvalidInput(reason)
     return group_message_route(actor=actor, group=_chat_group(agent), message=message)
+
+
+@transaction.atomic
+def agent_message_send(*, sender: Agent, to: Agent, message: str) -> GroupRun:
+    """``sender``'s message to ``to`` (an agent of its constellation):
+    delivered through ``to``'s chat group, answered by its model's turn or
+    taken from its inbox; the run (which ``sender``, having started it,
+    may follow)."""
+    if to.constellation_id != sender.constellation_id:
+        raise NotFound(f"no agent named {to.name!r} in your constellation")
+    if to.pk == sender.pk:
+        raise InvalidInput("a message to yourself goes to your memory, not here")
+    return group_message_route(
+        actor=Actor.for_agent(sender),
+        group=_chat_group(to),
+        message=f"Message from {sender.name}: {message.strip()}",
+    )
 
 
 @dataclass

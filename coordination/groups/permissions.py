@@ -12,9 +12,14 @@
 - An agent answered by the LLM has no inbox: the site takes its deliveries.
 """
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
-from coordination.groups.models import AgentGroup, GroupRun, RunDelivery
+from coordination.groups.models import (
+    AgentGroup,
+    GroupMembership,
+    GroupRun,
+    RunDelivery,
+)
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.selectors import constellation_list_for_actor
 from pattern_site.kernel.errors import PermissionDenied
@@ -55,6 +60,19 @@ def run_check_view(*, actor: Actor, run: GroupRun) -> None:
             f"agent {actor.display_name!r} is not a member of group"
             f" {run.group.name!r} and did not start this run"
         )
+
+
+def runs_visible(qs: QuerySet[GroupRun], *, actor: Actor) -> QuerySet[GroupRun]:
+    """``qs`` narrowed to the runs ``actor`` may see (``run_check_view``'s
+    rule, as one query)."""
+    qs = qs.filter(group__in=group_queryset_for_actor(actor=actor).values("pk"))
+    if actor.kind != "agent":
+        return qs
+    assert actor.agent is not None
+    member_of = GroupMembership.objects.filter(agent_id=actor.agent.pk).values(
+        "group_id"
+    )
+    return qs.filter(Q(requested_by=actor.ref) | Q(group__in=member_of))
 
 
 def delivery_queryset_for_actor(*, actor: Actor) -> QuerySet[RunDelivery]:

@@ -111,6 +111,19 @@ class RouteToGroupIn(InputSchema):
     )
 
 
+class MessageAgentIn(InputSchema):
+    """The ``message_agent`` tool's input."""
+
+    agent: Name = Field(
+        description="The name of an agent of your constellation.",
+        examples=["Archive"],
+    )
+    message: Message = Field(
+        description="What you want it to know or do.",
+        examples=["Please file the Lisbon receipts under travel."],
+    )
+
+
 class EventOut(Schema):
     seq: int
     type: str

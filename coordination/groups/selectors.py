@@ -199,6 +199,15 @@ def run_get_for_actor(*, actor: Actor, run_id: int) -> GroupRun:
     return run
 
 
+# Activity events about a run are read by whoever may see the run.
+GROUP_RUN = "group_run"
+
+
+def run_ids_readable(actor: Actor) -> QuerySet:
+    """The runs ``actor`` may see: who reads an event about a run."""
+    return permissions.runs_visible(GroupRun.objects.all(), actor=actor).values("pk")
+
+
 @dataclass(frozen=True)
 class EventPage:
     events: list[GroupRunEvent]

@@ -1,4 +1,4 @@
-"""The ``route_to_group`` agent tool, registered with
+"""The ``route_to_group`` and ``message_agent`` agent tools, registered with
 ``pattern_site.kernel.tools`` (which serves it over HTTP, MCP and in
 process).
 
@@ -7,16 +7,21 @@ tools send ids), finds the group through the selectors (which decide who
 may route through it) and starts a run with the routing service.  The
 answer is the run, shaped by ``RunOut``; its events follow on the run's
 event stream.  ``ROUTE_TO_GROUP_TOOL`` is the tool's description.
+``message_agent`` finds the recipient by name in the caller's
+constellation (another constellation's agents do not exist for it) and
+sends through ``coordination.groups.chat``.
 """
 
 from django.http import HttpRequest, StreamingHttpResponse
 
 from coordination.groups import selectors, services, streams
+from coordination.groups.chat import agent_message_send
 from coordination.groups.models import GroupRun
-from coordination.groups.schemas import RouteToGroupIn, RunOut
+from coordination.groups.schemas import MessageAgentIn, RouteToGroupIn, RunOut
 from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.agents.selectors import agent_get_by_name_for_agent
 from pattern_site.kernel.apitypes import number_text
-from pattern_site.kernel.errors import InvalidInput
+from pattern_site.kernel.errors import InvalidInput, PermissionDenied
 from pattern_site.kernel.tools import AgentTool, tool_register
 
 ROUTE_TO_GROUP_TOOL = (
@@ -43,6 +48,23 @@ def route_to_group_tool(*, actor: Actor, args: RouteToGroupIn) -> GroupRun:
     )
 
 
+MESSAGE_AGENT_TOOL = (
+    "Send a message to another agent of your constellation, by name. An"
+    " agent answered by the model wakes and acts on it in a turn of its own;"
+    " any other finds it in its inbox. Returns the run carrying it; its"
+    " answer arrives on the run's events (events_url)."
+)
+
+
+def message_agent_tool(*, actor: Actor, args: MessageAgentIn) -> GroupRun:
+    if actor.agent is None:
+        raise PermissionDenied(
+            "message_agent is an agent's tool, called with its token"
+        )
+    to = agent_get_by_name_for_agent(agent=actor.agent, name=args.agent)
+    return agent_message_send(sender=actor.agent, to=to, message=args.message)
+
+
 def _run_stream_when_asked(
     request: HttpRequest, run: GroupRun
 ) -> StreamingHttpResponse | None:
@@ -63,6 +85,19 @@ tool_register(
         status=202,
         errors=(403, 404, 409),
         summary="route_to_group",
+        tags=("groups",),
+        respond=_run_stream_when_asked,
+    ),
+    AgentTool(
+        name="message_agent",
+        description=MESSAGE_AGENT_TOOL,
+        args=MessageAgentIn,
+        out=RunOut,
+        run=message_agent_tool,
+        writes=True,
+        status=202,
+        errors=(403, 404, 409),
+        summary="message_agent: to an agent of your constellation",
         tags=("groups",),
         respond=_run_stream_when_asked,
     ),

@@ -4,13 +4,15 @@ The delivery's content is stored as the user message of a new batch of the
 agent's conversation.  Then, step by step: the request is composed (the
 system prompt from ``memory.context`` with the agent's tool rules, then its
 compressed history, this turn's batch whole), the agent's model is called
-with the tool registry's functions and ``send_message``, the answer is
+with the tool registry's functions, the answer is
 stored (its text, and its tool calls), each tool call is run as the agent
 (``pattern_site.kernel.tools.tool_call``: the agent's own rights) and its
 result stored as a tool message; a tool that fails, or a call that breaks a
 tool rule, gives the model an error as its result.  The turn ends on:
 
-- ``send_message``: its text is the agent's answer to the delivery;
+- ``send_message`` (an exit tool whatever the rules say): its text is the
+  agent's answer to the delivery (the registry's ``send_message``, which a
+  caller outside a turn uses, stores it as an assistant message instead);
 - a final answer (text without tool calls), which is the answer too;
 - a tool with an ``exit_loop`` rule: the step's text is the answer;
 - the step limit, the daily token budget, the turn's timeout, a provider
@@ -21,7 +23,9 @@ Each call is recorded before it runs (``pending``), when it starts
 its tool message), so a re-run of the turn after a crash runs the calls
 never begun, reports the ones begun as of unknown outcome (never running
 them again), and goes on.  Text, tool calls started and completed
-(arguments, the result cut short) go to the run's event stream.
+(arguments, the result cut short) go to the run's event stream; each call
+(its tool and whether it succeeded, never its arguments) and the turn's end
+(how many calls, its outcome) go to the activity stream.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from pydantic import ValidationError
 
 from activity.llm.client import ChatClient, LLMUnavailable, RequestedCall, chat_client
 from coordination.groups import services
@@ -51,31 +56,18 @@ from coordination.groups.models import (
 )
 from memory.context import ToolRule, context_build, request_compose, tool_rule_parse
 from memory.longterm.models import Conversation
+from memory.longterm.schemas import SEND_MESSAGE
 from memory.longterm.services import conversation_current, messages_append
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent
 from pattern_site.kernel.agents.selectors import actor_names
 from pattern_site.kernel.agents.services import agent_touch
 from pattern_site.kernel.errors import ApplicationError, Conflict
+from pattern_site.kernel.events import EventType, Importance, event_record
+from pattern_site.kernel.tools import invalid_arguments_message, tool_get
 
 logger = logging.getLogger(__name__)
 
-SEND_MESSAGE = "send_message"
-SEND_MESSAGE_FUNCTION = {
-    "type": "function",
-    "function": {
-        "name": SEND_MESSAGE,
-        "description": (
-            "Send your answer to whoever sent you this message; it ends your"
-            " turn. Use it once, with everything you want to say."
-        ),
-        "parameters": {
-            "type": "object",
-            "properties": {"message": {"type": "string"}},
-            "required": ["message"],
-        },
-    },
-}
 # Every agent's loop ends on send_message, whatever else its rules say.
 DEFAULT_RULES = (ToolRule(SEND_MESSAGE, "exit_loop"),)
 UNKNOWN_OUTCOME = (
@@ -240,8 +232,9 @@ def _call_complete(call: AgentToolCall, ok: bool, result: str) -> None:
     """The result recorded with its tool message, in one transaction."""
     call.status, call.ok, call.result = ToolCallStatus.COMPLETED, ok, result
     call.save(update_fields=["status", "ok", "result"])
+    turn = call.turn
     _store(
-        call.turn,
+        turn,
         [
             {
                 "role": "tool",
@@ -249,6 +242,11 @@ def _call_complete(call: AgentToolCall, ok: bool, result: str) -> None:
                 "tool_call_id": call.call_id,
             }
         ],
+    )
+    event_record(
+        actor=Actor.for_agent(turn.agent),
+        event_type=EventType.TOOL_EXECUTED,
+        details={"tool": call.name, "success": ok},
     )
 
 
@@ -324,6 +322,22 @@ def _arguments(call: AgentToolCall) -> tuple[dict[str, Any] | None, str]:
     return value, ""
 
 
+def _send_message_check(args: dict[str, Any]) -> tuple[bool, str, str | None]:
+    """``send_message``'s arguments checked as the registry's tool checks
+    them.  In a turn the message is stored as the call itself (its
+    arguments, which the chat shows) and answers the delivery."""
+    tool = tool_get(SEND_MESSAGE)
+    assert tool is not None
+    try:
+        parsed = tool.args.model_validate(args)
+    except ValidationError as exc:
+        return False, f"error: {invalid_arguments_message(exc)}", None
+    message = parsed.message.strip()
+    if not message:
+        return False, "error: send_message needs a non-empty 'message'", None
+    return True, "sent", message
+
+
 def _run_call(
     call: AgentToolCall,
     *,
@@ -343,11 +357,7 @@ def _run_call(
     if error or violation:
         ok, result = False, error or f"error: {violation}"
     elif call.name == SEND_MESSAGE:
-        message = args.get("message") if args else None
-        if isinstance(message, str) and message.strip():
-            ok, result, answer = True, "sent", message.strip()
-        else:
-            ok, result = False, "error: send_message needs a non-empty 'message'"
+        ok, result, answer = _send_message_check(args or {})
     else:
         outcome = tool_registry().tool_call(actor=actor, name=call.name, arguments=args)
         ok = outcome.ok
@@ -439,7 +449,7 @@ def agent_turn_run(*, delivery: RunDelivery) -> Answer:
     turn = agent_turn_begin(delivery=delivery)
     deadline = turn.started_at.timestamp() + config.timeout_seconds
     stream = Stream(delivery)
-    tools = [*tool_registry().tool_functions(), SEND_MESSAGE_FUNCTION]
+    tools = tool_registry().tool_functions()
     answer = _run_calls(
         _resume(turn, stream), turn=turn, rules=rules, stream=stream, text=""
     )
@@ -475,6 +485,16 @@ def _turn_end(turn: AgentTurn, *, status: str, exit: str, reason: str = "") -> N
     turn.status, turn.exit, turn.reason = status, exit, reason[:2000]
     turn.finished_at = timezone.now()
     turn.save(update_fields=["status", "exit", "reason", "finished_at"])
+    failed = status == TurnStatus.FAILED
+    event_record(
+        actor=Actor.for_agent(turn.agent),
+        event_type=EventType.AGENT_TURN,
+        details={
+            "tool_calls": turn.tool_calls.count(),
+            "outcome": f"failed: {exit}" if failed else exit,
+        },
+        importance=Importance.MEDIUM if failed else Importance.LOW,
+    )
 
 
 def delivery_turn_answer(*, delivery: RunDelivery) -> None:

@@ -480,7 +480,7 @@ def _unbounded(doc: LoroDoc, schema: dict[str, Any], section: str | None) -> int
 # --- changing a document ----------
 
 OPERATIONS = {
-    "text": ("set_text", "append_text", "replace_text"),
+    "text": ("set_text", "append_text", "insert_lines", "replace_text"),
     "map": (
         "set_field",
         "append_to_list_field",
@@ -499,10 +499,12 @@ Arg = tuple[str, bool]
 OPERATION_ARGS: dict[str, dict[str, Arg]] = {
     "set_text": {"text": ("string", True)},
     "append_text": {"text": ("string", True), "separator": ("string", False)},
+    "insert_lines": {"text": ("string", True), "line": ("integer", True)},
     "replace_text": {
         "old": ("string", True),
         "new": ("string", True),
         "all": ("boolean", False),
+        "once": ("boolean", False),
     },
     "set_field": {"field": ("string", True), "value": ("any", True)},
     "append_to_list_field": {"field": ("string", True), "value": ("any", True)},
@@ -516,6 +518,7 @@ OPERATION_ARGS: dict[str, dict[str, Arg]] = {
         "old": ("string", True),
         "new": ("string", True),
         "all": ("boolean", False),
+        "once": ("boolean", False),
     },
     "increment_counter": {"field": ("string", True), "delta": ("number", False)},
     "push_item": {"item": ("any", True)},
@@ -571,6 +574,34 @@ def _replace_all(op: dict[str, Any]) -> bool:
     return replace_all
 
 
+def _occurs_once(op: dict[str, Any], current: str, old: str) -> None:
+    """``once``: refuse to replace text that occurs more than once (Letta's
+    memory_replace), as the first occurrence may not be the one meant."""
+    once = op.get("once", False)
+    if not isinstance(once, bool):
+        raise InvalidInput("'once' is true or false")
+    count = current.count(old)
+    if once and count > 1:
+        raise InvalidInput(
+            f"{old!r} occurs {count} times; it must occur exactly once - "
+            "include more of the text around it"
+        )
+
+
+def _lines_inserted(current: str, text: str, line: int) -> str:
+    """``current`` with ``text`` as new lines after line ``line`` (0: before
+    the first line, -1: after the last)."""
+    lines = current.split("\n") if current else []
+    if line == -1:
+        line = len(lines)
+    if not 0 <= line <= len(lines):
+        raise InvalidInput(
+            f"line {line} is outside 0..{len(lines)} (the text has {len(lines)}"
+            " lines; -1 inserts after the last)"
+        )
+    return "\n".join([*lines[:line], *text.split("\n"), *lines[line:]])
+
+
 def _json_sized(value: Any) -> Any:
     if len(json.dumps(value, default=str)) > MAX_JSON_BYTES:
         raise InvalidInput(f"a value may be at most {MAX_JSON_BYTES} bytes of JSON")
@@ -623,6 +654,11 @@ def operation_apply(
             if not isinstance(separator, str):
                 raise InvalidInput("'separator' must be text")
             text.insert(text.len_unicode, separator + _require(op, "text", str))
+        elif name == "insert_lines":
+            new = _lines_inserted(
+                text.to_string(), _require(op, "text", str), _require(op, "line", int)
+            )
+            text.update(new) if text.len_unicode else text.insert(0, new)
         else:
             old, new = _require(op, "old", str), _require(op, "new", str)
             current = text.to_string()
@@ -630,6 +666,7 @@ def operation_apply(
                 raise InvalidInput(
                     f"the text to replace was not found in the block: {old!r}"
                 )
+            _occurs_once(op, current, old)
             if _replace_all(op):
                 text.update(current.replace(old, new))
             else:
@@ -727,6 +764,7 @@ def _map_operation(
                 raise InvalidInput(
                     f"the text to replace was not found in field {key!r}: {old!r}"
                 )
+            _occurs_once(op, current, old)
             fields.insert(key, current.replace(old, new, -1 if _replace_all(op) else 1))
     elif name == "append_to_list_field":
         if ftype != "list":
@@ -891,6 +929,8 @@ def text_place_operation(place: TextPlace, action: str, **args: Any) -> dict[str
         op = {"op": name, "old": args["old"], "new": args["new"]}
         if args.get("every"):
             op["all"] = True
+        if args.get("once"):
+            op["once"] = True
     if place.field:
         op["field"] = place.field
     if place.section:

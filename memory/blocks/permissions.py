@@ -11,7 +11,9 @@ access.  Partner/Human blocks are read-only to agents except through an
 approval request (``block_approval_needed``), which the partner (Partner
 blocks) or any human of the constellation (Human blocks) decides.  Log
 blocks are system-maintained: read-only to agents.  Read-only fields and
-sections bind agents.  Humans of the constellation may edit any of its
+sections bind agents.  An agent creates blocks in its own memory only;
+it renames, configures and shares its own blocks it may write, and deletes
+its own Admin blocks.  Humans of the constellation may edit any of its
 blocks; the system bypasses every check.
 """
 
@@ -187,6 +189,12 @@ def block_can_configure(*, actor: Actor, block: MemoryBlock) -> bool:
         block.owner_id == actor.agent.pk
         and block_access_for_actor(actor=actor, block=block) == "write"
     )
+
+
+def block_can_rename(*, actor: Actor, block: MemoryBlock) -> bool:
+    """A label is how its owner names the block: the owner agent with write
+    access renames it, or a human; constellation blocks only humans."""
+    return block_can_configure(actor=actor, block=block)
 
 
 def block_can_share(*, actor: Actor, block: MemoryBlock) -> bool:

@@ -172,6 +172,8 @@ _ARG_EXAMPLES: dict[str, Any] = {
     "entry": {"message": "Checked in with Sam"},
     "all": False,
     "done": True,
+    "once": False,
+    "line": 0,
 }
 
 
@@ -227,7 +229,7 @@ class OperationsIn(InputSchema):
         max_length=ITEMS_MAX,
         description="Schema operations applied in order, all or none.  Which "
         "apply depends on the block's schema: text (set_text, append_text, "
-        "replace_text), map (set_field, append_to_list_field, "
+        "insert_lines, replace_text), map (set_field, append_to_list_field, "
         "append_to_text_field, replace_in_text_field, increment_counter), list "
         "(push_item, insert_item, delete_item), log (append_log_entry); a "
         "composite block adds 'section'.",
@@ -515,3 +517,109 @@ class ChangesOut(Schema):
 class ContextToolOut(RootModel[ChangeOut | ChangesOut]):
     """The context tool's answer: ``ChangesOut`` for the changes operation,
     ``ChangeOut`` for every other."""
+
+
+MEMORY_INSERT = """Insert `new_str` into memory block `label` as new lines after
+line `insert_line` (0: before the first line; -1, the default: after the last,
+which works on any block).  Inserting by line number needs a text block."""
+
+MEMORY_REPLACE = """Replace the exact text `old_str` in memory block `label`
+with `new_str` (empty to delete it).  `old_str` must occur exactly once:
+fails, changing nothing, when it is missing or occurs more than once (give
+more of the surrounding text)."""
+
+MEMORY_RETHINK = """Rewrite memory block `label` whole: its content becomes
+`new_memory`.  Use it to reorganise a block rather than patch it; a
+structured block is written as it is shown in your context."""
+
+BLOCK_CREATE_TOOL = """Create a memory block of your own, labelled `label`
+(unique among your blocks), optionally from a `template`, with initial text
+`content`.  Give `permission` admin if you may want to delete it later."""
+
+BLOCK_RENAME_TOOL = """Give your memory block `label` the new label
+`new_label` (unique among your blocks).  Only your own blocks you may write."""
+
+BLOCK_DELETE_TOOL = """Delete your memory block `label` (only your own blocks
+with admin permission; shared copies go with it)."""
+
+BLOCK_SHARE_TOOL = """Share your memory block `label` with agent `agent` of
+your constellation, with read_only, append_only or read_write access (again:
+changes the access)."""
+
+
+class MemoryInsertIn(InputSchema):
+    label: ToolLabel
+    new_str: BlockText = Field(
+        min_length=1, examples=["Sam's sister Ana visits in June."]
+    )
+    insert_line: int = Field(
+        -1,
+        ge=-1,
+        description="The line after which to insert (0: at the start; -1: at the end).",
+        examples=[-1],
+    )
+
+
+class MemoryReplaceIn(InputSchema):
+    label: ToolLabel
+    old_str: BlockText = Field(
+        min_length=1,
+        description="The exact text to replace; it must occur exactly once.",
+        examples=["Works from home on Fridays."],
+    )
+    new_str: BlockText = Field(
+        description="Its replacement (empty to delete it).",
+        examples=["Works from home on Mondays."],
+    )
+
+
+class MemoryRethinkIn(InputSchema):
+    label: ToolLabel
+    new_memory: BlockText = Field(
+        description="The block's whole new content.",
+        examples=["Sam: prefers short check-ins; sister Ana visits in June."],
+    )
+
+
+class BlockCreateToolIn(InputSchema):
+    label: Label = Field(examples=["travel_plans"])
+    description: Description | None = Field(None, examples=["Trips Sam is planning"])
+    template: TemplateChoice | None = Field(
+        None,
+        description="Gives the block's schema, description and type.",
+        examples=[None],
+    )
+    block_type: Literal["core", "working", "archival"] | None = Field(
+        None, examples=["working"]
+    )
+    permission: PermissionChoice = Field("read_write", examples=["read_write"])
+    pinned: bool = Field(False, examples=[False])
+    content: BlockText = Field(
+        "",
+        description="Initial content, written as the block is shown in context.",
+        examples=["Lisbon in May"],
+    )
+
+
+class BlockRenameIn(InputSchema):
+    label: ToolLabel
+    new_label: Label = Field(examples=["trips"])
+
+
+class BlockLabelIn(InputSchema):
+    label: ToolLabel
+
+
+class BlockDeletedOut(Schema):
+    label: str
+    message: str
+
+
+class BlockShareToolIn(InputSchema):
+    label: ToolLabel
+    agent: Annotated[str, Field(max_length=NAME_MAX)] = Field(
+        description="The agent's name.", examples=["Archive"]
+    )
+    access: Literal["read_only", "append_only", "read_write"] = Field(
+        "read_only", examples=["read_only"]
+    )

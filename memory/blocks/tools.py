@@ -11,15 +11,31 @@ for the caller's transport to present.
 
 from typing import Any
 
+from django.db import transaction
+
 from memory.blocks.changes import block_changes_for_agent
 from memory.blocks.models import BlockType, MemoryBlock
 from memory.blocks.permissions import block_tool_agent
 from memory.blocks.schemas import (
+    BLOCK_CREATE_TOOL,
+    BLOCK_DELETE_TOOL,
+    BLOCK_RENAME_TOOL,
+    BLOCK_SHARE_TOOL,
     CHANGES_TOOL,
     CONTEXT_TOOL,
     CORE_MEMORY_APPEND,
     CORE_MEMORY_REPLACE,
     CORE_MEMORY_UPDATE,
+    MEMORY_INSERT,
+    MEMORY_REPLACE,
+    MEMORY_RETHINK,
+    BlockAttachmentOut,
+    BlockCreateToolIn,
+    BlockDeletedOut,
+    BlockLabelIn,
+    BlockOut,
+    BlockRenameIn,
+    BlockShareToolIn,
     ChangeOut,
     ChangesIn,
     ChangesOut,
@@ -28,6 +44,9 @@ from memory.blocks.schemas import (
     CoreMemoryIn,
     CoreMemoryReplaceIn,
     CoreMemoryUpdateIn,
+    MemoryInsertIn,
+    MemoryReplaceIn,
+    MemoryRethinkIn,
 )
 from memory.blocks.seen import blocks_seen_advance, blocks_seen_record_later
 from memory.blocks.selectors import (
@@ -38,13 +57,19 @@ from memory.blocks.selectors import (
 from memory.blocks.services import (
     BlockChange,
     block_append,
+    block_create,
+    block_delete,
+    block_insert,
     block_move,
+    block_rename,
     block_replace,
     block_rewrite,
+    block_share,
     block_swap,
 )
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent
+from pattern_site.kernel.agents.selectors import agent_get_by_name_for_agent
 from pattern_site.kernel.errors import InvalidInput
 from pattern_site.kernel.tools import AgentTool, tool_register
 
@@ -178,6 +203,71 @@ def core_memory_replace_tool(
     return block_change_payload(change)
 
 
+def memory_insert_tool(*, actor: Actor, args: MemoryInsertIn) -> dict[str, Any]:
+    _, block = _labelled(actor, args.label)
+    change = block_insert(
+        actor=actor, block=block, content=args.new_str, line=args.insert_line
+    )
+    return block_change_payload(change)
+
+
+def memory_replace_tool(*, actor: Actor, args: MemoryReplaceIn) -> dict[str, Any]:
+    _, block = _labelled(actor, args.label)
+    change = block_replace(
+        actor=actor, block=block, old=args.old_str, new=args.new_str, once=True
+    )
+    return block_change_payload(change)
+
+
+def memory_rethink_tool(*, actor: Actor, args: MemoryRethinkIn) -> dict[str, Any]:
+    _, block = _labelled(actor, args.label)
+    change = block_rewrite(actor=actor, block=block, content=args.new_memory)
+    return block_change_payload(change)
+
+
+@transaction.atomic
+def block_create_tool(*, actor: Actor, args: BlockCreateToolIn) -> dict[str, Any]:
+    """A new block of the caller's own, its content written as text (one
+    transaction: a content the block refuses leaves no empty block)."""
+    block = block_create(
+        actor=actor,
+        owner=block_tool_agent(actor),
+        label=args.label,
+        template=args.template,
+        description=args.description,
+        block_type=args.block_type,
+        permission=args.permission,
+        pinned=args.pinned,
+    )
+    if args.content:
+        block = block_rewrite(actor=actor, block=block, content=args.content).block
+    return block_detail(actor=actor, block=block)
+
+
+def block_rename_tool(*, actor: Actor, args: BlockRenameIn) -> dict[str, Any]:
+    _, block = _labelled(actor, args.label)
+    block = block_rename(actor=actor, block=block, label=args.new_label)
+    return block_detail(actor=actor, block=block)
+
+
+def block_delete_tool(*, actor: Actor, args: BlockLabelIn) -> dict[str, Any]:
+    _, block = _labelled(actor, args.label)
+    block_delete(actor=actor, block=block)
+    return {"label": args.label, "message": f"block {args.label!r} deleted"}
+
+
+def block_share_tool(*, actor: Actor, args: BlockShareToolIn) -> dict[str, Any]:
+    agent, block = _labelled(actor, args.label)
+    other = agent_get_by_name_for_agent(agent=agent, name=args.agent)
+    attachment = block_share(actor=actor, block=block, agent=other, access=args.access)
+    return {
+        "agent_id": other.pk,
+        "agent": other.name,
+        "access": attachment.access,
+        "attached_at": attachment.attached_at,
+    }
+
+
 def block_changes_tool(*, actor: Actor, args: ChangesIn) -> dict[str, Any]:
     """What changed since the agent last looked (``ChangesOut``); its looks
     move to now unless ``args.peek``."""
@@ -250,5 +340,72 @@ tool_register(
         run=core_memory_update_tool,
         writes=True,
         summary="core_memory_update",
+    ),
+    AgentTool(
+        name="memory_insert",
+        description=MEMORY_INSERT,
+        args=MemoryInsertIn,
+        out=ChangeOut,
+        run=memory_insert_tool,
+        writes=True,
+        summary="memory_insert",
+    ),
+    AgentTool(
+        name="memory_replace",
+        description=MEMORY_REPLACE,
+        args=MemoryReplaceIn,
+        out=ChangeOut,
+        run=memory_replace_tool,
+        writes=True,
+        summary="memory_replace",
+    ),
+    AgentTool(
+        name="memory_rethink",
+        description=MEMORY_RETHINK,
+        args=MemoryRethinkIn,
+        out=ChangeOut,
+        run=memory_rethink_tool,
+        writes=True,
+        summary="memory_rethink",
+    ),
+    AgentTool(
+        name="block_create",
+        description=BLOCK_CREATE_TOOL,
+        args=BlockCreateToolIn,
+        out=BlockOut,
+        run=block_create_tool,
+        writes=True,
+        status=201,
+        errors=(403, 409),
+        summary="block_create: a block of your own",
+    ),
+    AgentTool(
+        name="block_rename",
+        description=BLOCK_RENAME_TOOL,
+        args=BlockRenameIn,
+        out=BlockOut,
+        run=block_rename_tool,
+        writes=True,
+        errors=(403, 404, 409),
+        summary="block_rename",
+    ),
+    AgentTool(
+        name="block_delete",
+        description=BLOCK_DELETE_TOOL,
+        args=BlockLabelIn,
+        out=BlockDeletedOut,
+        run=block_delete_tool,
+        writes=True,
+        summary="block_delete",
+    ),
+    AgentTool(
+        name="block_share",
+        description=BLOCK_SHARE_TOOL,
+        args=BlockShareToolIn,
+        out=BlockAttachmentOut,
+        run=block_share_tool,
+        writes=True,
+        errors=(403, 404, 409),
+        summary="block_share: with an agent of your constellation",
     ),
 )

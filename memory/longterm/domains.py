@@ -35,7 +35,8 @@ class SearchFilters:
     metadata_keys: tuple[str, ...] = ()
     since: datetime | None = None
     until: datetime | None = None
-    role: str | None = None
+    # Messages by any of these roles (none given: every role).
+    roles: tuple[str, ...] = ()
     conversation_id: int | None = None
 
     def beyond(self, supported: frozenset[str]) -> bool:

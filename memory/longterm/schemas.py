@@ -16,6 +16,7 @@ from memory.longterm.services import (
 from pattern_site.kernel.apitypes import (
     ITEMS_MAX,
     NAME_MAX,
+    Day,
     Id,
     InputSchema,
     Moment,
@@ -470,3 +471,34 @@ class ConsolidationRunOut(Schema):
     contradicted: int
     pruned: int
     capped: int
+
+
+CONVERSATION_SEARCH = """Search your past conversations (your own messages
+and the ones you received) by meaning and by words; optionally only messages
+of some `roles` (user, assistant, tool), up to `limit` of them, sent between
+`start_date` and `end_date` (YYYY-MM-DD, both days included)."""
+
+
+class ConversationSearchIn(InputSchema):
+    query: Query = Field(examples=["dentist appointment"])
+    roles: list[Literal["user", "assistant", "tool"]] = Field(
+        [], max_length=3, examples=[["user"]]
+    )
+    limit: int = Field(10, ge=1, le=50, examples=[5])
+    start_date: Day | None = Field(None, examples=["2026-05-01"])
+    end_date: Day | None = Field(None, examples=[None])
+
+
+SEND_MESSAGE = "send_message"
+SEND_MESSAGE_TOOL = """Send a message to your partner: it is stored in your
+conversation and shown in the dashboard's chat.  It ends your turn, and in a
+turn it is your answer to whoever sent you the message; use it once, with
+everything you want to say."""
+
+
+class SendMessageIn(InputSchema):
+    message: str = Field(
+        min_length=1,
+        max_length=MESSAGE_MAX_CHARS,
+        examples=["The dentist is moved to Friday at 10."],
+    )

@@ -141,14 +141,14 @@ def _filtered(qs: QuerySet, filters: SearchFilters, *, messages: bool) -> QueryS
     if filters.until is not None:
         qs = qs.filter(created_at__lte=filters.until)
     if messages:
-        if filters.role:
-            qs = qs.filter(role=filters.role)
+        if filters.roles:
+            qs = qs.filter(role__in=filters.roles)
         if filters.conversation_id is not None:
             qs = qs.filter(conversation_id=filters.conversation_id)
         if filters.tags or filters.metadata_keys:
             return qs.none()  # messages carry neither tags nor metadata
     else:
-        if filters.role or filters.conversation_id is not None:
+        if filters.roles or filters.conversation_id is not None:
             return qs.none()
         for tag in filters.tags:
             qs = qs.filter(tags__icontains=f'"{tag.strip().lower()}"')

@@ -11,24 +11,31 @@ serialise through the output schema.  Domain errors propagate for the
 caller's transport to present.
 """
 
+from datetime import UTC, datetime, time
 from typing import Any
 
 from memory.longterm.access import archival_access_record_later
-from memory.longterm.models import ArchivalEntry
+from memory.longterm.models import ArchivalEntry, Message
 from memory.longterm.schemas import (
     ARCHIVAL_MEMORY_INSERT,
     ARCHIVAL_MEMORY_SEARCH,
+    CONVERSATION_SEARCH,
     RECALL_TOOL,
     SEARCH_EXAMPLES,
     SEARCH_TOOL,
+    SEND_MESSAGE,
+    SEND_MESSAGE_TOOL,
     ArchivalEntryOut,
+    ConversationSearchIn,
     LettaInsertIn,
     LettaSearchHitOut,
     LettaSearchIn,
+    MessageOut,
     RecallIn,
     RecallOut,
     SearchIn,
     SearchOut,
+    SendMessageIn,
 )
 from memory.longterm.search import (
     SearchFilters,
@@ -46,6 +53,7 @@ from memory.longterm.services import (
     archival_entry_create,
     archival_entry_delete,
     archival_source_of,
+    partner_message_send,
 )
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.selectors import agent_get_private
@@ -86,13 +94,43 @@ def search_tool(*, actor: Actor, args: SearchIn) -> dict[str, Any]:
             metadata_keys=tuple(args.filters.metadata_keys),
             since=args.filters.since,
             until=args.filters.until,
-            role=args.filters.role,
+            roles=(args.filters.role,) if args.filters.role else (),
             conversation_id=args.filters.conversation_id,
         ),
         constellation_id=args.constellation_id,
         as_of=args.as_of,
     )
     return _search_out(result)
+
+
+def conversation_search_tool(
+    *, actor: Actor, args: ConversationSearchIn
+) -> dict[str, Any]:
+    """Letta's conversation_search over the caller's own conversations."""
+    if args.start_date and args.end_date and args.start_date > args.end_date:
+        raise InvalidInput("start_date is after end_date")
+    result = _searched(
+        actor,
+        query=args.query,
+        domain="conversations",
+        limit=args.limit,
+        filters=SearchFilters(
+            roles=tuple(args.roles),
+            since=datetime.combine(args.start_date, time.min, UTC)
+            if args.start_date
+            else None,
+            until=datetime.combine(args.end_date, time.max, UTC)
+            if args.end_date
+            else None,
+        ),
+    )
+    return _search_out(result)
+
+
+def send_message_tool(*, actor: Actor, args: SendMessageIn) -> Message:
+    return partner_message_send(
+        agent=agent_get_private(actor=actor, agent_id=None), content=args.message
+    )
 
 
 def recall_tool(*, actor: Actor, args: RecallIn) -> dict[str, Any]:
@@ -215,5 +253,26 @@ tool_register(
         writes=False,
         many=True,
         summary="archival_memory_search",
+    ),
+    AgentTool(
+        name="conversation_search",
+        description=CONVERSATION_SEARCH,
+        args=ConversationSearchIn,
+        out=SearchOut,
+        run=conversation_search_tool,
+        writes=False,
+        errors=(403,),
+        summary="conversation_search",
+    ),
+    AgentTool(
+        name=SEND_MESSAGE,
+        description=SEND_MESSAGE_TOOL,
+        args=SendMessageIn,
+        out=MessageOut,
+        run=send_message_tool,
+        writes=True,
+        status=201,
+        errors=(409,),
+        summary="send_message: to your partner",
     ),
 )

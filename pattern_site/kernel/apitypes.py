@@ -12,7 +12,7 @@ statuses they can answer with :func:`error_responses`.
 
 import re
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Annotated, Any, get_args
 
 from ninja import Schema
@@ -67,6 +67,19 @@ def _moment_in_range(value: datetime) -> datetime:
     except OverflowError:
         raise ValueError("must be between 0001-01-02 and 9999-12-30 in UTC") from None
     return value
+
+
+def _day_text(value: Any) -> Any:
+    # As for moments: only a "YYYY-MM-DD" string is a day, never a number.
+    if isinstance(value, date):
+        return value
+    if not isinstance(value, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        raise ValueError("must be a date as YYYY-MM-DD")
+    return value
+
+
+# A calendar day (a filter's first or last day, both included).
+Day = Annotated[date, Field(strict=False), BeforeValidator(_day_text)]
 
 
 # A datetime filter: any ISO 8601 time whose UTC time and neighbouring days

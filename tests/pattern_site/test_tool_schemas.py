@@ -34,6 +34,16 @@ TOOLS = {
     "grep_files",
     "semantic_search_files",
     "build_context",
+    "memory_insert",
+    "memory_replace",
+    "memory_rethink",
+    "block_create",
+    "block_rename",
+    "block_delete",
+    "block_share",
+    "conversation_search",
+    "send_message",
+    "message_agent",
 }
 
 

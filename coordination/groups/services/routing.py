@@ -64,6 +64,7 @@ def group_message_route(
         rng=random.Random(),
     )
     run = _start_run(
+        actor=actor,
         group=group,
         message=message,
         options=clean_options,

@@ -5,7 +5,8 @@ its ``Started`` event and its deliveries; :func:`_settle` lets the pattern
 react to ended deliveries until nothing more happens, ending the run
 (:func:`_run_end`) when the pattern says so.  Events get consecutive
 numbers; readers are woken after commit (``coordination.groups.realtime``)
-and deadlines booked (``coordination.groups.deadlines``).
+and deadlines booked (``coordination.groups.deadlines``).  A run's start
+and its end go to the activity stream too, read by whoever may see the run.
 """
 
 from __future__ import annotations
@@ -40,7 +41,13 @@ from coordination.groups.patterns.base import (
     RunContext,
     Step,
 )
-from coordination.groups.selectors import delivery_view, run_delivery_views
+from coordination.groups.selectors import (
+    GROUP_RUN,
+    delivery_view,
+    run_delivery_views,
+)
+from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.events import EventType, Importance, event_record
 
 MAX_MESSAGE_CHARS = 20_000
 
@@ -106,8 +113,24 @@ def _deliver(
     return made, failed
 
 
+def _run_activity(
+    run: GroupRun, *, actor: Actor, event_type: str, details: dict[str, Any]
+) -> None:
+    event_record(
+        actor=actor,
+        event_type=event_type,
+        constellation_id=run.group.constellation_id,
+        details={"group": run.group.name, "pattern": run.pattern, **details},
+        importance=Importance.MEDIUM
+        if details.get("outcome") == RunStatus.FAILED
+        else Importance.LOW,
+        about=(GROUP_RUN, run.pk),
+    )
+
+
 def _start_run(
     *,
+    actor: Actor,
     group: AgentGroup,
     message: str,
     options: list[str],
@@ -148,6 +171,12 @@ def _start_run(
     GroupMembership.objects.filter(
         group=group, agent_id__in=[d.agent_id for d in asked]
     ).update(last_routed_at=now)
+    _run_activity(
+        run,
+        actor=actor,
+        event_type=EventType.GROUP_RUN_STARTED,
+        details={"summary": message[:160]},
+    )
     _, failed = _deliver(run, decision.deliveries, members, now)
     if failed:
         _settle(run, failed, members=members, now=now)
@@ -228,6 +257,21 @@ def _run_end(
         status=DeliveryStatus.CANCELLED, finished_at=now
     )
     run.status, run.finished_at = status, now
+    answered = run.deliveries.filter(status=DeliveryStatus.COMPLETED).exclude(
+        kind__in=[DeliveryKind.OBSERVE, DeliveryKind.SELECT]
+    )
+    count = answered.count()
+    _run_activity(
+        run,
+        actor=Actor.system(),
+        event_type=EventType.GROUP_RUN_COMPLETED,
+        details={
+            "outcome": status,
+            "summary": error[:160]
+            if error
+            else f"{count} answer{'' if count == 1 else 's'}",
+        },
+    )
     if error:
         run.result = {"error": error}
         _event(
@@ -236,9 +280,6 @@ def _run_end(
             {"agent_id": None, "message": error, "recoverable": False},
         )
         return
-    answered = run.deliveries.filter(status=DeliveryStatus.COMPLETED).exclude(
-        kind__in=[DeliveryKind.OBSERVE, DeliveryKind.SELECT]
-    )
     responses = [
         {"agent_id": d.agent_id, "agent_name": d.agent.name, "answer": d.answer}
         for d in answered.select_related("agent").order_by("id")

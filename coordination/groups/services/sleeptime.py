@@ -21,6 +21,7 @@ from coordination.groups.patterns.sleeptime import (
 )
 from coordination.groups.selectors import group_get_locked, group_members
 from coordination.groups.services.runs import _start_run
+from pattern_site.kernel.actors import Actor
 
 
 @transaction.atomic
@@ -82,6 +83,7 @@ def group_sleeptime_check(
         state_changes={"fired": [t.name for t in fired]},
     )
     return _start_run(
+        actor=Actor.system(),
         group=group,
         message=decision.deliveries[0].content,
         options=[],

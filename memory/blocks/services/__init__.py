@@ -28,6 +28,7 @@ from memory.blocks.services.configure import (
     block_configure,
     block_delete,
     block_move,
+    block_rename,
     block_swap,
 )
 from memory.blocks.services.create import block_create
@@ -40,7 +41,12 @@ from memory.blocks.services.operations import (
 from memory.blocks.services.rules import BlockChange
 from memory.blocks.services.sharing import block_share, block_unshare
 from memory.blocks.services.storage import log_entries_pruned
-from memory.blocks.services.text import block_append, block_replace, block_rewrite
+from memory.blocks.services.text import (
+    block_append,
+    block_insert,
+    block_replace,
+    block_rewrite,
+)
 from memory.blocks.services.versions import block_compact, block_rollback
 
 __all__ = [
@@ -51,9 +57,11 @@ __all__ = [
     "block_configure",
     "block_create",
     "block_delete",
+    "block_insert",
     "block_log_append",
     "block_move",
     "block_operate",
+    "block_rename",
     "block_replace",
     "block_rewrite",
     "block_rollback",

@@ -1,6 +1,6 @@
-"""A block's settings (not its content): description, schema, permission,
-pinning, type and limit; moving between working and archival memory;
-deleting.  A change of permission, and a deletion, tell open sockets to
+"""A block's settings (not its content): label, description, schema,
+permission, pinning, type and limit; moving between working and archival
+memory; deleting.  A change of permission, and a deletion, tell open sockets to
 check their right again.
 """
 
@@ -15,12 +15,15 @@ from memory.blocks.models import BlockType, MemoryBlock, Permission
 from memory.blocks.permissions import (
     block_can_configure,
     block_can_delete,
+    block_can_rename,
     block_configure_check,
 )
 from memory.blocks.selectors import block_document_load
+from memory.blocks.services.create import _label_free
 from memory.blocks.services.events import _block_event
 from memory.blocks.services.rules import _choice
 from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.apitypes import label_check
 from pattern_site.kernel.errors import InvalidInput, PermissionDenied
 from pattern_site.kernel.rights import rights_revoke_send
 
@@ -91,6 +94,27 @@ def block_configure(
         block=block,
         change_type="configure",
         summary=f"changed {', '.join(fields)}",
+    )
+    return block
+
+
+@transaction.atomic
+def block_rename(*, actor: Actor, block: MemoryBlock, label: str) -> MemoryBlock:
+    """Give ``block`` a new label, free among its owner's (or its
+    constellation's) blocks; who may is who may configure it."""
+    if not block_can_rename(actor=actor, block=block):
+        raise PermissionDenied(
+            f"only the owner with write access or a human can rename {block.label!r}"
+        )
+    old = block.label
+    block.label = label_check(label.strip())
+    if block.label == old:
+        return block
+    _label_free(block, exclude=block.pk)
+    block.full_clean()
+    block.save(update_fields=["label", "updated_at"])
+    _block_event(
+        actor=actor, block=block, change_type="rename", summary=f"renamed from {old}"
     )
     return block
 

@@ -1,5 +1,5 @@
 """Text-level changes, as agents' tools name them: append a line or item,
-replace exact text, rewrite the whole content.
+insert lines, replace exact text, rewrite the whole content.
 
 Each becomes one schema operation on the place of the block it names (or
 the one place it can mean) and goes through
@@ -59,6 +59,29 @@ def block_append(
     )
 
 
+def block_insert(
+    *, actor: Actor, block: MemoryBlock, content: str, line: int = -1
+) -> BlockChange:
+    """Insert ``content`` as new lines after line ``line`` of a text block
+    (0: before the first line, -1: after the last, on any block as
+    :func:`block_append` does)."""
+    if not content:
+        raise InvalidInput("nothing to insert: the text is empty")
+    if line == -1:
+        return block_append(actor=actor, block=block, content=content)
+    if block.schema["kind"] != "text":
+        raise InvalidInput(
+            f"block {block.label!r} is a {block.schema['kind']} block; lines are "
+            "inserted by number into text blocks only (-1 appends to any block)"
+        )
+    return _block_operate_one(
+        actor=actor,
+        block=block,
+        op={"op": "insert_lines", "text": content, "line": line},
+        summary=f"insert at line {line}: {content}",
+    )
+
+
 def block_replace(
     *,
     actor: Actor,
@@ -67,10 +90,12 @@ def block_replace(
     new: str,
     section: str | None = None,
     every: bool = False,
+    once: bool = False,
 ) -> BlockChange:
     """Replace the exact text ``old`` with ``new`` (its first occurrence, or
-    with ``every`` all of them): in ``section`` when named, else in the one
-    text place of the block that holds ``old``."""
+    with ``every`` all of them, or with ``once`` the only one, refused when
+    there are several): in ``section`` when named, else in the one text
+    place of the block that holds ``old``."""
     if not old:
         raise InvalidInput("'old' is empty; give the exact text to replace")
     places = [
@@ -101,7 +126,7 @@ def block_replace(
         actor=actor,
         block=block,
         op=documents.text_place_operation(
-            place, "replace", old=old, new=new, every=every
+            place, "replace", old=old, new=new, every=every, once=once
         ),
         summary=f"replace {old!r} with {new!r}",
     )

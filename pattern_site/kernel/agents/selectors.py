@@ -76,6 +76,19 @@ def agent_get_by_name(*, constellation_name: str, agent_name: str) -> Agent:
     return agent
 
 
+def agent_get_by_name_for_agent(*, agent: Agent, name: str) -> Agent:
+    """The agent called ``name`` in ``agent``'s constellation (as agents name
+    each other); one of another constellation does not exist for it."""
+    found = (
+        Agent.objects.select_related("constellation")
+        .filter(constellation_id=agent.constellation_id, name=name)
+        .first()
+    )
+    if found is None:
+        raise NotFound(f"no agent named {name!r} in your constellation")
+    return found
+
+
 def agent_get_for_change(*, actor: Actor, agent_id: int) -> Agent:
     """An agent the actor may reconfigure: humans of its constellation only."""
     agent = agent_get_for_actor(actor=actor, agent_id=agent_id)

@@ -76,7 +76,8 @@ class Tools:
         self.crash_on: str = ""
 
     def tool_functions(self) -> list[dict[str, Any]]:
-        names = ("core_memory_append", "lookup", "fail", "finish")
+        # send_message is the registry's too; the loop runs it itself.
+        names = ("core_memory_append", "lookup", "fail", "finish", "send_message")
         return [
             {
                 "type": "function",

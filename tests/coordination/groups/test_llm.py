@@ -87,10 +87,12 @@ def test_round_robin_member_with_a_model_answers_with_its_context_as_prompt(
     (request,) = llm.requests
     system, user = request["body"]["messages"]
     rules = tool_rules_for(loop_config_for(flux))
-    assert system == {
-        "role": "system",
-        "content": context_build(agent=flux, tool_rules=rules).system_prompt,
-    }
+    # Its context as it was when asked: the run had started, not completed.
+    built = context_build(agent=flux, tool_rules=rules).system_prompt
+    then = [line for line in built.split("\n") if "run completed" not in line]
+    assert len(then) == len(built.split("\n")) - 1
+    assert system == {"role": "system", "content": "\n".join(then)}
+    assert "started a round robin run of the group Group" in system["content"]
     assert system["content"].startswith("You are Flux, an agent of the Pattern")
     assert "I guard the partner's time." in system["content"]
     assert user == {"role": "user", "content": "plan my morning"}

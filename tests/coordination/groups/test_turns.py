@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 
 from activity.llm.models import LLMUsage
+from activity.stream.models import ActivityEvent, EventType
 from coordination.groups.llm import delivery_llm_answer
 from coordination.groups.models import (
     AgentToolCall,
@@ -361,3 +362,84 @@ def test_a_turn_calls_the_real_tool_registry_with_the_agents_own_rights(
     assert "peek" not in theirs.rendered
     calls = {c.call_id: c for c in AgentToolCall.objects.all()}
     assert (calls["c1"].ok, calls["c2"].ok) == (False, True)
+
+
+def test_a_turn_records_each_call_and_its_end_in_the_activity_stream(
+    flux, ask, llm, tools
+):
+    block_create(actor=Actor.system(), label="human", owner=flux)
+    llm.answer_tools(
+        ("c1", "core_memory_append", {"label": "human", "content": "likes tea"}),
+        ("c2", "fail", {"secret": "never shown"}),
+    )
+    llm.answer_tools(("c3", "send_message", {"message": "Noted."}))
+
+    ask()
+
+    executed = ActivityEvent.objects.filter(
+        event_type=EventType.TOOL_EXECUTED
+    ).order_by("id")
+    # The tool and whether it worked, never what it was called with.
+    assert [e.details for e in executed] == [
+        {"tool": "core_memory_append", "success": True},
+        {"tool": "fail", "success": False},
+        {"tool": "send_message", "success": True},
+    ]
+    assert {e.agent_id for e in executed} == {flux.pk}
+    (turn,) = ActivityEvent.objects.filter(event_type=EventType.AGENT_TURN)
+    assert turn.agent_id == flux.pk
+    assert turn.details == {"tool_calls": 3, "outcome": "send_message"}
+
+
+def test_a_failed_turn_is_recorded_with_why_it_failed(flux, ask, llm, tools):
+    agent_loop_config_update(agent=flux, max_steps=1)
+    llm.answer_tools(("c1", "lookup", {"q": "tea"}))
+
+    ask()
+
+    (turn,) = ActivityEvent.objects.filter(event_type=EventType.AGENT_TURN)
+    assert turn.details == {"tool_calls": 1, "outcome": "failed: step_limit"}
+    assert turn.importance == "medium"
+
+
+def test_send_message_with_an_empty_message_is_refused_and_the_turn_goes_on(
+    flux, ask, llm, tools
+):
+    llm.answer_tools(("c1", "send_message", {"message": "  "}))
+    llm.answer_tools(("c2", "send_message", {"message": "Now with words."}))
+
+    run = ask()
+
+    assert run.deliveries.get().answer == "Now with words."
+    results = dict(last_tool_results(llm.requests[1]))
+    assert "non-empty" in results["c1"]
+    calls = AgentToolCall.objects.order_by("id")
+    assert [(c.call_id, c.ok) for c in calls] == [("c1", False), ("c2", True)]
+
+
+def test_message_agent_wakes_a_recipient_answered_by_the_llm_in_its_own_turn(
+    flux, agents, ask, llm
+):
+    anchor = agent_update(
+        agent=agents["Anchor"], model_name="gpt-4o-mini", answered_by_llm=True
+    )
+    llm.answer_tools(
+        ("c1", "message_agent", {"agent": "Anchor", "message": "Block Friday."})
+    )
+    llm.answer_tools(("c2", "send_message", {"message": "Asked Anchor."}))
+    llm.answer_tools(("a1", "send_message", {"message": "Friday is blocked."}))
+
+    run = ask()
+
+    assert run.deliveries.get().answer == "Asked Anchor."
+    (theirs,) = AgentTurn.objects.filter(agent=anchor)
+    assert (theirs.status, theirs.exit) == ("completed", "send_message")
+    delivery = theirs.delivery
+    assert delivery.content == "Message from Flux: Block Friday."
+    assert delivery.answer == "Friday is blocked."
+    assert delivery.run.requested_by == f"agent:{flux.pk}"
+    # Anchor's model was asked with the message as its user message.
+    assert llm.requests[2]["body"]["messages"][-1] == {
+        "role": "user",
+        "content": "Message from Flux: Block Friday.",
+    }

@@ -163,7 +163,7 @@ def test_filters_by_tags_metadata_time_and_role(agent: Any):
         "lemon",
         mode="fts",
         domain="conversations",
-        filters=SearchFilters(role="assistant"),
+        filters=SearchFilters(roles=("assistant",)),
     ) == ["lemon noted"]
 
 
