@@ -384,7 +384,10 @@ class MessageIn(InputSchema):
         description="An assistant message's tool calls (its content may be empty).",
     )
     tool_call_id: str = Field(
-        "", max_length=100, description="A tool message: the call it answers."
+        "",
+        max_length=100,
+        description="A tool message: the call it answers.",
+        examples=[""],
     )
 
 
