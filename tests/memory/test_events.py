@@ -111,7 +111,7 @@ def test_messages_record_received_and_sent_but_not_tool_noise(
             conversation=conversation_start(agent=agent, title="partner"),
             messages=[
                 {"role": role, "content": "how was the trip?"},
-                {"role": "tool", "content": "{}"},
+                {"role": "tool", "content": "{}", "tool_call_id": "call_1"},
             ],
         )
     (event,) = _events(event_type)
