@@ -70,3 +70,13 @@ def test_openapi_mcp_and_function_calling_list_the_same_tools_and_schemas(
     for name, endpoint in schemas["endpoints"].items():
         method, path = endpoint.split()
         assert openapi["paths"][path][method.lower()]["operationId"] == name
+
+
+def test_the_api_docs_name_every_tool_the_mcp_server_offers():
+    from pathlib import Path
+
+    from pattern_site.kernel.tools import tools_all
+
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "api.md").read_text()
+    missing = [tool.name for tool in tools_all() if f"`{tool.name}`" not in docs]
+    assert missing == []
