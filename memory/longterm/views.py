@@ -179,7 +179,7 @@ def search_page(request: HttpRequest) -> HttpResponse:
                 filters=SearchFilters(
                     agent_id=_int_or_none(params.get("agent")),
                     tags=tuple(_tags(params.get("tags", ""))),
-                    role=params.get("role") or None,
+                    roles=(params["role"],) if params.get("role") else (),
                     since=_day(params.get("since"), "from", end=False),
                     until=_day(params.get("until"), "to", end=True),
                 ),
