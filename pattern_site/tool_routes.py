@@ -66,6 +66,9 @@ def tool_routes_add(*, default: Router, routers: Iterable[Router]) -> None:
             ["POST"],
             _view(tool),
             response={tool.status: answer, **error_responses(*tool.errors, body=True)},
+            # Answers by their documented names (a block's ``schema``), as
+            # the MCP and in-process callers' ``response_body`` gives them.
+            by_alias=True,
             operation_id=tool.name,
             summary=tool.summary or tool.name,
             description=tool.description,
