@@ -384,6 +384,8 @@ def _largest(doc: dict[str, Any], schema: dict[str, Any], budget: list[int]) -> 
     if kind == "string":
         if schema.get("format") == "date-time":
             return "2026-05-01T12:00:00Z"
+        if schema.get("format") == "date":
+            return "2026-05-01"
         size = max(min(schema["maxLength"], budget[0]), schema.get("minLength", 0))
         budget[0] -= size
         return "a" * size

@@ -158,8 +158,11 @@ def test_the_cross_encoder_reorders_the_fused_candidates(
 ):
     fused = _order(_search(agent))
     result = _search(agent, "onnx")
+    # The cross-encoder's order (the test graph scores word overlap).  On
+    # SQLite the fused order differs from it, so this proves the stage
+    # reordered; PostgreSQL's fusion happens to rank these rows in that
+    # order already (the hit-level test below reorders on any database).
     assert _order(result) == sorted(fused, key=lambda t: -_overlap(t))
-    assert _order(result) != fused
     assert result.degraded == ""
     scores = [hit.score for _kind, hit in result.hits]
     assert scores == sorted(scores, reverse=True)  # merges on the fused scale
