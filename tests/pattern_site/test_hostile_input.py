@@ -480,43 +480,53 @@ def test_the_largest_bodies_never_stall_another_constellations_writes(
                 continue
             url = path.format_map(defaultdict(lambda: 1, objects))
             body = _largest_body(doc, content["application/json"]["schema"], cap)
-            result: dict[str, Any] = {}
-            sent = threading.Event()
+            name = f"{method.upper()} {path}"
 
-            def big(
+            def meanwhile(
                 url: str = url,
                 body: bytes = body,
                 method: str = method,
-                result: dict[str, Any] = result,
-                sent: threading.Event = sent,
-            ) -> None:
-                try:
-                    for client in (agent_client, human):
-                        sent.set()
-                        response = client.generic(method.upper(), url, body, J)
-                        # Some writes are for humans, or for what an agent
-                        # cannot see (a folder not attached to it).
-                        if response.status_code not in (403, 404):
-                            break
-                    result["status"] = response.status_code
-                    result["body"] = response.content[:300]
-                finally:
-                    connection.close()
+                name: str = name,
+            ) -> tuple[float, dict[str, Any]]:
+                """The other constellation's write latencies while the big
+                request runs, and the big request's answer."""
+                result: dict[str, Any] = {}
+                sent = threading.Event()
 
-            thread = threading.Thread(target=big)
-            thread.start()
-            assert sent.wait(10)
-            latencies = [_timed(other, f"meanwhile {method} {path}")]
-            while thread.is_alive():
-                latencies.append(_timed(other, f"meanwhile {method} {path}"))
-            thread.join()
-            name = f"{method.upper()} {path}"
+                def big() -> None:
+                    try:
+                        for client in (agent_client, human):
+                            sent.set()
+                            response = client.generic(method.upper(), url, body, J)
+                            # Some writes are for humans, or for what an agent
+                            # cannot see (a folder not attached to it).
+                            if response.status_code not in (403, 404):
+                                break
+                        result["status"] = response.status_code
+                        result["body"] = response.content[:300]
+                    finally:
+                        connection.close()
+
+                thread = threading.Thread(target=big)
+                thread.start()
+                assert sent.wait(10)
+                latencies = [_timed(other, f"meanwhile {name}")]
+                while thread.is_alive():
+                    latencies.append(_timed(other, f"meanwhile {name}"))
+                thread.join()
+                return max(latencies), result
+
+            worst, result = meanwhile()
             answered[name] = result["status"]
             assert result["status"] < 500, (name, result["body"])
             # The body is one the schema accepts, at the size limit.
             assert result["status"] != 413, (name, result["body"])
             assert b'"validation_error"' not in result["body"], (name, result["body"])
-            if max(latencies) > bound:
-                slow.append((name, max(latencies)))
+            if worst > bound:
+                # A held lock stalls every time; a busy machine's spike (the
+                # other test pass, a background flush) does not repeat.
+                worst = min(worst, meanwhile()[0])
+            if worst > bound:
+                slow.append((name, worst))
     assert slow == [], f"bound {bound:.2f}s"
     assert len(answered) > 50
