@@ -10,7 +10,8 @@ which URL argument names the object, how to check the person may read it
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
@@ -21,17 +22,15 @@ from pattern_site.kernel.realtime import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 
 
 class PageRoomConsumer(AsyncJsonWebsocketConsumer):
-    # The URL route's argument naming the object the page shows.
-    url_kwarg: str = ""
+    # What a room says of itself: the URL route's argument naming the object
+    # the page shows, the selector that raises ``NotFound`` unless the actor
+    # may read it (``check(actor, object_id)``, sync), and the group it
+    # listens to (``group_of(object_id)``).
+    url_kwarg: ClassVar[str]
+    check: ClassVar[Callable[[Actor, int], object]]
+    group_of: ClassVar[Callable[[int], str]]
     group: str | None = None
     actor: Actor
-
-    def room_check(self, actor: Actor, object_id: int) -> None:
-        """Raise ``NotFound`` unless ``actor`` may read the object (sync)."""
-        raise NotImplementedError
-
-    def room_group(self, object_id: int) -> str:
-        raise NotImplementedError
 
     async def room_joined(self) -> None:
         """What the consumer does once in its group (nothing by default)."""
@@ -43,12 +42,12 @@ class PageRoomConsumer(AsyncJsonWebsocketConsumer):
             return
         object_id = int(self.scope["url_route"]["kwargs"][self.url_kwarg])
         try:
-            await database_sync_to_async(self.room_check)(actor, object_id)
+            await database_sync_to_async(type(self).check)(actor, object_id)
         except NotFound:
             await self.close(code=CLOSE_NOT_FOUND)
             return
         self.actor = actor
-        self.group = self.room_group(object_id)
+        self.group = type(self).group_of(object_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         await self.room_joined()

@@ -9,7 +9,6 @@ activity), so a page updates without polling.
 
 from typing import Any
 
-from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.selectors import constellation_get_for_actor
 from pattern_site.kernel.realtime import group_for_constellation
 from pattern_site.kernel.rooms import PageRoomConsumer
@@ -19,12 +18,10 @@ class PresenceConsumer(PageRoomConsumer):
     """Who is looking at a constellation's pages right now."""
 
     url_kwarg = "constellation_id"
-
-    def room_check(self, actor: Actor, object_id: int) -> None:
-        constellation_get_for_actor(actor=actor, constellation_id=object_id)
-
-    def room_group(self, object_id: int) -> str:
-        return group_for_constellation(object_id)
+    check = staticmethod(
+        lambda actor, pk: constellation_get_for_actor(actor=actor, constellation_id=pk)
+    )
+    group_of = staticmethod(group_for_constellation)
 
     async def room_joined(self) -> None:
         await self._announce("presence.joined")
