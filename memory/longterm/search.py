@@ -65,6 +65,8 @@ class SearchResult:
     rerank: Rerank | None = None
     reranker: RerankStage | None = None
     rerank_failed: str = ""  # why the re-rank model's order was not used
+    # Rows found by keywords only: their vector is still being made.
+    pending_embeddings: int = 0
 
     @property
     def archival_ids(self) -> list[int]:
@@ -94,6 +96,10 @@ class SearchResult:
         if self.mode_used in ("fts", "hybrid"):
             stages.append(
                 SearchStage("keywords", f"BM25: {fusion.keyword_columns()}", ms("fts"))
+            )
+        elif self.pending_embeddings:
+            stages.append(
+                SearchStage("keywords", "rows without a vector yet", ms("fts"))
             )
         if self.mode_used in ("vector", "hybrid"):
             path = "quantised, re-scored exactly" if self.quantised else "exact"
@@ -284,7 +290,10 @@ def memory_search(
         degraded = embedding_status().reason  # a failed load is known only now
     failures = [o.rerank_failed for _kind, o in outcomes if o.rerank_failed]
     rerank_failed = "; ".join(dict.fromkeys(failures))
-    degraded = "; ".join(part for part in (degraded, rerank_failed) if part)
+    pending = sum(outcome.pending_embeddings for _kind, outcome in outcomes)
+    degraded = "; ".join(
+        part for part in (degraded, rerank_failed, pending_note(pending)) if part
+    )
     timings: dict[str, float] = {}
     for kind, outcome in outcomes:
         for key, value in outcome.timings_ms.items():
@@ -302,6 +311,19 @@ def memory_search(
         rerank=rerank,
         reranker=reranker,
         rerank_failed=rerank_failed,
+        pending_embeddings=pending,
+    )
+
+
+def pending_note(count: int) -> str:
+    """What a search says of the rows it found by keywords only."""
+    if not count:
+        return ""
+    rows = "entry is" if count == 1 else "entries are"
+    return (
+        f"{count} {rows} still waiting for an embedding (it takes a few"
+        " seconds after writing): search by meaning cannot find them yet, so"
+        " they are matched by keywords only"
     )
 
 

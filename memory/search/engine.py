@@ -45,6 +45,7 @@ from memory.search.index import (
     owner_sql,
     unit_vector,
 )
+from memory.search.pending import PendingRows, pending_rows
 from memory.search.permitted import PermittedRows
 from memory.search.postgres import pg_fts_candidates, pg_vector_candidates
 from memory.search.query import (
@@ -102,6 +103,9 @@ class SearchOutcome:
     quantised: bool = False  # the vector side took the quantised path
     # Why the re-rank stage kept the fusion order (empty: it ran, or was off).
     rerank_failed: str = ""
+    # Rows the caller may see still waiting for their vector, when the
+    # search used vectors (they were matched by keywords only).
+    pending_embeddings: int = 0
 
 
 FUSION_METHODS: tuple[str, ...] = ("weighted", "rrf")
@@ -381,11 +385,14 @@ def search(
 
     The stages, each timed in ``timings_ms``: embedding the query, the
     candidate lists within what the caller may see (:func:`_candidates`),
-    fusing them (:func:`_fused`), the optional relevance rerank
-    (:func:`_reranked`), the optional re-rank model (:func:`_model_reranked`,
-    whose failure leaves the order as it was and says why in
-    ``rerank_failed``), collapsing near-duplicates (:func:`_dedup`), and the
-    rows and snippets of the results (:func:`_results`).
+    the rows still waiting for their vector (``memory.search.pending``:
+    counted in ``pending_embeddings``; a vector search matches them by
+    keywords, :func:`_pending_keyword_hits`), fusing them
+    (:func:`_fused`), the optional relevance rerank (:func:`_reranked`),
+    the optional re-rank model (:func:`_model_reranked`, whose failure
+    leaves the order as it was and says why in ``rerank_failed``),
+    collapsing near-duplicates (:func:`_dedup`), and the rows and snippets
+    of the results (:func:`_results`).
     """
     started = time.perf_counter()
     fusion = fusion or Fusion()
@@ -413,6 +420,25 @@ def search(
         permitted_rows=permitted_rows,
         timings=timings,
     )
+    pending = PendingRows()
+    if vector is not None and not permitted_rows.empty:
+        t0 = time.perf_counter()
+        pending = pending_rows(
+            index, scope_id=scope_id, owner_ids=owner_ids, permitted_rows=permitted_rows
+        )
+        timings["pending"] = _ms(t0)
+    if pending.count and used == "vector":
+        fts_hits = _pending_keyword_hits(
+            index,
+            text=text,
+            scope_id=scope_id,
+            owner_ids=owner_ids,
+            limit=limit,
+            fusion=fusion,
+            pending=pending,
+            timings=timings,
+        )
+        texts.update({row_id: pending.texts[row_id] for row_id, *_ in fts_hits})
     ordered, vectors, snippets = _fused(fts_hits, vec_hits, texts, fusion=fusion)
     rows: dict[int, Any] | None = None
     if rerank is not None:
@@ -445,6 +471,7 @@ def search(
         timings,
         quantised=quantised and used != "fts",
         rerank_failed=rerank_failed,
+        pending_embeddings=pending.count,
     )
 
 
@@ -547,6 +574,33 @@ def _candidates(
         vec_k = min(vec_k * 4, MAX_CANDIDATES)
         knn_k = min(knn_k * 4, MAX_CANDIDATES)
     return fts_hits, vec_hits, texts
+
+
+def _pending_keyword_hits(
+    index: TextIndex,
+    *,
+    text: str,
+    scope_id: int,
+    owner_ids: Sequence[int] | None,
+    limit: int,
+    fusion: Fusion,
+    pending: PendingRows,
+    timings: dict[str, float],
+) -> list[tuple[int, float, str]]:
+    """The keyword list of a vector search: the rows without a vector yet
+    that match ``text`` by keywords, which the vector list cannot hold."""
+    t0 = time.perf_counter()
+    found = fts_candidates(
+        index,
+        query=fts_query(text),
+        scope_id=scope_id,
+        owner_ids=owner_ids,
+        k=max(limit * 4, fusion.depth, pending.count),
+        context_weight=fusion.context_weight,
+        date_weight=fusion.date_weight,
+    )
+    timings["fts"] = _ms(t0)
+    return [hit for hit in found if hit[0] in pending.texts]
 
 
 def _fused(
