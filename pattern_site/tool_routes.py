@@ -69,6 +69,7 @@ def tool_routes_add(*, default: Router, routers: Iterable[Router]) -> None:
             # Answers by their documented names (a block's ``schema``), as
             # the MCP and in-process callers' ``response_body`` gives them.
             by_alias=True,
+            exclude_none=tool.exclude_none,
             operation_id=tool.name,
             summary=tool.summary or tool.name,
             description=tool.description,

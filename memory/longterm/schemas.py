@@ -126,22 +126,22 @@ class ArchivalEntryPatchIn(InputSchema):
 class ArchivalEntryOut(Schema):
     id: int
     agent_id: int
-    label: str | None
+    label: str | None = None
     content: str
     tags: list[str]
     metadata: dict[str, Any]
     importance: float
     source: str
     access_count: int
-    accessed_at: datetime | None
+    accessed_at: datetime | None = None
     created_at: datetime
     updated_at: datetime
     embedding_state: str
     tier: str
     lifetime: str
-    source_conversation_id: int | None
-    superseded_at: datetime | None
-    superseded_by_id: int | None
+    source_conversation_id: int | None = None
+    superseded_at: datetime | None = None
+    superseded_by_id: int | None = None
     superseded_reason: str
     history: list[dict[str, Any]]
 
@@ -186,6 +186,12 @@ class SearchIn(InputSchema):
         "this time (naive means UTC).",
         examples=[None],
     )
+    explain: bool = Field(
+        False,
+        description="Also answer how each result ranked (scores, folded "
+        "duplicates, the marked snippet) and each stage's time.",
+        examples=[False],
+    )
 
 
 # Named examples of the search tool's request body, one per kind of search.
@@ -221,11 +227,17 @@ SEARCH_EXAMPLES = {
 }
 
 
+# The answers of the search tools leave out what is null (``AgentTool.
+# exclude_none``): a field that may be null is optional here, so the
+# document says it may be absent.
+EXPLAIN_ONLY = "With `explain: true` only."
+
+
 class ScoresOut(Schema):
-    fts_rank: int | None
-    bm25: float | None
-    vector_rank: int | None
-    vector_distance: float | None
+    fts_rank: int | None = None
+    bm25: float | None = None
+    vector_rank: int | None = None
+    vector_distance: float | None = None
     keyword_part: float | None = Field(
         None, description="The keyword list's share of ``fused``."
     )
@@ -233,7 +245,7 @@ class ScoresOut(Schema):
         None, description="The vector list's share of ``fused``."
     )
     fused: float
-    relevance: float | None
+    relevance: float | None = None
     reranker: float | None = Field(
         None, description="The re-rank model's score, when it ordered the hit."
     )
@@ -252,13 +264,17 @@ class SearchHitOut(Schema):
     )
     agent_name: str | None = None
     content: str
-    snippet_html: str
+    snippet_html: str | None = Field(
+        None,
+        description="The matching passage, the query's words marked with "
+        f"<mark>. {EXPLAIN_ONLY}",
+    )
     created_at: datetime = Field(
         description="When it was written; a file passage: when its file "
         "last changed; a block: when the version found was made."
     )
     label: str | None = None
-    tags: list[str] = []
+    tags: list[str] | None = None
     conversation_id: int | None = None
     role: str | None = None
     position: int | None = None
@@ -279,21 +295,40 @@ class SearchHitOut(Schema):
         None, description="The block's version found (1 = its first)."
     )
     provenance: dict[str, Any]
-    scores: ScoresOut
-    duplicates: list[int]
+    scores: ScoresOut | None = Field(None, description=f"How it ranked. {EXPLAIN_ONLY}")
+    duplicates: list[int] | None = Field(
+        None,
+        description=f"Ids of near-identical rows folded into it. {EXPLAIN_ONLY}",
+    )
 
 
 class SearchOut(Schema):
     query: str
     domain: str
-    mode_requested: str
-    mode_used: str
-    degraded: str
-    # Vectors searched by the quantised fast path (setting, or hybrid over
-    # a large constellation); False: exact KNN or no vector search.
-    quantised: bool = False
+    mode_used: str = Field(
+        description="fts (words), vector (meaning) or hybrid (both): what ran."
+    )
+    degraded: str = Field(
+        description="Why the search did less than asked (no model, entries "
+        "still waiting for an embedding, a failed re-rank); empty: it did not."
+    )
+    pending_embeddings: int | None = Field(
+        None,
+        description="Entries you may see still waiting for their embedding "
+        "(a few seconds after writing), matched by keywords only; absent "
+        "when none wait or meaning was not searched.",
+    )
     results: list[SearchHitOut]
-    timings_ms: dict[str, float]
+    mode_requested: str | None = Field(None, description=EXPLAIN_ONLY)
+    quantised: bool | None = Field(
+        None,
+        description="Vectors searched by the quantised fast path (setting, or "
+        "hybrid over a large constellation); false: exact KNN or no vector "
+        f"search. {EXPLAIN_ONLY}",
+    )
+    timings_ms: dict[str, float] | None = Field(
+        None, description=f"Each stage's time, per domain. {EXPLAIN_ONLY}"
+    )
 
 
 class RecallIn(InputSchema):
@@ -318,6 +353,9 @@ class RecallOut(Schema):
     entry: ArchivalEntryOut | None = None
     results: list[SearchHitOut] | None = None
     degraded: str = ""
+    pending_embeddings: int | None = Field(
+        None, description="As the search tool's: entries matched by keywords only."
+    )
 
 
 class LettaInsertIn(InputSchema):

@@ -68,15 +68,39 @@ def _searched(actor: Actor, **kwargs: Any) -> SearchResult:
     return result
 
 
-def _search_out(result: SearchResult) -> dict[str, Any]:
-    return {
+# What a hit says only when asked to explain its ranking: a model reading
+# every answer pays for them in tokens and rarely needs them.
+_RANKING_FIELDS = ("scores", "duplicates", "snippet_html")
+
+
+def _search_out(result: SearchResult, *, explain: bool = False) -> dict[str, Any]:
+    """The search tools' answer (``SearchOut``); the ranking details and
+    timings only when ``explain``.  Null fields are left out as the answer
+    is serialised (the tools' ``exclude_none``)."""
+    hits = [search_hit_payload(kind, hit) for kind, hit in result.hits]
+    for hit in hits:
+        # A free-form dict, whose nulls the serialiser leaves in; an empty
+        # title or author says nothing either.
+        hit["provenance"] = {
+            k: v for k, v in hit["provenance"].items() if v not in (None, "")
+        }
+    out: dict[str, Any] = {
         "query": result.query,
         "domain": result.domain,
-        "mode_requested": result.mode_requested,
         "mode_used": result.mode_used,
         "degraded": result.degraded,
+        "pending_embeddings": result.pending_embeddings or None,
+    }
+    if not explain:
+        for hit in hits:
+            for name in _RANKING_FIELDS:
+                hit.pop(name, None)
+        return {**out, "results": hits}
+    return {
+        **out,
+        "results": hits,
+        "mode_requested": result.mode_requested,
         "quantised": result.quantised,
-        "results": [search_hit_payload(kind, hit) for kind, hit in result.hits],
         "timings_ms": result.timings_ms,
     }
 
@@ -100,7 +124,7 @@ def search_tool(*, actor: Actor, args: SearchIn) -> dict[str, Any]:
         constellation_id=args.constellation_id,
         as_of=args.as_of,
     )
-    return _search_out(result)
+    return _search_out(result, explain=args.explain)
 
 
 def conversation_search_tool(
@@ -149,6 +173,7 @@ def recall_tool(*, actor: Actor, args: RecallIn) -> dict[str, Any]:
             "message": f"{len(out['results'])} results",
             "results": out["results"],
             "degraded": result.degraded,
+            "pending_embeddings": out["pending_embeddings"],
         }
     if action == "insert":
         entry = archival_entry_create(
@@ -221,6 +246,7 @@ tool_register(
         writes=True,
         errors=(403, 404, 409),
         summary="recall: store, read, append, delete or search",
+        exclude_none=True,
     ),
     AgentTool(
         name="search",
@@ -232,6 +258,7 @@ tool_register(
         summary="Search memory",
         tags=("search",),
         examples=SEARCH_EXAMPLES,
+        exclude_none=True,
     ),
     AgentTool(
         name="archival_memory_insert",
@@ -263,6 +290,7 @@ tool_register(
         writes=False,
         errors=(403,),
         summary="conversation_search",
+        exclude_none=True,
     ),
     AgentTool(
         name=SEND_MESSAGE,

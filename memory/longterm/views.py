@@ -162,6 +162,8 @@ def search_page(request: HttpRequest) -> HttpResponse:
             else 0
         ),
         "results": None,
+        # Each hit's scores: for whoever tunes the ranking, not for reading.
+        "explain": params.get("explain") == "1",
     }
     query = params.get("q", "")
     page = max(1, _int_or_none(params.get("page")) or 1)

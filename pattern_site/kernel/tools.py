@@ -40,6 +40,9 @@ class AgentTool:
     ``run`` as keywords (HTTP only), ``body_optional`` (a missing body is
     the arguments' defaults) and ``respond``, which may answer a request in
     a way only HTTP can (an event stream) or return None for the usual JSON.
+    ``exclude_none``: the answer leaves out every null field (a model reads
+    each answer, and nulls cost it tokens); ``out`` must then give each
+    nullable field a default, so the document marks it optional.
     """
 
     name: str
@@ -58,6 +61,7 @@ class AgentTool:
     query: type[Schema] | None = None
     body_optional: bool = False
     respond: Callable[[Any, Any], Any] | None = None
+    exclude_none: bool = False
 
     def __post_init__(self) -> None:
         if not TOOL_NAME.fullmatch(self.name):
@@ -70,7 +74,9 @@ class AgentTool:
 
     def answer(self, value: Any) -> str:
         """``value`` as the HTTP API's response body."""
-        return response_body(self.out, value, many=self.many)
+        return response_body(
+            self.out, value, many=self.many, exclude_none=self.exclude_none
+        )
 
 
 _TOOLS: dict[str, AgentTool] = {}
@@ -93,15 +99,20 @@ def tool_get(name: str) -> AgentTool | None:
     return _TOOLS.get(name)
 
 
-def response_body(schema: type[BaseModel], value: Any, *, many: bool = False) -> str:
+def response_body(
+    schema: type[BaseModel],
+    value: Any,
+    *,
+    many: bool = False,
+    exclude_none: bool = False,
+) -> str:
     """``value`` as the HTTP API's response body: through the output schema
     and ninja's JSON encoder."""
+    options = {"by_alias": True, "exclude_none": exclude_none}
     if many:
-        dumped: Any = [
-            schema.model_validate(v).model_dump(by_alias=True) for v in value
-        ]
+        dumped: Any = [schema.model_validate(v).model_dump(**options) for v in value]
     else:
-        dumped = schema.model_validate(value).model_dump(by_alias=True)
+        dumped = schema.model_validate(value).model_dump(**options)
     return json.dumps(dumped, cls=NinjaJSONEncoder)
 
 

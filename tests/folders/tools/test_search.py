@@ -80,7 +80,13 @@ def test_files_domain_finds_passages_of_folders_attached_to_the_agent(
 ):
     upload(folder, *[(name, text.encode()) for name, text in DOCS.items()])
     found = _search_tool(
-        reader, {"query": "quarterly budget", "domain": "files", "mode": "fts"}
+        reader,
+        {
+            "query": "quarterly budget",
+            "domain": "files",
+            "mode": "fts",
+            "explain": True,
+        },
     )
     assert [(h["kind"], h["cite"]) for h in found] == [("file", "docs/finance.md:1-1")]
     hit = found[0]

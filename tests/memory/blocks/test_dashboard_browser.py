@@ -326,3 +326,25 @@ def test_search_runs_as_you_type(built_assets, daphne_server, browser, partner, 
     assert results.count() == 1 and "kingfisher" in results.inner_text()
     assert "q=kingfisher" in page.url  # the address follows, for reload and sharing
     assert page.evaluate("document.activeElement.id") == "q"  # still typing
+
+
+def test_scores_show_behind_the_ranking_toggle(
+    built_assets, daphne_server, browser, partner, agent, tmp_path
+):
+    for text in ("the heron nests by the lake", "a heron on the wire at dusk"):
+        archival_entry_create(agent=agent, content=text, tags=["birds"])
+    page = _page(
+        browser, daphne_server, partner, "/memory/search/?q=heron", ready=False
+    )
+    results = page.locator("[data-testid=search-result]")
+    assert results.count() == 2
+    assert page.locator("[data-testid=hit-scores]").count() == 0
+    page.screenshot(path=str(tmp_path / "search.png"), full_page=True)
+
+    page.check("[data-testid=explain-toggle]")
+
+    page.wait_for_selector("[data-testid=hit-scores]", timeout=10_000)
+    assert page.locator("[data-testid=hit-scores]").count() == 2
+    assert "keyword rank" in page.inner_text("[data-testid=hit-scores] >> nth=0")
+    assert "explain=1" in page.url  # a reload keeps the scores shown
+    page.screenshot(path=str(tmp_path / "search-explained.png"), full_page=True)

@@ -79,7 +79,7 @@ def blocks(agent: Any, other_agent: Any, constellation: Any) -> dict[str, Any]:
 def test_agent_finds_its_own_shared_and_constellation_blocks_only(
     agent_client: Client, blocks: dict[str, Any]
 ):
-    found = search(agent_client, {"query": "Ana", "domain": "blocks"})
+    found = search(agent_client, {"query": "Ana", "domain": "blocks", "explain": True})
     assert labels(found) == {"plans", "tastes", "family"}
     hit = next(h for h in found.json()["results"] if h["label"] == "plans")
     assert hit["block_id"] == hit["id"] == str(blocks["own"].pk)
@@ -135,7 +135,9 @@ def test_blocks_rank_by_the_share_of_words_and_name_their_newest_version(
     assert [h["label"] for h in body["results"]] == ["notes"]
     assert body["results"][0]["version"] == 2
     assert body["mode_used"] == "fts"
-    both = search(agent_client, {"query": "Ana June", "domain": "blocks"}).json()
+    both = search(
+        agent_client, {"query": "Ana June", "domain": "blocks", "explain": True}
+    ).json()
     assert [h["label"] for h in both["results"]] == ["notes", "diary"]
     assert both["results"][0]["scores"]["score"] > both["results"][1]["scores"]["score"]
 

@@ -163,6 +163,7 @@ def test_conversation_domains_follow_ownership_and_constellation(
             "domain": "constellation_messages",
             "mode": "fts",
             "constellation_id": agent.constellation_id,
+            "explain": True,
         },
     ).json()
     assert {r["content"] for r in team["results"]} == {
@@ -496,11 +497,13 @@ def test_partner_sets_fusion_stages_and_bad_values_are_a_422(
 def test_each_hit_shows_its_keyword_and_vector_shares(agent: Any):
     archival_entry_create(agent=agent, content="the heron nests by the lake")
     body = post(
-        client_for(agent), "/api/tools/search", {"query": "heron", "mode": "fts"}
+        client_for(agent),
+        "/api/tools/search",
+        {"query": "heron", "mode": "fts", "explain": True},
     ).json()
     scores = body["results"][0]["scores"]
     assert scores["keyword_part"] == pytest.approx(1.0)
-    assert scores["vector_part"] is None
+    assert "vector_part" not in scores  # null: left out
     assert scores["fused"] == pytest.approx(scores["keyword_part"])
 
 
@@ -582,7 +585,7 @@ def test_all_merges_every_domain_by_score_each_hit_saying_its_kind(
     body = post(
         client_for(agent),
         "/api/tools/search",
-        {"query": "heron", "domain": "all", "mode": "fts"},
+        {"query": "heron", "domain": "all", "mode": "fts", "explain": True},
     ).json()
     kinds = {hit["kind"] for hit in body["results"]}
     assert {"archival", "block", "activity"} <= kinds

@@ -1,16 +1,27 @@
 """The conversation_search tool: the caller's own conversations, by role
-and by day, over HTTP and through ``tool_call``."""
+and by day, over HTTP and through ``tool_call``; the search tool's answer
+as a model reads it."""
 
+import json
 from datetime import timedelta
 from typing import Any
 
 from django.test import Client
 from django.utils import timezone
 
+from memory.longterm.compose import token_counter
 from memory.longterm.models import Message
-from memory.longterm.services import conversation_start, messages_append
+from memory.longterm.schemas import SearchOut
+from memory.longterm.services import (
+    archival_entry_create,
+    conversation_start,
+    messages_append,
+)
+from memory.search.pipeline import embeddings_refresh
+from memory.search.registry import EmbeddingState
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.tools import tool_call
+from tests.factories import AgentFactory
 
 
 def _talk(agent: Any) -> None:
@@ -132,3 +143,115 @@ def test_send_message_refuses_an_empty_message(agent: Any) -> None:
     assert not result.ok
     assert "empty" in result.text
     assert not Message.objects.filter(agent=agent).exists()
+
+
+# The search tool's answer, as a model reads it.
+
+
+def _nulls(value: Any, path: str = "") -> list[str]:
+    """Where ``value`` holds a null, as dotted paths."""
+    if value is None:
+        return [path]
+    if isinstance(value, dict):
+        return [n for k, v in value.items() for n in _nulls(v, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [n for i, v in enumerate(value) for n in _nulls(v, f"{path}[{i}]")]
+    return []
+
+
+def _tokens(value: Any) -> int:
+    return token_counter("gpt-4o-mini").count(json.dumps(value))
+
+
+def _search_http(client: Client, body: dict[str, Any]) -> dict[str, Any]:
+    response = client.post("/api/tools/search", body, content_type="application/json")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def test_search_answers_without_nulls_or_ranking_details(
+    agent: Any, agent_client: Client
+) -> None:
+    archival_entry_create(
+        agent=agent, content="the dentist moved to Monday", tags=["health"]
+    )
+    _talk(agent)
+    body = {"query": "dentist", "domain": "all", "mode": "fts"}
+    plain = _search_http(agent_client, body)
+    explained = _search_http(agent_client, {**body, "explain": True})
+    assert [h["id"] for h in plain["results"]] == [
+        h["id"] for h in explained["results"]
+    ]
+    assert len(plain["results"]) >= 3
+    assert _nulls(plain) == []
+    assert not {"timings_ms", "mode_requested", "quantised"} & plain.keys()
+    for hit in plain["results"]:
+        assert not {"scores", "duplicates", "snippet_html"} & hit.keys()
+    entry = next(h for h in plain["results"] if h["kind"] == "archival")
+    assert entry["content"] == "the dentist moved to Monday"
+    assert entry["tags"] == ["health"]
+    assert entry["provenance"]["store"] == "archival_memory"
+    message = next(h for h in plain["results"] if h["kind"] == "message")
+    assert "tags" not in message and message["role"] in ("user", "assistant")
+    # What an agent loop, the MCP server and HTTP give is the same answer.
+    called = tool_call(actor=Actor.for_agent(agent), name="search", arguments=body)
+    assert called.ok and _nulls(called.value) == []
+    assert called.value["results"] == plain["results"]
+    # Every field, null or not, as the answer was shaped before.
+    everything = SearchOut.model_validate(explained).model_dump(mode="json")
+    plain_tokens, all_tokens = _tokens(plain), _tokens(everything)
+    print(f"search answer: {plain_tokens} tokens; with every field: {all_tokens}")
+    assert plain_tokens * 2 < all_tokens
+    assert _tokens(explained) < all_tokens
+
+
+def test_explain_brings_the_ranking_details_and_timings_back(
+    agent: Any, agent_client: Client
+) -> None:
+    _talk(agent)
+    answer = _search_http(
+        agent_client,
+        {"query": "oat milk", "domain": "conversations", "explain": True},
+    )
+    hit = answer["results"][0]
+    assert hit["content"] == "buy oat milk"
+    assert hit["scores"]["fts_rank"] == 1 and hit["scores"]["score"] > 0
+    assert "<mark>oat</mark>" in hit["snippet_html"]
+    assert hit["duplicates"] == []
+    assert answer["mode_requested"] == "auto"
+    assert answer["timings_ms"]["message.total"] >= 0
+    assert _nulls(answer) == []  # explained answers leave nulls out too
+
+
+def test_a_just_written_entry_is_found_by_keywords_until_its_embedding_arrives(
+    agent: Any, constellation: Any, embedding_model_loaded: Any
+) -> None:
+    boat = archival_entry_create(agent=agent, content="the sailing boat is moored")
+    embeddings_refresh(kind="archival", row_ids=[boat.pk])
+    # Written a moment ago: its vector comes from a task after commit.
+    fresh = archival_entry_create(agent=agent, content="Ana visits on June 7th")
+    other = AgentFactory(constellation=constellation, name="Flux")
+    archival_entry_create(agent=other, content="Ana visits Flux in July")
+    assert fresh.embedding_state == EmbeddingState.PENDING
+
+    def search(mode: str) -> dict[str, Any]:
+        called = tool_call(
+            actor=Actor.for_agent(agent),
+            name="search",
+            arguments={"query": "When does Ana visit?", "mode": mode},
+        )
+        assert called.ok, called.text
+        return called.value
+
+    for mode in ("vector", "auto"):
+        answer = search(mode)
+        contents = [hit["content"] for hit in answer["results"]]
+        assert contents[0] == "Ana visits on June 7th", mode
+        # Flux's entry waits too, but is not the agent's to see.
+        assert "Ana visits Flux in July" not in contents
+        assert answer["pending_embeddings"] == 1, mode
+        assert "1 entry is still waiting for an embedding" in answer["degraded"]
+    assert embeddings_refresh(kind="archival", row_ids=[fresh.pk]) == 1
+    embedded = search("vector")
+    assert "pending_embeddings" not in embedded and embedded["degraded"] == ""
+    assert embedded["results"][0]["content"] == "Ana visits on June 7th"

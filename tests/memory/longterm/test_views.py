@@ -29,7 +29,7 @@ def csrf_post(client: Client, url: str, data: dict[str, Any]) -> Any:
     )
 
 
-def test_search_page_shows_snippets_provenance_and_scores(
+def test_search_page_shows_snippets_and_provenance_and_scores_on_request(
     agent: Any, partner_client: Client
 ):
     archival_entry_create(agent=agent, content="The <b>heron</b> nests by the lake")
@@ -38,7 +38,14 @@ def test_search_page_shows_snippets_provenance_and_scores(
     assert page.status_code == 200
     assert "<mark>heron</mark>" in html
     assert "&lt;b&gt;" in html  # stored text is escaped, only marks are HTML
-    assert "keyword rank 1" in html and agent.name in html
+    assert agent.name in html
+    # The scores are behind the ranking toggle, which live search keeps.
+    assert "keyword rank" not in html
+    assert 'name="explain"' in html
+    explained = partner_client.get(
+        "/memory/search/", {"q": "heron", "mode": "fts", "explain": "1"}
+    ).content.decode()
+    assert "keyword rank 1" in explained
 
 
 def test_search_page_shows_the_stages_that_ran_with_their_settings_and_times(
