@@ -319,11 +319,14 @@ def pending_note(count: int) -> str:
     """What a search says of the rows it found by keywords only."""
     if not count:
         return ""
-    rows = "entry is" if count == 1 else "entries are"
+    if count == 1:
+        rows, them, they = "entry is", "it", "it is"
+    else:
+        rows, them, they = "entries are", "them", "they are"
     return (
         f"{count} {rows} still waiting for an embedding (it takes a few"
-        " seconds after writing): search by meaning cannot find them yet, so"
-        " they are matched by keywords only"
+        f" seconds after writing): search by meaning cannot find {them} yet,"
+        f" so {they} matched by keywords only"
     )
 
 

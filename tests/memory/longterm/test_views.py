@@ -291,6 +291,19 @@ def test_search_page_counts_entries_not_yet_indexed(agent: Any, partner_client: 
     )
 
 
+def test_search_page_finds_an_entry_waiting_for_its_embedding_and_says_so(
+    agent: Any, partner_client: Client, embedding_model_loaded: Any
+):
+    archival_entry_create(agent=agent, content="Ana visits on June 7th")
+    html = partner_client.get(
+        "/memory/search/", {"q": "When does Ana visit?", "mode": "vector"}
+    ).content.decode()
+    assert "<mark>Ana</mark> <mark>visits</mark> on June 7th" in html
+    assert "1 entry is still waiting for an embedding" in html
+    stages = html[html.index('data-testid="search-stages"') :]
+    assert "rows without a vector yet" in stages[: stages.index("</details>")]
+
+
 def test_archival_browser_treats_an_offset_past_64_bits_as_the_first_page(
     agent: Any, partner_client: Client
 ):
