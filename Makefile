@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run model test setup lint format migrate worker web test-deps bench clean assets
+.PHONY: run model test setup lint format migrate worker web test-deps bench bench-quick clean assets
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -98,6 +98,17 @@ web: migrate assets
 
 worker: setup
 	$(VENV)/bin/celery -A pattern_site worker --beat --loglevel INFO
+
+## make bench-quick: the co-editing, append and search benchmarks in about
+## three minutes, each figure beside its same-run reference and its target
+## (docs/benchmarks/quick.md).  Not part of CI; run it on a quiet machine.
+bench-quick: setup assets
+	@start=$$(date +%s); \
+	$(PY) bench/coedit.py --quick && \
+	$(PY) bench/blocks.py --quick && \
+	$(PY) bench/search.py --quick; status=$$?; \
+	echo "bench-quick: $$(( $$(date +%s) - start )) s (budget 180 s); load: $$(uptime | sed 's/.*load/load/')"; \
+	exit $$status
 
 clean:
 	rm -rf $(VENV) var node_modules static/dist

@@ -34,7 +34,11 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Model, Q, QuerySet
 
-from memory.search.chunks import chunks_exact_knn, chunks_readable
+from memory.search.chunks import (
+    chunks_exact_knn,
+    chunks_hamming_knn,
+    chunks_readable,
+)
 from memory.search.index import (
     TextIndex,
     as_blob,
@@ -259,10 +263,11 @@ def vector_candidates(
     chunks vec0 stores (``chunks_exact_knn``), or by vec0's own KNN (L2,
     turned into cosine distance) when ``SEARCH_EXACT_KNN`` is "vec0" or
     the storage is not one ``chunks_readable`` knows.
-    Quantised: vec0 KNNs over the binary vectors (Hamming distance), one per
-    shard, give ``k * SEARCH_QUANTISED_OVERSAMPLE`` coarse candidates in
-    all, re-scored exactly against their float vectors; all re-scored ones
-    are returned.
+    Quantised: the ``k * SEARCH_QUANTISED_OVERSAMPLE`` rows nearest by
+    Hamming distance over the binary vectors (ranked by numpy over the
+    chunks vec0 stores, ``chunks_hamming_knn``; or with "vec0", or a
+    storage it does not know, by vec0's KNNs, one per shard) are re-scored
+    exactly against their float vectors; all re-scored ones are returned.
     On PostgreSQL: pgvector's HNSW index, re-scored exactly
     (``memory.search.postgres``); ``quantised`` has no meaning there.
     """
@@ -299,18 +304,17 @@ def vector_candidates(
             ]
     blob = as_blob(vector)
     coarse_k = min(k * settings.SEARCH_QUANTISED_OVERSAMPLE, MAX_CANDIDATES)
-    per_shard = -(-coarse_k // index.shards)
-    one = (
-        f"SELECT rowid, vector FROM {index.bin_table}"
-        " WHERE embedding MATCH vec_quantize_binary(%s) AND k = %s"
-        f" AND scope_id = %s AND shard = %s{owner_sql(owner_ids, 'owner_id')}"
-    )
-    params: list[Any] = []
-    for shard in range(index.shards):
-        params += [blob, per_shard, scope_id, shard, *owner_params]
-    with connection.cursor() as cur:
-        cur.execute(" UNION ALL ".join([one] * index.shards), params)
-        coarse = cur.fetchall()
+    if numpy_knn and chunks_readable(index, binary=True):
+        with connection.cursor() as cur:
+            cur.execute("SELECT vec_quantize_binary(%s)", [blob])
+            bits = cur.fetchone()[0]
+        coarse = chunks_hamming_knn(
+            index, query=bits, scope_id=scope_id, owner_ids=owner_ids, k=coarse_k
+        )
+    else:
+        coarse = _vec0_hamming_knn(
+            index, blob=blob, scope_id=scope_id, owner_ids=owner_ids, k=coarse_k
+        )
     if not coarse:
         return []
     keys = [row_id for row_id, _blob in coarse]
@@ -318,6 +322,31 @@ def vector_candidates(
     norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(vector) or 1.0)
     distances = 1.0 - (matrix @ vector) / np.where(norms == 0, 1.0, norms)
     return [(keys[i], float(distances[i]), matrix[i]) for i in np.argsort(distances)]
+
+
+def _vec0_hamming_knn(
+    index: TextIndex,
+    *,
+    blob: bytes,
+    scope_id: int,
+    owner_ids: Sequence[int] | None,
+    k: int,
+) -> list[tuple[int, bytes]]:
+    """(row id, float vector blob) of about ``k`` rows nearest by Hamming
+    distance, by vec0's KNN over each shard of the binary table."""
+    per_shard = -(-k // index.shards)
+    one = (
+        f"SELECT rowid, vector FROM {index.bin_table}"
+        " WHERE embedding MATCH vec_quantize_binary(%s) AND k = %s"
+        f" AND scope_id = %s AND shard = %s{owner_sql(owner_ids, 'owner_id')}"
+    )
+    owner_params = list(owner_ids) if owner_ids is not None else []
+    params: list[Any] = []
+    for shard in range(index.shards):
+        params += [blob, per_shard, scope_id, shard, *owner_params]
+    with connection.cursor() as cur:
+        cur.execute(" UNION ALL ".join([one] * index.shards), params)
+        return list(cur.fetchall())
 
 
 _LARGE_SCOPES: dict[tuple[str, int, int], tuple[float, bool]] = {}

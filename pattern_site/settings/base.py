@@ -367,7 +367,7 @@ PATTERN_SYNC_SOCKETS_PER_ACTOR = env.int("PATTERN_SYNC_SOCKETS_PER_ACTOR", defau
 # this: the nearest rows are returned whether related or not.
 SEARCH_WEAK_DISTANCE = env.float("PATTERN_SEARCH_WEAK_DISTANCE", default=0.65)
 SEARCH_VECTOR_QUANTISED = env.bool("PATTERN_SEARCH_QUANTISED", default=False)
-SEARCH_QUANTISED_OVERSAMPLE = env.int("PATTERN_SEARCH_QUANTISED_OVERSAMPLE", default=8)
+SEARCH_QUANTISED_OVERSAMPLE = env.int("PATTERN_SEARCH_QUANTISED_OVERSAMPLE", default=20)
 # Hybrid (and auto) searches take the quantised path anyway once the
 # constellation holds more than this many rows of the searched table: exact
 # KNN grows with the rows, the quantised pass far slower (docs/memory.md, "Long-term

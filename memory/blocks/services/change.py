@@ -43,6 +43,7 @@ from memory.blocks.services.storage import (
     _cache_on_commit,
     _lock,
     _locked_document,
+    _snapshot_bytes,
     log_entries_pruned,
 )
 from memory.blocks.sync.broadcast import block_broadcast
@@ -114,8 +115,11 @@ def _block_change(
     held = documents.held_size(doc, locked.schema, rendered)
     _check_limit(block=locked, old_size=locked.size, new_size=held)
     data = documents.updates_since(doc, before)
+    snapshot, upto = _snapshot_bytes(locked), locked.snapshot_upto
     # Against the rendering before, as _check_limit.
-    _check_bytes(block=locked, added=len(data), shrinks=held < locked.size)
+    _check_bytes(
+        block=locked, added=len(data), shrinks=held < locked.size, snapshot=snapshot
+    )
     joined = (
         _burst_version(block=locked, actor=actor, summary=summary) if burst else None
     )
@@ -140,7 +144,10 @@ def _block_change(
             data=data,
             rendered=rendered,
         )
-    _cache_on_commit(locked, doc)
+    # A compaction wrote a new snapshot: its size is read on the next change.
+    _cache_on_commit(
+        locked, doc, snapshot_bytes=snapshot if locked.snapshot_upto == upto else None
+    )
     block_id, version = locked.pk, locked.version
 
     def broadcast() -> None:  # a def: Django's robust on_commit logs __qualname__

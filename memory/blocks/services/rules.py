@@ -68,16 +68,22 @@ def _check_layout(*, block: MemoryBlock, doc: LoroDoc, since: Any) -> None:
         )
 
 
-def _check_bytes(*, block: MemoryBlock, added: int, shrinks: bool) -> None:
+def _check_bytes(
+    *, block: MemoryBlock, added: int, shrinks: bool, snapshot: int | None = None
+) -> None:
     """The stored document (snapshot, log and this change) within the cap,
     unless the change ``shrinks`` what the block holds.
 
     History only grows, so a block at its cap would otherwise refuse every
     change, deleting a wrong or secret line included.  Each change let
     through must shrink the content: a block over its cap cannot gather
-    history without end (rewriting the same text over and over)."""
+    history without end (rewriting the same text over and over).
+    ``snapshot``: the bytes in the block's snapshot when the caller knows
+    them (else read)."""
     cap = settings.MEMORY_BLOCK_MAX_BYTES
-    stored = block_snapshot_size(block_id=block.pk) + block.log_bytes
+    if snapshot is None:
+        snapshot = block_snapshot_size(block_id=block.pk)
+    stored = snapshot + block.log_bytes
     if stored + added > cap and not shrinks:
         raise LimitExceeded(
             f"block {block.label!r} stores {stored} bytes with its history; "

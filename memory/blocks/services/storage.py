@@ -22,7 +22,11 @@ from loro import LoroDoc, VersionVector
 
 from memory.blocks import doc_cache, documents
 from memory.blocks.models import BlockSnapshot, BlockUpdate, MemoryBlock
-from memory.blocks.selectors import block_log_pending, block_snapshot_data
+from memory.blocks.selectors import (
+    block_log_pending,
+    block_snapshot_data,
+    block_snapshot_size,
+)
 from memory.blocks.services.rules import _summary
 from memory.longterm.models import ArchivalSource
 from memory.longterm.services import archival_entry_create
@@ -66,11 +70,38 @@ def _locked_document(locked: MemoryBlock) -> LoroDoc:
     return doc
 
 
-def _cache_on_commit(block: MemoryBlock, doc: LoroDoc) -> None:
-    block_id, version = block.pk, block.version
+# block id -> (version, snapshot_upto, bytes in its snapshot), as of a
+# change this process committed.  Every write of a snapshot moves the
+# row's ``snapshot_upto`` (compaction folds the log up to a later update)
+# and every change moves its ``version``, so an entry is used only while
+# the locked row still has both: any other write makes it a miss.
+_snapshot_sizes: dict[Any, tuple[int, int, int]] = {}
+_SNAPSHOT_SIZES_MAX = 10_000
+
+
+def _snapshot_bytes(locked: MemoryBlock) -> int:
+    """Bytes in the locked block's snapshot: from the last change this
+    process committed when the row has not moved since, else read."""
+    entry = _snapshot_sizes.get(locked.pk)
+    if entry is not None and entry[:2] == (locked.version, locked.snapshot_upto):
+        return entry[2]
+    return block_snapshot_size(block_id=locked.pk)
+
+
+def _cache_on_commit(
+    block: MemoryBlock, doc: LoroDoc, *, snapshot_bytes: int | None = None
+) -> None:
+    """Once committed, cache the document at the block's version and, when
+    given, the size of its snapshot at that version and ``snapshot_upto``."""
+    block_id, version, upto = block.pk, block.version, block.snapshot_upto
 
     def cache() -> None:
         doc_cache.put(block_id, version, doc)
+        if snapshot_bytes is None:
+            return
+        if len(_snapshot_sizes) >= _SNAPSHOT_SIZES_MAX:
+            _snapshot_sizes.clear()
+        _snapshot_sizes[block_id] = (version, upto, snapshot_bytes)
 
     transaction.on_commit(cache)
 

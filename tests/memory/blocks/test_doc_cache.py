@@ -1,6 +1,8 @@
 """The per-process document cache never hides a write and never keeps a
 change that failed or was rolled back."""
 
+from secrets import token_hex
+
 import pytest
 from django.db import transaction
 
@@ -115,3 +117,25 @@ def test_history_rows_carry_each_versions_aware_timestamp(make_block):
     assert [row.id for row in rows] == sorted(stored, reverse=True)
     assert {row.id: row.created_at for row in rows} == stored
     assert all(row.created_at.utcoffset() is not None for row in rows)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_byte_cap_counts_the_snapshot_a_compaction_wrote_since_the_last_change(
+    make_block, settings
+):
+    """A compaction leaves the block's version as it was: the cap must still
+    see the snapshot it grew, not the size the last change knew."""
+    from memory.blocks.selectors import block_snapshot_size
+    from memory.blocks.services import block_compact
+
+    block = make_block(label="notes", char_limit=100_000)
+    for _ in range(3):
+        block_append(actor=Actor.system(), block=block, content=token_hex(400))
+    assert block_compact(block=block)
+    block.refresh_from_db()
+    assert block.log_bytes == 0
+    settings.MEMORY_BLOCK_MAX_BYTES = block_snapshot_size(block_id=block.pk) + 200
+
+    with pytest.raises(LimitExceeded):
+        block_append(actor=Actor.system(), block=block, content=token_hex(200))
+    block_append(actor=Actor.system(), block=block, content="ok")  # small fits

@@ -373,3 +373,50 @@ def test_column_weights_rank_text_context_and_date_the_same_on_either_database(
     )
     assert [row_id for row_id, _score, _snippet in found] == expected
     assert "\x02heron\x03" in found[0][2]
+
+
+@pytest.mark.sqlite
+def test_quantised_knn_finds_the_nearest_by_hamming_across_shards_owners_and_deletes(
+    db: None, settings: Any
+):
+    """The quantised path's coarse pass reads vec0's binary chunks itself:
+    over several chunks of every shard, two scopes and three owners, with
+    deleted rows, it re-scores the rows whose sign bits are nearest the
+    query's (vec0's KNN, one per shard, may miss some of them)."""
+    assert chunks_readable(ARCHIVAL_INDEX, binary=True)
+    settings.SEARCH_QUANTISED_OVERSAMPLE = 4
+    rng = np.random.default_rng(12)
+    vectors = {row_id: rng.standard_normal(384) for row_id in range(1, 9001)}
+    rows = [(r, 1 + r % 2, 10 + r % 3, v) for r, v in vectors.items()]
+    index_put_vectors(ARCHIVAL_INDEX, rows=rows)
+    index_delete(ARCHIVAL_INDEX, row_ids=list(range(1, 9001, 7)))
+    for query in rng.standard_normal((3, 384)).astype(np.float32):
+        for scope_id, owner_ids in ((1, None), (2, [10]), (1, [11, 12]), (2, [99])):
+            found = vector_candidates(
+                ARCHIVAL_INDEX,
+                vector=query,
+                scope_id=scope_id,
+                owner_ids=owner_ids,
+                k=10,
+                quantised=True,
+            )
+            eligible = [
+                r
+                for r in vectors
+                if r % 7 != 1
+                and r % 2 + 1 == scope_id
+                and (owner_ids is None or 10 + r % 3 in owner_ids)
+            ]
+            if not eligible:
+                assert found == []
+                continue
+
+            def hamming(r: int, query: np.ndarray = query) -> int:
+                return int(np.count_nonzero((vectors[r] > 0) != (query > 0)))
+
+            nearest = sorted(hamming(r) for r in eligible)[:40]
+            assert sorted(hamming(r) for r, _d, _v in found) == nearest
+            assert all(r in eligible for r, _d, _v in found)
+            # Re-scored by cosine, nearest first.
+            distances = [d for _r, d, _v in found]
+            assert distances == sorted(distances)
