@@ -6,18 +6,24 @@ Run: ``.venv/bin/python bench/agent_loop.py`` (20 turns of 5 tool steps,
 10,000 stored messages, 200 compositions); ``--quick`` for 2 turns of 3
 steps, 1,000 messages and 20 compositions; ``--turns``, ``--steps``,
 ``--messages``, ``--rounds`` to change the sizes.  Uses a throwaway
-database in a temporary data directory and a loopback OpenAI-compatible
-server that answers at once (streamed, as the loop asks), so a step's
-time is the loop's own: composing the request, recording the step and the
-call, running the tool as the agent, streaming the events.
+database and broker in a temporary data directory and a loopback
+OpenAI-compatible server that answers at once (streamed, as the loop
+asks), so a step's time is the loop's own: composing the request,
+recording the step and the call, running the tool as the agent, streaming
+the events.
 
-Per tool step: each turn's model asks ``core_memory_append`` ``--steps``
-times, then ``send_message``; the turn's time divided by its model calls.
+Per tool step: the turns run on a real ``celery worker`` process (solo
+pool), as in a deployment, so what the loop queues (embedding each stored
+message) runs beside it, not inside it.  Each turn's model asks
+``core_memory_append`` ``--steps`` times, then ``send_message``; a step is
+the turn's time as the worker recorded it (its start to its end) over its
+model calls.  A first turn warms the worker up and is not counted.
 Beside it, ``core_memory_append`` called over HTTP on a Daphne serving the
-same database.  Composition: ``request_compose`` (the system prompt, then
-the history truncated to the model's limits, whole batches) on a
-conversation of ``--messages`` messages in turns of a user message, a tool
-call, its result and an answer.
+same database; the overhead is a step's time less that call's median.
+Composition: ``request_compose`` (the system prompt, then the history
+compressed to the model's limits, whole batches) on a conversation of
+``--messages`` messages in turns of a user message, a tool call, its
+result and an answer.
 """
 
 from __future__ import annotations
