@@ -13,9 +13,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def django_setup(prefix: str) -> str:
-    """Configure Django (dev settings, no debug, tasks inline) on a new
-    temporary data directory named ``prefix...``; returns its path."""
+def django_setup(prefix: str, *, eager: bool = True) -> str:
+    """Configure Django (dev settings, no debug; tasks inline unless not
+    ``eager``, for a bench that starts a worker) on a new temporary data
+    directory named ``prefix...``; returns its path."""
     from pattern_site.processes import throwaway_dir
 
     data_dir = throwaway_dir(prefix)
@@ -24,8 +25,8 @@ def django_setup(prefix: str) -> str:
             "DJANGO_SETTINGS_MODULE": "pattern_site.settings.dev",
             "PATTERN_DATA_DIR": data_dir,
             "PATTERN_DEBUG": "false",
-            # No worker runs here: record agent activity inline (once a minute).
-            "PATTERN_CELERY_EAGER": "true",
+            # Without a worker, agent activity is recorded inline (once a minute).
+            "PATTERN_CELERY_EAGER": "true" if eager else "false",
             "PATTERN_LOG_LEVEL": "WARNING",
         }
     )

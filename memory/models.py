@@ -16,6 +16,8 @@ from memory.blocks.models import (
 from memory.longterm.models import (
     ArchivalEntry,
     ArchivalLifetime,
+    ArchivalRole,
+    ArchivalRoleKind,
     ArchivalSource,
     ArchivalTier,
     CompressionKind,
@@ -33,6 +35,8 @@ __all__ = [
     "ApprovalStatus",
     "ArchivalEntry",
     "ArchivalLifetime",
+    "ArchivalRole",
+    "ArchivalRoleKind",
     "ArchivalSource",
     "ArchivalTier",
     "BlockApproval",

@@ -93,6 +93,16 @@ class Streamed:
             }
 
 
+@dataclass
+class Held:
+    """An answer the server sends only once ``release`` is set; ``arrived``
+    is set when its request comes in (a model call a turn is waiting on)."""
+
+    body: Any
+    arrived: threading.Event
+    release: threading.Event
+
+
 class FakeLLM:
     def __init__(self) -> None:
         self.answers: list[tuple[int, Any, float]] = []
@@ -105,6 +115,12 @@ class FakeLLM:
         self, pieces: list[str], *, tokens: int | None = 120, cut: bool = False
     ) -> None:
         self.answers.append((200, Streamed(pieces, tokens, cut), 0.0))
+
+    def hold(self) -> Held:
+        """The next answer waits for ``release`` (then answers 500)."""
+        held = Held({"error": {}}, threading.Event(), threading.Event())
+        self.answers.append((500, held, 0.0))
+        return held
 
     def answer_tools(
         self,
@@ -135,6 +151,10 @@ def llm(settings: Any) -> Iterator[FakeLLM]:
                 fake.answers.pop(0) if fake.answers else (500, {"error": {}}, 0)
             )
             time.sleep(delay)
+            if isinstance(body, Held):
+                body.arrived.set()
+                body.release.wait()
+                body = body.body
             try:
                 if isinstance(body, Streamed):
                     self._send_stream(body)

@@ -12,6 +12,7 @@ exponential backoff (``LLM_MAX_RETRIES``); each attempt is bounded by
 piece).  Prompts are the template files under ``prompts/``.
 """
 
+import functools
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -79,6 +80,18 @@ class StepCompletion:
     model: str
 
 
+@functools.lru_cache(maxsize=16)
+def _sdk_client(
+    base_url: str, api_key: str, timeout: float, max_retries: int
+) -> openai.OpenAI:
+    """One SDK client per provider and settings, kept: making one (its
+    HTTP connection pool, its TLS context) costs a turn more than a step,
+    and reusing it keeps the connection to the provider open."""
+    return openai.OpenAI(
+        base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries
+    )
+
+
 class ChatClient:
     def __init__(
         self,
@@ -92,12 +105,7 @@ class ChatClient:
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
-        self._client = openai.OpenAI(
-            base_url=base_url,
-            api_key=api_key or "none",
-            timeout=timeout,
-            max_retries=max_retries,
-        )
+        self._client = _sdk_client(base_url, api_key or "none", timeout, max_retries)
 
     def _request(
         self, *, constellation_id: int, messages: list[dict[str, Any]], **extra: Any
@@ -108,12 +116,19 @@ class ChatClient:
         llm_budget_check(
             constellation_id=constellation_id, tokens=estimate + self.max_tokens
         )
+        # The messages and tools are plain JSON already: sent as the body's
+        # own fields, they skip the SDK's walk of every message and tool
+        # schema as typed dicts, which costs more than the rest of a step.
+        body = {"messages": messages}
+        if "tools" in extra:
+            body["tools"] = extra.pop("tools")
         try:
             response = self._client.chat.completions.create(
                 model=self.model,
-                messages=messages,  # type: ignore[arg-type]
+                messages=[],
                 max_tokens=self.max_tokens,
                 temperature=0.2,
+                extra_body=body,
                 **extra,
             )
         except openai.APIError as exc:

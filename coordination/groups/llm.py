@@ -12,7 +12,7 @@ delivery whose turn a stopped worker left running resumes that turn.
 
 A vote is asked for as JSON (``{"vote", "reason"}``, checked against the
 run's options; a wrong answer is asked again as ``LLM_JSON_RETRIES``
-says).  A leader answers itself: delegating takes the tool API.
+says).  A leader delegates in its turn with the ``delegate`` tool.
 """
 
 import logging

@@ -8,14 +8,18 @@
 - A run (and its event stream) is seen by the humans of the constellation,
   the group's member agents and the agent that started it.
 - A delivery is acted on (chunks, tool calls, answer, delegation) only by
-  the agent it was delivered to; to anyone else it does not exist.
+  the agent it was delivered to; to anyone else it does not exist.  Only
+  a leader's open delivery delegates (the ``delegate`` tool and
+  ``POST /api/deliveries/{id}/delegations``).
 - An agent answered by the LLM has no inbox: the site takes its deliveries.
 """
 
 from django.db.models import Q, QuerySet
 
 from coordination.groups.models import (
+    OPEN_DELIVERY_STATUSES,
     AgentGroup,
+    DeliveryKind,
     GroupMembership,
     GroupRun,
     RunDelivery,
@@ -80,6 +84,14 @@ def delivery_queryset_for_actor(*, actor: Actor) -> QuerySet[RunDelivery]:
         return RunDelivery.objects.none()
     assert actor.agent is not None
     return RunDelivery.objects.filter(agent_id=actor.agent.pk)
+
+
+def delivery_leading_for_actor(*, actor: Actor) -> QuerySet[RunDelivery]:
+    """The open deliveries through which ``actor`` leads a run now: the
+    only ones it may delegate from."""
+    return delivery_queryset_for_actor(actor=actor).filter(
+        kind=DeliveryKind.LEAD, status__in=OPEN_DELIVERY_STATUSES
+    )
 
 
 def inbox_check_read(*, actor: Actor) -> None:

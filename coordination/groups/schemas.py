@@ -124,6 +124,33 @@ class MessageAgentIn(InputSchema):
     )
 
 
+class DelegateToolIn(InputSchema):
+    """The ``delegate`` tool's input."""
+
+    message: Message = Field(
+        description="The part of the work the member should do.",
+        examples=["Find a slot for the dentist next week."],
+    )
+    agent: Name | None = Field(
+        None,
+        description="The member's name; leave it out to let the group's"
+        " delegation strategy choose.",
+        examples=["Flux"],
+    )
+    run_id: Name | None = Field(
+        None,
+        description="The run you lead, when you lead several at once.",
+        examples=[None],
+    )
+
+
+class DelegationOut(Schema):
+    run_id: int
+    delivery_id: int | None
+    agent: str | None
+    detail: str
+
+
 class EventOut(Schema):
     seq: int
     type: str

@@ -333,6 +333,9 @@ def batches_compress(
 SUMMARY_HEADER = "Summary of the earlier conversation:"
 # Rows read at a time, newest first, until the history is full.
 PAGE = 200
+# Rows read past what is likely kept: the rest of the batch that does not
+# fit, whose end the compression has to see.
+FIRST_PAGE_MARGIN = 20
 
 
 @dataclass
@@ -342,22 +345,28 @@ class ComposedHistory:
     metadata: dict[str, Any]
 
 
-def _history_rows(conversation: Conversation, after: int) -> Iterator[HistoryMessage]:
+def _history_rows(
+    conversation: Conversation, after: int, *, first: int = PAGE
+) -> Iterator[HistoryMessage]:
+    """The messages newest first, in pages; ``first``: the first page's
+    size, enough for what is likely kept, so that the batch ending it is
+    found without reading (and decoding) a whole page more."""
     fields = ("position", "role", "content", "batch_id", "tool_calls")
     fields += ("tool_call_id", "author")
     before: int | None = None
+    size = first
     while True:
         rows = Message.objects.filter(conversation=conversation, position__gt=after)
         if before is not None:
             rows = rows.filter(position__lt=before)
-        page = list(rows.order_by("-position").values_list(*fields)[:PAGE])
+        page = list(rows.order_by("-position").values_list(*fields)[:size])
         for position, role, content, batch, calls, call_id, author in page:
             yield HistoryMessage(
                 position, role, content, batch, tuple(calls), call_id, author
             )
-        if len(page) < PAGE:
+        if len(page) < size:
             return
-        before = page[-1][0]
+        before, size = page[-1][0], PAGE
 
 
 def history_compose(
@@ -384,8 +393,13 @@ def history_compose(
     head_tokens = sum(
         MESSAGE_OVERHEAD_TOKENS + counter.count(m["content"]) for m in head
     )
+    wanted = config.max_messages_cap
+    if isinstance(strategy, Truncate):
+        wanted = min(wanted, strategy.keep_recent)
     compressed = batches_compress(
-        batches_newest_first(_history_rows(conversation, after)),
+        batches_newest_first(
+            _history_rows(conversation, after, first=wanted + FIRST_PAGE_MARGIN)
+        ),
         active=active_batch_id,
         budget=max(0, limits.history_tokens - head_tokens),
         max_messages=config.max_messages_cap - len(head),

@@ -401,3 +401,29 @@ class ContextConfig(models.Model):
 
     def __str__(self) -> str:
         return f"context config of {self.constellation_id}"
+
+
+class ArchivalRoleKind(models.TextChoices):
+    CONSOLIDATOR = "consolidator", "Consolidator"
+
+
+class ArchivalRole(models.Model):
+    """A right over archival memory beyond the agent's own, granted by the
+    partner (``memory.longterm.permissions`` decides what it allows).
+
+    ``consolidator``: the agent reads the archival entries of every agent
+    of its constellation, to consolidate their observations into patterns.
+    """
+
+    agent = models.OneToOneField(
+        Agent, on_delete=models.CASCADE, related_name="archival_role"
+    )
+    role = models.CharField(
+        max_length=20,
+        choices=ArchivalRoleKind.choices,
+        default=ArchivalRoleKind.CONSOLIDATOR,
+    )
+    granted_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.agent_id}:{self.role}"

@@ -50,6 +50,14 @@ ARCHIVAL_MEMORY_INSERT = """Store a fact in your archival memory (long-term,
 searchable, not in your context). Add `tags` to find it again by topic."""
 
 
+OBSERVATIONS_SEARCH = """Consolidator role only: read the recent archival
+observations of every agent of your constellation (yours included), newest
+first: those of the last `since_hours` hours, optionally only one `domain`
+(the domain an agent stored them with, e.g. task_patterns) and only those
+matching `query` (by meaning and by words). Use it to find patterns across
+agents, then store them with archival_memory_insert (domain meta_patterns)
+and put the key insights in a shared block."""
+
 ARCHIVAL_MEMORY_SEARCH = """Search your archival memory by meaning and by words;
 returns up to `top_k` entries, optionally only those with all of `tags` or
 created between `start_datetime` and `end_datetime`."""
@@ -74,6 +82,7 @@ CONTENT_EXAMPLE = "Sam's sister Ana visits on the first weekend of June."
 Tag = Annotated[str, Field(max_length=MAX_TAG_CHARS)]
 ArchivalContent = Annotated[str, Field(max_length=ARCHIVAL_MAX_CHARS)]
 ArchivalLabel = Annotated[str, Field(max_length=200)]
+DomainName = Annotated[str, Field(min_length=1, max_length=NAME_MAX)]
 Query = Annotated[str, Field(max_length=MAX_QUERY_CHARS)]
 TAGS_EXAMPLE = ["family", "plans"]
 METADATA_EXAMPLE = {"source": "check-in", "confidence": "high"}
@@ -361,6 +370,29 @@ class RecallOut(Schema):
 class LettaInsertIn(InputSchema):
     content: ArchivalContent = Field(examples=[CONTENT_EXAMPLE])
     tags: list[Tag] = Field([], max_length=MAX_TAGS, examples=[TAGS_EXAMPLE])
+    domain: DomainName | None = Field(
+        None,
+        description="What the fact is about (kept as metadata.domain), so a"
+        " consolidator finds the observations of one domain.",
+        examples=["task_patterns"],
+    )
+
+
+class ObservationsSearchIn(InputSchema):
+    query: Query | None = Field(None, examples=[None])
+    domain: DomainName | None = Field(None, examples=["task_patterns"])
+    since_hours: int = Field(24, ge=1, le=24 * 90, examples=[24])
+    limit: int = Field(20, ge=1, le=50, examples=[20])
+
+
+class ObservationOut(Schema):
+    id: int
+    agent_id: int
+    agent: str
+    timestamp: datetime
+    domain: str
+    content: str
+    tags: list[str]
 
 
 class LettaSearchIn(InputSchema):

@@ -20,8 +20,16 @@ from memory.longterm.domains import (
     search_domains,
 )
 from memory.longterm.indexes import ARCHIVAL_INDEX, MESSAGE_INDEX
-from memory.longterm.models import Message, RetrievalConfig, RetrievalReranker
-from memory.longterm.permissions import longterm_own_agent
+from memory.longterm.models import (
+    ArchivalEntry,
+    Message,
+    RetrievalConfig,
+    RetrievalReranker,
+)
+from memory.longterm.permissions import (
+    archival_rows_all_agents,
+    longterm_own_agent,
+)
 from memory.longterm.selectors import (
     MAX_QUERY_CHARS,
     MAX_SEARCH_LIMIT,
@@ -174,6 +182,7 @@ def memory_search(
     constellation_id: int | None = None,
     as_of: datetime | None = None,
     decay: bool | None = None,
+    all_agents: bool = False,
 ) -> SearchResult:
     """Search memory as ``actor`` may see it.
 
@@ -189,8 +198,12 @@ def memory_search(
     searches the rows as they were at that time.  Hits of every domain
     merge by score.  ``decay`` re-ranks by relevance with each tier's decay
     rate (None: as the constellation's config says).  Entries consolidation
-    merged or pruned are not searched.
+    merged or pruned are not searched.  ``all_agents`` (archival_memory
+    only) searches every agent's entries, the consolidator role's right
+    (``PermissionDenied`` for another agent).
     """
+    if all_agents and domain != "archival_memory":
+        raise InvalidInput("all_agents searches archival_memory only")
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("the search query is empty; give some words to look for")
     if len(query) > MAX_QUERY_CHARS:
@@ -219,10 +232,19 @@ def memory_search(
         agent_get_for_actor(actor=actor, agent_id=filters.agent_id)
     targets: list[tuple[str, Any, QuerySet, list[int] | None]] = []
     if domain in ("archival_memory", "all", RECALL_DOMAIN):
-        qs = archival_entry_list_for_actor(actor=actor).filter(
-            constellation_id=constellation.pk
-        )
-        owners = [agent_pk] if own_only else _owner(filters)
+        if all_agents:
+            qs = archival_rows_all_agents(
+                ArchivalEntry.objects.select_related("agent").filter(
+                    superseded_at__isnull=True
+                ),
+                actor=actor,
+            ).filter(constellation_id=constellation.pk)
+            owners = _owner(filters)
+        else:
+            qs = archival_entry_list_for_actor(actor=actor).filter(
+                constellation_id=constellation.pk
+            )
+            owners = [agent_pk] if own_only else _owner(filters)
         targets.append(
             ("archival", ARCHIVAL_INDEX, _filtered(qs, filters, messages=False), owners)
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db.models import Q, QuerySet
 
 from memory.longterm.models import (
@@ -15,7 +17,10 @@ from memory.longterm.models import (
     Message,
     RetrievalConfig,
 )
-from memory.longterm.permissions import longterm_rows_visible
+from memory.longterm.permissions import (
+    archival_rows_all_agents,
+    longterm_rows_visible,
+)
 from memory.search.registry import EmbeddingState
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent, Constellation
@@ -84,6 +89,31 @@ def archival_entry_list_for_actor(
         "lifetime": _choice(lifetime, ArchivalLifetime, "lifetime"),
     }
     return qs.filter(**{k: v for k, v in wanted.items() if v is not None})
+
+
+def archival_observations_for_actor(
+    *,
+    actor: Actor,
+    since: datetime,
+    domain: str | None = None,
+    ids: list[int] | None = None,
+    limit: int = 20,
+) -> list[ArchivalEntry]:
+    """The archival entries of every agent ``actor`` may consolidate (the
+    permission module decides: a consolidator's constellation), created
+    since ``since``, newest first; ``domain``: only those stored with it,
+    ``ids``: only these."""
+    qs = archival_rows_all_agents(
+        ArchivalEntry.objects.select_related("agent").filter(
+            superseded_at__isnull=True, created_at__gte=since
+        ),
+        actor=actor,
+    )
+    if domain:
+        qs = qs.filter(metadata__domain=domain)
+    if ids is not None:
+        qs = qs.filter(pk__in=ids)
+    return list(qs.order_by("-created_at", "-id")[: max(1, min(limit, 100))])
 
 
 def archival_entry_get_for_actor(*, actor: Actor, entry_id: int) -> ArchivalEntry:

@@ -30,6 +30,8 @@ from memory.longterm.indexes import ARCHIVAL_INDEX, MESSAGE_INDEX
 from memory.longterm.models import (
     ArchivalEntry,
     ArchivalLifetime,
+    ArchivalRole,
+    ArchivalRoleKind,
     ArchivalSource,
     ArchivalTier,
     ContextConfig,
@@ -39,6 +41,7 @@ from memory.longterm.models import (
     MessageRole,
     RetrievalConfig,
 )
+from memory.longterm.permissions import archival_role_grant_check
 from memory.longterm.selectors import CONVERSATION, conversation_latest
 from memory.longterm.tasks import agent_summary_refresh_task
 from memory.search.embedder import embed_texts
@@ -129,6 +132,28 @@ def _archival_event(*, entry: ArchivalEntry, tool: str) -> None:
 
 
 @transaction.atomic
+@transaction.atomic
+def archival_role_set(
+    *, actor: Actor, agent: Agent, role: str | None
+) -> ArchivalRole | None:
+    """Give ``agent`` an archival role (``consolidator``: it reads every
+    agent's archival entries of its constellation), or take it (None)."""
+    archival_role_grant_check(actor=actor, agent=agent)
+    if role is None:
+        ArchivalRole.objects.filter(agent=agent).delete()
+        return None
+    if role not in ArchivalRoleKind.values:
+        raise InvalidInput(
+            f"unknown archival role {role!r}; the roles are:"
+            f" {', '.join(ArchivalRoleKind.values)}"
+        )
+    granted, _ = ArchivalRole.objects.get_or_create(agent=agent)
+    granted.role = role
+    full_clean(granted)
+    granted.save(update_fields=["role"])
+    return granted
+
+
 def archival_entry_create(
     *,
     agent: Agent,

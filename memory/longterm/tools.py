@@ -11,7 +11,7 @@ serialise through the output schema.  Domain errors propagate for the
 caller's transport to present.
 """
 
-from datetime import UTC, datetime, time
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
 from memory.longterm.access import archival_access_record_later
@@ -20,6 +20,7 @@ from memory.longterm.schemas import (
     ARCHIVAL_MEMORY_INSERT,
     ARCHIVAL_MEMORY_SEARCH,
     CONVERSATION_SEARCH,
+    OBSERVATIONS_SEARCH,
     RECALL_TOOL,
     SEARCH_EXAMPLES,
     SEARCH_TOOL,
@@ -31,6 +32,8 @@ from memory.longterm.schemas import (
     LettaSearchHitOut,
     LettaSearchIn,
     MessageOut,
+    ObservationOut,
+    ObservationsSearchIn,
     RecallIn,
     RecallOut,
     SearchIn,
@@ -47,6 +50,7 @@ from memory.longterm.selectors import (
     RECALL_DOMAIN,
     archival_entry_get_by_label,
     archival_entry_get_for_actor,
+    archival_observations_for_actor,
 )
 from memory.longterm.services import (
     archival_entry_append,
@@ -207,8 +211,46 @@ def archival_memory_insert_tool(*, actor: Actor, args: LettaInsertIn) -> Archiva
         agent=agent_get_private(actor=actor, agent_id=None),
         content=args.content,
         tags=args.tags,
+        metadata={"domain": args.domain.strip()} if args.domain else None,
         source=archival_source_of(actor),
     )
+
+
+def observations_search_tool(
+    *, actor: Actor, args: ObservationsSearchIn
+) -> list[dict[str, Any]]:
+    """Every agent's recent observations, for a consolidator (the
+    permission module refuses any other agent before anything is read)."""
+    since = datetime.now(UTC) - timedelta(hours=args.since_hours)
+    ids = None
+    if args.query:
+        result = _searched(
+            actor,
+            query=args.query,
+            domain="archival_memory",
+            limit=args.limit,
+            filters=SearchFilters(since=since),
+            all_agents=True,
+        )
+        ids = [hit.row.pk for _kind, hit in result.hits]
+    entries = archival_observations_for_actor(
+        actor=actor, since=since, domain=args.domain, ids=ids, limit=args.limit
+    )
+    if ids is not None:
+        rank = {pk: i for i, pk in enumerate(ids)}
+        entries.sort(key=lambda e: rank[e.pk])
+    return [
+        {
+            "id": e.pk,
+            "agent_id": e.agent_id,
+            "agent": e.agent.name,
+            "timestamp": e.created_at,
+            "domain": str(e.metadata.get("domain", "")),
+            "content": e.content,
+            "tags": e.tags,
+        }
+        for e in entries
+    ]
 
 
 def archival_memory_search_tool(
@@ -280,6 +322,17 @@ tool_register(
         writes=False,
         many=True,
         summary="archival_memory_search",
+    ),
+    AgentTool(
+        name="observations_search",
+        description=OBSERVATIONS_SEARCH,
+        args=ObservationsSearchIn,
+        out=ObservationOut,
+        run=observations_search_tool,
+        writes=False,
+        many=True,
+        errors=(403,),
+        summary="observations_search: every agent's, for a consolidator",
     ),
     AgentTool(
         name="conversation_search",

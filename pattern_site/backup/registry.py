@@ -51,6 +51,7 @@ from folders.models import (
 from memory.longterm.selectors import CONVERSATION
 from memory.models import (
     ArchivalEntry,
+    ArchivalRole,
     BlockApproval,
     BlockAttachment,
     BlockSeen,
@@ -172,6 +173,7 @@ OWNED: tuple[Owned, ...] = (
     ),
     Owned(ArchivalEntry, "constellation", json_ids={"history": ENTRY_HISTORY_IDS}),
     Owned(ConsolidationRun, "constellation"),
+    Owned(ArchivalRole, "agent__constellation"),
     Owned(Conversation, "constellation"),
     Owned(Message, "constellation"),
     Owned(RetrievalConfig, "constellation"),

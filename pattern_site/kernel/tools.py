@@ -10,6 +10,7 @@ the in-process caller.  All of them describe a tool's arguments with the one
 schema :func:`tool_parameters` gives.
 """
 
+import copy
 import json
 import re
 from collections.abc import Callable
@@ -140,19 +141,24 @@ def tool_parameters(tool: AgentTool) -> dict[str, Any]:
     return {k: v for k, v in inlined.items() if k not in ("title", "discriminator")}
 
 
+# Each tool's function, made once: a schema is fixed once its tool is
+# registered, and generating them all costs a turn more than its steps.
+_FUNCTIONS: dict[str, dict[str, Any]] = {}
+
+
 def tool_functions() -> list[dict[str, Any]]:
     """Every tool in OpenAI's function-calling format."""
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": tool.name,
-                "description": tool.description,
-                "parameters": tool_parameters(tool),
-            },
-        }
-        for tool in tools_all()
-    ]
+    for tool in tools_all():
+        if tool.name not in _FUNCTIONS:
+            _FUNCTIONS[tool.name] = {
+                "type": "function",
+                "function": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool_parameters(tool),
+                },
+            }
+    return [copy.deepcopy(_FUNCTIONS[name]) for name in _TOOLS]
 
 
 @dataclass(frozen=True)

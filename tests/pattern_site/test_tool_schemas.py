@@ -44,6 +44,8 @@ TOOLS = {
     "conversation_search",
     "send_message",
     "message_agent",
+    "delegate",
+    "observations_search",
 }
 
 

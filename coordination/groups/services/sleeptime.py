@@ -1,6 +1,11 @@
 """Sleeptime groups: checking a group's triggers once its interval has
 passed, and starting an intervention run when one fires; the sweep checks
 every group that is due.
+
+An intervention agent answered by the LLM is not woken while no provider
+is configured (its turn could only fail): the check records why in the
+group's state (``skipped``).  One holding the archival consolidator role
+is asked to consolidate every agent's recent observations.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from activity.llm.client import llm_provider_configured
 from coordination.groups.models import AgentGroup, GroupRun
 from coordination.groups.patterns import pattern_get
 from coordination.groups.patterns.base import Decision, Deliver
@@ -21,7 +27,19 @@ from coordination.groups.patterns.sleeptime import (
 )
 from coordination.groups.selectors import group_get_locked, group_members
 from coordination.groups.services.runs import _start_run
+from memory.longterm.permissions import archival_is_consolidator
 from pattern_site.kernel.actors import Actor
+
+NO_PROVIDER = (
+    "the intervention agent is answered by the LLM and no LLM provider is"
+    " configured (PATTERN_LLM_BASE_URL)"
+)
+CONSOLIDATE = (
+    "You hold the consolidator role: read every agent's recent observations"
+    " (observations_search), store the patterns you find across them"
+    " (archival_memory_insert with domain meta_patterns) and put the key"
+    " insights in the block you share with the other agents."
+)
 
 
 @transaction.atomic
@@ -69,6 +87,15 @@ def group_sleeptime_check(
         return None
     members = group_members(group=group)
     agent = engine.intervener(config, members)  # type: ignore[attr-defined]
+    if agent.answered_by_llm and not llm_provider_configured():
+        state["skipped"] = NO_PROVIDER
+        group.state = state
+        group.save(update_fields=["state", "updated_at"])
+        return None
+    state.pop("skipped", None)
+    prompt = intervention_prompt(fired, observed)
+    if archival_is_consolidator(agent.agent_id):
+        prompt = f"{prompt}\n{CONSOLIDATE}"
     state["last_intervention_at"] = now.isoformat()
     state["last_fired"] = [t.name for t in fired]
     decision = Decision(
@@ -76,7 +103,7 @@ def group_sleeptime_check(
             Deliver(
                 agent_id=agent.agent_id,
                 kind="intervene",
-                content=intervention_prompt(fired, observed),
+                content=prompt,
             )
         ],
         group_state=state,

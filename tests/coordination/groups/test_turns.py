@@ -6,6 +6,8 @@ The tools are the registry's interface (``tool_functions``, ``tool_call``)
 over a few test tools; ``core_memory_append`` calls the very function its
 HTTP endpoint calls, so the agent's rights are the ones HTTP checks."""
 
+import json
+
 import pytest
 from django.test import Client
 
@@ -443,3 +445,58 @@ def test_message_agent_wakes_a_recipient_answered_by_the_llm_in_its_own_turn(
         "role": "user",
         "content": "Message from Flux: Block Friday.",
     }
+
+
+def test_a_supervisor_leader_delegates_with_a_tool_and_the_reply_joins_its_run(
+    agents, make_group, llm, django_capture_on_commit_callbacks
+):
+    entropy, flux = (
+        agent_update(agent=agents[n], model_name="gpt-4o-mini", answered_by_llm=True)
+        for n in ("Entropy", "Flux")
+    )
+    planning = make_group(
+        "supervisor",
+        [("Entropy", "supervisor"), ("Flux", "regular"), ("Pattern", "regular")],
+        name="Planning",
+    )
+    llm.answer_tools(
+        ("e1", "delegate", {"agent": "Flux", "message": "Find a slot for the dentist"})
+    )
+    llm.answer_tools(("e2", "send_message", {"message": "Flux is on it."}))
+    llm.answer_tools(("f1", "send_message", {"message": "Tuesday 10:00 is free."}))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        run = group_message_route(
+            actor=Actor.system(), group=planning, message="Plan next week"
+        )
+    run.refresh_from_db()
+
+    # The leader's tool call made the delegation, as the HTTP route would.
+    delegated = json.loads(dict(last_tool_results(llm.requests[1]))["e1"])
+    assert delegated["agent"] == "Flux"
+    assert "its answer joins the run" in delegated["detail"]
+    assert llm.requests[2]["body"]["messages"][-1]["content"] == (
+        "Find a slot for the dentist"
+    )
+    # Flux answered in a turn of its own; its reply is part of the run.
+    assert run.status == RunStatus.COMPLETED
+    assert run.result["answers"] == {
+        str(entropy.pk): "Flux is on it.",
+        str(flux.pk): "Tuesday 10:00 is free.",
+    }
+    kinds = dict(run.deliveries.values_list("agent__name", "kind"))
+    assert kinds == {"Entropy": "lead", "Flux": "delegated"}
+
+
+def test_delegate_is_refused_to_an_agent_that_leads_no_run(flux, ask, llm):
+    llm.answer_tools(("c1", "delegate", {"agent": "Anchor", "message": "Do it"}))
+    llm.answer_streamed(["I will do it myself."])
+
+    run = ask()
+
+    (result,) = last_tool_results(llm.requests[1])
+    assert result[1] == (
+        "error: Flux leads no open run; only the leader of a supervisor"
+        " group's run delegates"
+    )
+    assert run.deliveries.count() == 1

@@ -39,6 +39,7 @@ from memory.longterm.consolidation import archival_consolidate
 from memory.longterm.services import (
     agent_summary_from_messages,
     archival_entry_create,
+    archival_role_set,
     context_config_update,
     conversation_start,
     messages_append,
@@ -166,6 +167,7 @@ def _agent_turn(constellation: Any, llm: Any) -> None:
         agent=scribe, tool_rules=[{"tool": "send_message", "kind": "exit_loop"}]
     )
     context_config_update(constellation=constellation, keep_recent=50)
+    archival_role_set(actor=Actor.system(), agent=scribe, role="consolidator")
     block_create(actor=Actor.system(), label="log", owner=scribe)
     llm.answer_tools(("c1", "core_memory_append", {"label": "log", "content": "met"}))
     llm.answer_tools(("c2", "send_message", {"message": "Logged."}))
