@@ -521,12 +521,37 @@ OPERATION_ARGS: dict[str, dict[str, Arg]] = {
         "once": ("boolean", False),
     },
     "increment_counter": {"field": ("string", True), "delta": ("number", False)},
-    "push_item": {"item": ("any", True)},
+    "push_item": {"value": ("any", True)},
     "insert_item": {"index": ("integer", True), "item": ("any", True)},
     "delete_item": {"index": ("integer", True)},
     "check_item": {"index": ("integer", True), "done": ("boolean", False)},
     "append_log_entry": {"entry": ("object", True)},
 }
+
+
+# Argument names an operation still accepts under an older name: operation ->
+# {old name: name}.  ``push_item`` takes ``value`` as ``set_field`` does; an
+# operation sent with ``item`` is applied and its answer says to rename it.
+RENAMED_ARGS: dict[str, dict[str, str]] = {"push_item": {"item": "value"}}
+
+
+def operation_renamed(op: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``op`` with its arguments under their names, and a notice for each
+    argument it sent under an older name (given both, the new name wins)."""
+    renames = RENAMED_ARGS.get(op.get("op"), {})  # type: ignore[arg-type]
+    old_names = [old for old in renames if old in op]
+    if not old_names:
+        return op, []
+    out = {k: v for k, v in op.items() if k not in old_names}
+    notices = []
+    for old in old_names:
+        new = renames[old]
+        out.setdefault(new, op[old])
+        notices.append(
+            f"{op['op']}'s {old!r} is deprecated: send {new!r} (as set_field does);"
+            f" {old!r} will stop being accepted"
+        )
+    return out, notices
 
 
 def operation_signature(name: str) -> str:
@@ -539,6 +564,7 @@ def operation_signature(name: str) -> str:
 def operation_arguments_check(op: dict[str, Any]) -> None:
     """Refuse an operation with missing or unknown arguments, naming the
     arguments it takes."""
+    op, _ = operation_renamed(op)
     name = op.get("op")
     if name not in OPERATION_ARGS:
         raise InvalidInput(
@@ -620,6 +646,7 @@ def operation_apply(
     ``enforce_read_only`` refuses read-only fields and sections (agents);
     humans and the system may change them.
     """
+    op, _ = operation_renamed(op)
     operation_arguments_check(op)
     section = op.get("section")
     if schema["kind"] == "composite":
@@ -693,9 +720,10 @@ def operation_apply(
             raise InvalidInput(
                 f"the list is full ({schema['max_items']} items); delete one first"
             )
-        item = _json_sized(op.get("item"))
+        arg = "value" if name == "push_item" else "item"
+        item = _json_sized(op.get(arg))
         if item is None or item == "":
-            raise InvalidInput(f"operation {name!r} needs an 'item'")
+            raise InvalidInput(f"operation {name!r} needs an {arg!r}")
         if name == "push_item":
             items.push(item)
         else:
@@ -918,7 +946,7 @@ def text_place_operation(place: TextPlace, action: str, **args: Any) -> dict[str
             op = (
                 {"op": "append_to_list_field", "value": args["text"]}
                 if place.field
-                else {"op": "push_item", "item": args["text"]}
+                else {"op": "push_item", "value": args["text"]}
             )
         elif place.field:
             op = {"op": "append_to_text_field", "text": args["text"], "separator": "\n"}
