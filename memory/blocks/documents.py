@@ -879,19 +879,45 @@ def _set_value(
                         "increment_counter",
                         {"delta": value[key] - current[key]},
                     )
+                elif field["type"] == "list" and isinstance(
+                    child := getattr(fields.get(key), "container", None), LoroList
+                ):
+                    _list_update(child, _json_sized(value[key]), key)
                 else:
                     _map_operation(fields, field, "set_field", {"value": value[key]})
     elif kind in ("list", "log"):
         items = doc.get_list(p + ("items" if kind == "list" else "entries"))
-        if items.get_deep_value() != value:
-            if len(items):
-                items.delete(0, len(items))
-            for item in value:
-                items.push(item)
+        _list_update(items, value, section or "the block")
     else:
         for sec in schema["sections"]:
             if sec["name"] in value:
                 _set_value(doc, sec["schema"], value[sec["name"]], sec["name"])
+
+
+def _list_update(items: LoroList, value: Any, where: str) -> None:
+    """Make ``items`` hold ``value`` by the fewest deletions and insertions:
+    an item that stays keeps the operation that inserted it (and so its
+    author in blame, and its place in a concurrent edit)."""
+    if not isinstance(value, list):
+        raise InvalidInput(f"{where} holds a list; got {value!r}")
+    current = items.get_deep_value()
+    if current == value:
+        return
+
+    def key(item: Any) -> str:
+        return json.dumps(item, sort_keys=True, default=str)
+
+    matcher = difflib.SequenceMatcher(
+        a=[key(i) for i in current], b=[key(i) for i in value], autojunk=False
+    )
+    # From the end, so each opcode's indices still name the same items.
+    for tag, i1, i2, j1, j2 in reversed(matcher.get_opcodes()):
+        if tag == "equal":
+            continue
+        if i2 > i1:
+            items.delete(i1, i2 - i1)
+        for offset, item in enumerate(value[j1:j2]):
+            items.insert(i1 + offset, item)
 
 
 # --- text places (the Letta-style tools on any schema) ----------
