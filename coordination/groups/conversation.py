@@ -107,9 +107,9 @@ class Conversation:
     tally: list[TallyRow]
     notices: list[str]
     error: str
-    # Agents with work waiting and nothing to take it: no model answers
-    # them and no program asked for their inbox lately.
-    unattended: list[str]
+    # Agents (id, name) with work waiting and nothing to take it: no model
+    # answers them and no program asked for their inbox lately.
+    unattended: list[tuple[int, str]]
     finished: bool
 
 
@@ -119,7 +119,7 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2, default=str)
 
 
-def _unattended(deliveries: list[RunDelivery], now: datetime) -> list[str]:
+def _unattended(deliveries: list[RunDelivery], now: datetime) -> list[tuple[int, str]]:
     names: dict[int, str] = {}
     for d in deliveries:
         agent = d.agent
@@ -130,7 +130,7 @@ def _unattended(deliveries: list[RunDelivery], now: datetime) -> list[str]:
             and (seen is None or now - seen > PROGRAM_SEEN_WITHIN)
         ):
             names[agent.pk] = agent.name
-    return list(names.values())
+    return list(names.items())
 
 
 def run_conversation(

@@ -138,15 +138,15 @@ def constellation_since_look(
         [r["block_id"] for r in shown]
     )
     names: dict[object, list[str]] = {}
-    for block_id, name in (
+    for block_id, kind, name in (
         BlockUpdate.objects.filter(
             block_id__in=list(blocks), created_at__gt=look.seen_at
         )
         .filter(_by_others(user))
-        .values_list("block_id", "actor_name")
+        .values_list("block_id", "actor_kind", "actor_name")
         .distinct()
     ):
-        names.setdefault(block_id, []).append(name)
+        names.setdefault(block_id, []).append("System" if kind == "system" else name)
     return ConstellationSinceLook(
         looked_at=look.seen_at,
         blocks=[

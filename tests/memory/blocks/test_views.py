@@ -436,3 +436,21 @@ def test_the_constellation_page_shows_what_changed_since_the_last_visit(
     assert f"{agent.name}'s journal" in since
     assert f"1 change by {agent.name}" in since
     assert _since(web.get(home).content.decode(), "since-visit") is None
+
+
+def test_the_home_page_counts_the_changed_blocks_of_each_constellation(
+    web, make_block, agent, constellation, partner
+):
+    ConstellationFactory(partner=partner, name="Second")  # the home lists both
+    block = make_block(label="journal", content="day one")
+    web.get(f"/constellations/{constellation.pk}/")  # the visit since which
+    block_operate(
+        actor=Actor.for_agent(agent),
+        block=block,
+        operations=[{"op": "append_text", "text": " day two"}],
+    )
+
+    home = web.get("/").content.decode()
+
+    assert home.count('data-testid="since-visit-count"') == 1
+    assert "1 block</strong> changed since you last looked" in home
