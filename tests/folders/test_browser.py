@@ -13,7 +13,7 @@ from folders.models import FolderFile
 from pattern_site.broker import sqlite_broker_url
 from pattern_site.kernel.actors import Actor
 from pattern_site.processes import daphne_command, free_port
-from tests.conftest import subprocess_env, wait_for_port
+from tests.conftest import daphne_process, subprocess_env, wait_for_port
 from tests.factories import ConstellationFactory, UserFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -213,17 +213,11 @@ def test_after_an_upload_the_row_and_the_header_agree_and_turn_ready_live(
 ) -> None:
     # No worker: the upload is stored and its indexing waits in the broker,
     # as on a site whose worker is busy; this test then indexes it itself.
-    port = free_port()
-    proc = subprocess.Popen(
-        daphne_command(port=port),
-        env=subprocess_env(
-            PATTERN_REDIS_URL=redis_url,
-            PATTERN_CELERY_BROKER_URL=sqlite_broker_url(tmp_path / "broker.sqlite3"),
-        ),
-    )
-    try:
-        wait_for_port(port, proc=proc)
-        folder, page = _folder_page(f"http://127.0.0.1:{port}", browser)
+    with daphne_process(
+        PATTERN_REDIS_URL=redis_url,
+        PATTERN_CELERY_BROKER_URL=sqlite_broker_url(tmp_path / "broker.sqlite3"),
+    ) as server:
+        folder, page = _folder_page(server, browser)
         page.evaluate(DROP, ["[data-dropzone]", [["packing.txt", "socks\nmap\n"]]])
         _wait_answered(page)
         page.wait_for_selector("[data-file-id]", timeout=20_000)
@@ -245,9 +239,3 @@ def test_after_an_upload_the_row_and_the_header_agree_and_turn_ready_live(
         assert row.locator("[data-file-state]").inner_text() == "ready"
         assert row.locator("[data-file-percent]").inner_text() == "100%"
         assert page.inner_text("[data-folder-counts]").endswith("· ready")
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
