@@ -8,7 +8,7 @@ from ninja import Field, Schema
 
 from folders.files.ingest import MAX_PATH_CHARS
 from folders.files.models import FolderFile
-from folders.files.selectors import file_percent
+from folders.files.selectors import file_percent, file_state_word
 from folders.tools.grep import MAX_PATTERN_CHARS
 from folders.tools.search import MAX_QUERY_CHARS
 from pattern_site.kernel.apitypes import DB_INT_MAX, LINE_MAX, NAME_MAX, Id, InputSchema
@@ -58,7 +58,10 @@ class CountsOut(Schema):
     failed: int
     passages: int
     embedded: int
-    pending: int
+    pending: int = Field(description="Passages still waiting for their vector.")
+    waiting: int = Field(description="Files not indexed yet (failed ones apart).")
+    percent: int = Field(description="How far indexing has come, the files' mean.")
+    summary: str = Field(examples=["2 files · 14 passages · ready"])
 
 
 class FolderOut(Schema):
@@ -99,10 +102,19 @@ class FileOut(Schema):
     passage_count: int
     embedded_count: int
     percent: int = Field(..., description="Indexing progress, 0-100.")
+    label: str = Field(
+        ...,
+        description="The indexing state as the folder page words it: waiting,"
+        " indexing, ready or failed.",
+    )
 
     @staticmethod
     def resolve_percent(obj: FolderFile) -> int:
         return file_percent(obj)
+
+    @staticmethod
+    def resolve_label(obj: FolderFile) -> str:
+        return file_state_word(obj)
 
 
 class FileDetailOut(FileOut):

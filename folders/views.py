@@ -87,6 +87,7 @@ def _tree(files: list[Any]) -> list[dict[str, Any]]:
                 "name": parts[-1],
                 "depth": len(parts) - 1,
                 "percent": file_percent(file),
+                "state": selectors.file_state_word(file),
             }
         )
     return rows
@@ -104,14 +105,13 @@ def folder_page(request: HttpRequest, folder_id: int) -> HttpResponse:
         outcome = folder_search(folders=[folder], query=query, mode=mode, limit=20)
         hits = [passage_hit_payload(h) for h in outcome.hits]
         degraded = outcome.degraded
-    done = counts["embedded"] if counts["passages"] else 0
     return render(
         request,
         "folders/folder.html",
         {
             "folder": folder,
             "counts": counts,
-            "folder_percent": _folder_percent(counts, done),
+            "folder_percent": counts["percent"],
             "tree": _tree(list(selectors.file_list(folder=folder))),
             "attachments": selectors.attachment_list(folder=folder),
             "agents": agent_list_for_actor(
@@ -126,14 +126,6 @@ def folder_page(request: HttpRequest, folder_id: int) -> HttpResponse:
             "upload_max_files": settings.DATA_UPLOAD_MAX_NUMBER_FILES,
         },
     )
-
-
-def _folder_percent(counts: dict[str, int], embedded: int) -> int:
-    if not counts["files"]:
-        return 100
-    if counts["passages"]:
-        return min(100, 100 * embedded // counts["passages"])
-    return 100 * counts["indexed"] // counts["files"]
 
 
 @login_required

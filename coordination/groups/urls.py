@@ -21,6 +21,11 @@ urlpatterns = [
     path("<int:group_id>/messages/", views.route_group_message, name="route"),
     path("runs/<int:run_id>/", views.run_page, name="run"),
     path(
+        "runs/<int:run_id>/conversation/",
+        views.run_conversation_fragment,
+        name="run_conversation",
+    ),
+    path(
         "constellations/<int:constellation_id>/agents/new/",
         views.agent_create_page,
         name="agent_new",

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_POST
 from activity.llm.client import llm_provider_configured
 from coordination.groups import selectors, services
 from coordination.groups.chat import chat_message_send
+from coordination.groups.conversation import run_conversation_load
 from coordination.groups.forms import (
     AgentCreateForm,
     GroupCreateForm,
@@ -207,7 +208,6 @@ def route_group_message(request: HttpRequest, group_id: int) -> HttpResponse:
 @login_required
 def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
     run = selectors.run_get_for_actor(actor=_actor(request), run_id=run_id)
-    events = selectors.run_events_after(run_id=run.pk, after=0).events
     return render(
         request,
         "groups/run.html",
@@ -215,10 +215,21 @@ def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
             "run": run,
             "group": run.group,
             "constellation": run.group.constellation,
-            "events": [(e, json.dumps(e.data)) for e in events],
-            "last_seq": events[-1].seq if events else 0,
+            "conversation": run_conversation_load(run=run),
+            "last_seq": run.last_seq,
             "names": actor_names(refs=[run.requested_by]),
         },
+    )
+
+
+@login_required
+def run_conversation_fragment(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The run's conversation, drawn again by the page as events arrive."""
+    run = selectors.run_get_for_actor(actor=_actor(request), run_id=run_id)
+    return render(
+        request,
+        "groups/_conversation.html",
+        {"conversation": run_conversation_load(run=run)},
     )
 
 

@@ -95,10 +95,12 @@ def folders_attached_to_agent(*, agent_id: int) -> list[AttachedFolder]:
     ]
 
 
-def folder_counts(*, folder_id: int) -> dict[str, int]:
+def folder_counts(*, folder_id: int) -> dict[str, Any]:
     """files, indexed (ready), failed, passages, pending (passages without a
-    vector), embedded."""
-    files = FolderFile.objects.filter(folder_id=folder_id).aggregate(
+    vector), embedded; and the state a person reads, the same as the files'
+    rows: ``waiting`` (files not ready yet), ``percent`` (the files' mean)
+    and ``summary``."""
+    files: dict[str, Any] = FolderFile.objects.filter(folder_id=folder_id).aggregate(
         files=Count("id"),
         indexed=Count("id", filter=Q(index_state=IndexState.READY)),
         failed=Count("id", filter=Q(index_state=IndexState.FAILED)),
@@ -108,7 +110,46 @@ def folder_counts(*, folder_id: int) -> dict[str, int]:
     files["pending"] = FilePassage.objects.filter(
         folder_id=folder_id, embedding_state=EmbeddingState.PENDING
     ).count()
+    percents = [
+        _percent(state, passages, embedded)
+        for state, passages, embedded in FolderFile.objects.filter(
+            folder_id=folder_id
+        ).values_list("index_state", "passage_count", "embedded_count")
+    ]
+    files["waiting"] = sum(1 for p in percents if p < 100) - files["failed"]
+    files["percent"] = sum(percents) // len(percents) if percents else 100
+    files["summary"] = _summary(files)
     return files
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _summary(counts: dict[str, Any]) -> str:
+    if not counts["files"]:
+        return "no files yet"
+    parts = [_plural(counts["files"], "file"), _plural(counts["passages"], "passage")]
+    if counts["waiting"]:
+        parts.append(f"{counts['waiting']} not ready yet")
+    if counts["failed"]:
+        parts.append(f"{counts['failed']} failed")
+    if not counts["waiting"] and not counts["failed"]:
+        parts.append("ready")
+    return " · ".join(parts)
+
+
+# What a file's row says of its indexing, as the folder's summary counts it.
+STATE_WORDS = {
+    IndexState.PENDING: "waiting",
+    IndexState.INDEXING: "indexing",
+    IndexState.READY: "ready",
+    IndexState.FAILED: "failed",
+}
+
+
+def file_state_word(file: FolderFile) -> str:
+    return STATE_WORDS.get(IndexState(file.index_state), file.index_state)
 
 
 def file_progress(*, file_ids: list[int]) -> list[dict[str, Any]]:
@@ -117,6 +158,7 @@ def file_progress(*, file_ids: list[int]) -> list[dict[str, Any]]:
             "id": f.pk,
             "path": f.path,
             "state": f.index_state,
+            "label": file_state_word(f),
             "error": f.index_error,
             "passages": f.passage_count,
             "embedded": f.embedded_count,
@@ -130,11 +172,15 @@ def file_progress(*, file_ids: list[int]) -> list[dict[str, Any]]:
 
 def file_percent(file: FolderFile) -> int:
     """How far indexing of ``file`` has come, 0-100 (ready is 100)."""
-    if file.index_state == IndexState.READY:
+    return _percent(file.index_state, file.passage_count, file.embedded_count)
+
+
+def _percent(state: str, passages: int, embedded: int) -> int:
+    if state == IndexState.READY:
         return 100
-    if file.index_state in (IndexState.PENDING, IndexState.FAILED):
+    if state in (IndexState.PENDING, IndexState.FAILED):
         return 0
     # Chunked and keyword-indexed is the first tenth; vectors the rest.
-    if not file.passage_count:
+    if not passages:
         return 10
-    return 10 + int(90 * file.embedded_count / file.passage_count)
+    return 10 + int(90 * embedded / passages)

@@ -307,7 +307,11 @@ def operate_block(
         operations=payload.operation_dicts(),
         summary=payload.summary,
     )
-    return tools.block_change_payload(change)
+    answer = tools.block_change_payload(change)
+    notices = payload.deprecation_notices()
+    if notices:
+        answer["message"] += " (" + "; ".join(notices) + ")"
+    return answer
 
 
 @router.get(

@@ -521,12 +521,37 @@ OPERATION_ARGS: dict[str, dict[str, Arg]] = {
         "once": ("boolean", False),
     },
     "increment_counter": {"field": ("string", True), "delta": ("number", False)},
-    "push_item": {"item": ("any", True)},
+    "push_item": {"value": ("any", True)},
     "insert_item": {"index": ("integer", True), "item": ("any", True)},
     "delete_item": {"index": ("integer", True)},
     "check_item": {"index": ("integer", True), "done": ("boolean", False)},
     "append_log_entry": {"entry": ("object", True)},
 }
+
+
+# Argument names an operation still accepts under an older name: operation ->
+# {old name: name}.  ``push_item`` takes ``value`` as ``set_field`` does; an
+# operation sent with ``item`` is applied and its answer says to rename it.
+RENAMED_ARGS: dict[str, dict[str, str]] = {"push_item": {"item": "value"}}
+
+
+def operation_renamed(op: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``op`` with its arguments under their names, and a notice for each
+    argument it sent under an older name (given both, the new name wins)."""
+    renames = RENAMED_ARGS.get(op.get("op"), {})  # type: ignore[arg-type]
+    old_names = [old for old in renames if old in op]
+    if not old_names:
+        return op, []
+    out = {k: v for k, v in op.items() if k not in old_names}
+    notices = []
+    for old in old_names:
+        new = renames[old]
+        out.setdefault(new, op[old])
+        notices.append(
+            f"{op['op']}'s {old!r} is deprecated: send {new!r} (as set_field does);"
+            f" {old!r} will stop being accepted"
+        )
+    return out, notices
 
 
 def operation_signature(name: str) -> str:
@@ -539,6 +564,7 @@ def operation_signature(name: str) -> str:
 def operation_arguments_check(op: dict[str, Any]) -> None:
     """Refuse an operation with missing or unknown arguments, naming the
     arguments it takes."""
+    op, _ = operation_renamed(op)
     name = op.get("op")
     if name not in OPERATION_ARGS:
         raise InvalidInput(
@@ -620,6 +646,7 @@ def operation_apply(
     ``enforce_read_only`` refuses read-only fields and sections (agents);
     humans and the system may change them.
     """
+    op, _ = operation_renamed(op)
     operation_arguments_check(op)
     section = op.get("section")
     if schema["kind"] == "composite":
@@ -693,9 +720,10 @@ def operation_apply(
             raise InvalidInput(
                 f"the list is full ({schema['max_items']} items); delete one first"
             )
-        item = _json_sized(op.get("item"))
+        arg = "value" if name == "push_item" else "item"
+        item = _json_sized(op.get(arg))
         if item is None or item == "":
-            raise InvalidInput(f"operation {name!r} needs an 'item'")
+            raise InvalidInput(f"operation {name!r} needs an {arg!r}")
         if name == "push_item":
             items.push(item)
         else:
@@ -851,19 +879,45 @@ def _set_value(
                         "increment_counter",
                         {"delta": value[key] - current[key]},
                     )
+                elif field["type"] == "list" and isinstance(
+                    child := getattr(fields.get(key), "container", None), LoroList
+                ):
+                    _list_update(child, _json_sized(value[key]), key)
                 else:
                     _map_operation(fields, field, "set_field", {"value": value[key]})
     elif kind in ("list", "log"):
         items = doc.get_list(p + ("items" if kind == "list" else "entries"))
-        if items.get_deep_value() != value:
-            if len(items):
-                items.delete(0, len(items))
-            for item in value:
-                items.push(item)
+        _list_update(items, value, section or "the block")
     else:
         for sec in schema["sections"]:
             if sec["name"] in value:
                 _set_value(doc, sec["schema"], value[sec["name"]], sec["name"])
+
+
+def _list_update(items: LoroList, value: Any, where: str) -> None:
+    """Make ``items`` hold ``value`` by the fewest deletions and insertions:
+    an item that stays keeps the operation that inserted it (and so its
+    author in blame, and its place in a concurrent edit)."""
+    if not isinstance(value, list):
+        raise InvalidInput(f"{where} holds a list; got {value!r}")
+    current = items.get_deep_value()
+    if current == value:
+        return
+
+    def key(item: Any) -> str:
+        return json.dumps(item, sort_keys=True, default=str)
+
+    matcher = difflib.SequenceMatcher(
+        a=[key(i) for i in current], b=[key(i) for i in value], autojunk=False
+    )
+    # From the end, so each opcode's indices still name the same items.
+    for tag, i1, i2, j1, j2 in reversed(matcher.get_opcodes()):
+        if tag == "equal":
+            continue
+        if i2 > i1:
+            items.delete(i1, i2 - i1)
+        for offset, item in enumerate(value[j1:j2]):
+            items.insert(i1 + offset, item)
 
 
 # --- text places (the Letta-style tools on any schema) ----------
@@ -918,7 +972,7 @@ def text_place_operation(place: TextPlace, action: str, **args: Any) -> dict[str
             op = (
                 {"op": "append_to_list_field", "value": args["text"]}
                 if place.field
-                else {"op": "push_item", "item": args["text"]}
+                else {"op": "push_item", "value": args["text"]}
             )
         elif place.field:
             op = {"op": "append_to_text_field", "text": args["text"], "separator": "\n"}

@@ -8,6 +8,7 @@ rows stay as the block's history (who, when, what, size, version).
 
 import uuid
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -240,3 +241,45 @@ class BlockSeen(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent_id} saw {self.block_id}@{self.upto}"
+
+
+class BlockLook(models.Model):
+    """Where a person last looked: at a block (its page, ``upto`` its newest
+    version then) or, with no block, at the constellation's page.  What
+    "since you last looked" on those pages starts from; one row per person
+    and place, rewritten on each visit."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="block_looks"
+    )
+    constellation = models.ForeignKey(
+        Constellation, on_delete=models.CASCADE, related_name="+"
+    )
+    block = models.ForeignKey(
+        MemoryBlock,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="looks",
+    )
+    upto = models.BigIntegerField(
+        default=0, help_text="Id of the block's newest version (BlockUpdate) then."
+    )
+    seen_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "block"],
+                condition=Q(block__isnull=False),
+                name="block_look_once_per_person",
+            ),
+            models.UniqueConstraint(
+                fields=["user", "constellation"],
+                condition=Q(block__isnull=True),
+                name="constellation_look_once_per_person",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"look of {self.user_id} at {self.block_id or self.constellation_id}"

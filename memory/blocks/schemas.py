@@ -5,7 +5,13 @@ from typing import Annotated, Any, Literal, Union
 from uuid import UUID
 
 from ninja import Field, Path, Schema
-from pydantic import RootModel, create_model, model_validator
+from pydantic import (
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    RootModel,
+    create_model,
+    model_validator,
+)
 
 from memory.blocks import documents
 from pattern_site.kernel.apitypes import (
@@ -231,7 +237,8 @@ class OperationsIn(InputSchema):
         "apply depends on the block's schema: text (set_text, append_text, "
         "insert_lines, replace_text), map (set_field, append_to_list_field, "
         "append_to_text_field, replace_in_text_field, increment_counter), list "
-        "(push_item, insert_item, delete_item), log (append_log_entry); a "
+        "(push_item, insert_item, delete_item, check_item), log "
+        "(append_log_entry); a "
         "composite block adds 'section'.",
         examples=[
             [
@@ -247,10 +254,34 @@ class OperationsIn(InputSchema):
     summary: str | None = Field(
         None, max_length=300, examples=["Noted Sam's milk preference"]
     )
+    _renamed: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _old_argument_names(
+        cls, data: Any, handler: ModelWrapValidatorHandler["OperationsIn"]
+    ) -> "OperationsIn":
+        # Arguments sent under an older name are taken under their name; the
+        # answer says so (deprecation_notices).
+        notices: list[str] = []
+        if isinstance(data, dict) and isinstance(data.get("operations"), list):
+            operations = []
+            for op in data["operations"]:
+                if isinstance(op, dict):
+                    op, renamed = documents.operation_renamed(op)
+                    notices.extend(renamed)
+                operations.append(op)
+            data = {**data, "operations": operations}
+        out = handler(data)
+        out._renamed = list(dict.fromkeys(notices))
+        return out
 
     def operation_dicts(self) -> list[dict[str, Any]]:
         """The operations as the services take them (unset arguments left out)."""
         return [op.model_dump(exclude_none=True) for op in self.operations]
+
+    def deprecation_notices(self) -> list[str]:
+        return list(self._renamed)
 
 
 class ChangeOut(Schema):

@@ -17,6 +17,7 @@ from django.urls import reverse
 
 from memory.blocks import documents, forms
 from memory.blocks.blame import blame_covers, block_blame
+from memory.blocks.looks import block_look_record, block_since_look
 from memory.blocks.models import BlockType, Permission, SharedAccess
 from memory.blocks.permissions import approval_can_decide, block_access_for_actor
 from memory.blocks.selectors import (
@@ -70,10 +71,13 @@ def block_detail_page(request: HttpRequest, block_id: UUID) -> HttpResponse:
     viewing = _version_context(block, request.GET.get("version"))
     comparison = _comparison(block, request.GET.get("from"), request.GET.get("to"))
     agents = agent_list_for_actor(actor=actor, constellation_id=block.constellation_id)
+    since_look = block_since_look(user=request.user, block=block)
+    block_look_record(user=request.user, block=block)
     return render(
         request,
         "memory/block.html",
         {
+            "since_look": since_look,
             # Not "block": inside {% block %} that name is the template block.
             "memory_block": block,
             "block_access": block_access_for_actor(actor=actor, block=block),

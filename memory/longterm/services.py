@@ -55,6 +55,7 @@ from memory.search.pipeline import embedding_schedule
 from memory.search.registry import EmbeddingState
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent, Constellation
+from pattern_site.kernel.agents.selectors import actor_names
 from pattern_site.kernel.errors import (
     Conflict,
     InvalidInput,
@@ -697,6 +698,8 @@ def messages_reindex(*, message_ids: Sequence[int]) -> None:
 
 def _message_events(*, conversation: Conversation, messages: list[Message]) -> None:
     actor = Actor.for_agent(conversation.agent)
+    # An author is stored as a ref ("agent:3"); the feed reads names.
+    names = actor_names(refs={m.author for m in messages if m.author})
     for message in messages:
         event_type = _MESSAGE_EVENTS.get(message.role)
         if event_type is None:
@@ -706,7 +709,9 @@ def _message_events(*, conversation: Conversation, messages: list[Message]) -> N
             actor=actor,
             event_type=event_type,
             details={
-                other: message.author or conversation.title or "partner",
+                other: names.get(message.author, message.author)
+                or conversation.title
+                or "partner",
                 "summary": message.content[:160],
                 "conversation_id": conversation.pk,
             },

@@ -9,6 +9,7 @@ from typing import Any
 from django import template
 
 from memory.blocks import documents
+from memory.blocks.looks import constellation_look_record, constellation_since_look
 from memory.blocks.models import BlockType, Permission
 from memory.blocks.selectors import (
     approval_list_for_actor,
@@ -75,3 +76,24 @@ def constellation_memory(
         "shared_blocks": shared,
         "pending_count": pending.count(),
     }
+
+
+@register.inclusion_tag("memory/_since_visit.html", takes_context=True)
+def since_last_visit(
+    context: template.Context, constellation: Constellation
+) -> dict[str, Any]:
+    """What others changed in the memory since the person's last visit to
+    the constellation's page; drawing it counts as this visit."""
+    user = context["request"].user
+    since = constellation_since_look(user=user, constellation=constellation)
+    constellation_look_record(user=user, constellation=constellation)
+    return {"since": since}
+
+
+@register.simple_tag(takes_context=True)
+def changed_since_visit(context: template.Context, constellation: Constellation) -> Any:
+    """``{% changed_since_visit c as since %}``: as :func:`since_last_visit`,
+    for a list of constellations: it does not count as a visit."""
+    return constellation_since_look(
+        user=context["request"].user, constellation=constellation
+    )

@@ -54,6 +54,7 @@ from memory.models import (
     ArchivalRole,
     BlockApproval,
     BlockAttachment,
+    BlockLook,
     BlockSeen,
     BlockSnapshot,
     BlockUpdate,
@@ -257,6 +258,8 @@ OWNED: tuple[Owned, ...] = (
 # Models of the site's apps a backup leaves out, and why.
 EXCLUDED: dict[type[models.Model], str] = {
     AgentToken: "tokens never leave the site: issue new ones after an import",
+    BlockLook: "where a person last looked is their dashboard's marker on this"
+    " site; after an import the pages start from the first visit",
 }
 
 # The apps whose every model must be in OWNED or EXCLUDED.

@@ -10,9 +10,10 @@ import pytest
 
 from folders.files import services
 from folders.models import FolderFile
+from pattern_site.broker import sqlite_broker_url
 from pattern_site.kernel.actors import Actor
 from pattern_site.processes import daphne_command, free_port
-from tests.conftest import subprocess_env, wait_for_port
+from tests.conftest import daphne_process, subprocess_env, wait_for_port
 from tests.factories import ConstellationFactory, UserFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -201,3 +202,40 @@ def test_dropping_a_folder_walks_its_tree(
         "notes/a.md",
         "notes/b.md",
     ]
+
+
+def test_after_an_upload_the_row_and_the_header_agree_and_turn_ready_live(
+    transactional_db: None,
+    browser: Any,
+    redis_url: str,
+    redis_channel_layer: None,
+    tmp_path: Path,
+) -> None:
+    # No worker: the upload is stored and its indexing waits in the broker,
+    # as on a site whose worker is busy; this test then indexes it itself.
+    with daphne_process(
+        PATTERN_REDIS_URL=redis_url,
+        PATTERN_CELERY_BROKER_URL=sqlite_broker_url(tmp_path / "broker.sqlite3"),
+    ) as server:
+        folder, page = _folder_page(server, browser)
+        page.evaluate(DROP, ["[data-dropzone]", [["packing.txt", "socks\nmap\n"]]])
+        _wait_answered(page)
+        page.wait_for_selector("[data-file-id]", timeout=20_000)
+
+        row = page.locator("[data-file-id]")
+        assert row.locator("[data-file-state]").inner_text() == "waiting"
+        assert row.locator("[data-file-percent]").inner_text() == "0%"
+        header = page.inner_text("[data-folder-counts]")
+        assert "1 not ready yet" in header, header
+        assert page.inner_text("[data-folder-percent]") == "0%"
+
+        (stored,) = FolderFile.objects.filter(folder=folder)
+        services.file_index(file_id=stored.pk)
+
+        page.wait_for_function(
+            "document.querySelector('[data-folder-percent]').textContent === '100%'",
+            timeout=20_000,
+        )
+        assert row.locator("[data-file-state]").inner_text() == "ready"
+        assert row.locator("[data-file-percent]").inner_text() == "100%"
+        assert page.inner_text("[data-folder-counts]").endswith("· ready")

@@ -117,3 +117,25 @@ def test_messages_record_received_and_sent_but_not_tool_noise(
     (event,) = _events(event_type)
     assert event.agent == agent and event.details["summary"] == "how was the trip?"
     assert ActivityEvent.objects.count() == 1
+
+
+def test_a_message_event_names_its_author_as_people_call_it(
+    agent: Any, other_agent: Any, partner: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        messages_append(
+            conversation=conversation_start(agent=agent, title="chat"),
+            messages=[
+                {
+                    "role": "user",
+                    "content": "lunch?",
+                    "author": f"agent:{other_agent.pk}",
+                },
+                {"role": "user", "content": "tea?", "author": f"human:{partner.pk}"},
+            ],
+        )
+    lines = [e.text for e in _events(EventType.MESSAGE_RECEIVED)]
+    assert lines == [
+        f"{agent.name} received a message from {other_agent.name}: lunch?",
+        f"{agent.name} received a message from {partner.username}: tea?",
+    ]

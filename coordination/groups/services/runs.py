@@ -95,12 +95,14 @@ def _deliver(
     RunDelivery.objects.bulk_create(made)
     for delivery in made:
         if delivery.status == DeliveryStatus.FAILED:
+            member = by_id.get(delivery.agent_id)
+            who = member.name if member else f"agent {delivery.agent_id}"
             _event(
                 run,
                 GroupEventType.ERROR,
                 {
                     "agent_id": delivery.agent_id,
-                    "message": f"agent {delivery.agent_id} is unavailable",
+                    "message": f"{who} is unavailable",
                     "recoverable": True,
                 },
             )

@@ -76,25 +76,21 @@ function showFiles(files) {
       tree.append(row);
       added = true;
     }
-    row.querySelector("[data-file-state]").textContent = file.state ?? file.index_state;
+    const state = row.querySelector("[data-file-state]");
+    state.textContent = file.label;
+    state.classList.toggle("badge-ok", file.label === "ready");
     setBar(row.querySelector("[data-file-bar]"), file.percent);
     row.querySelector("[data-file-percent]").textContent = `${file.percent}%`;
   }
   if (added) placeRows(tree);
 }
 
-function plural(n, word) {
-  return `${n} ${word}${n === 1 ? "" : "s"}`;
-}
-
+// The server words the folder's state (counts.summary) and each file's
+// (file.label) the same way, on the page and in every progress message.
 function showFolder(counts) {
-  const done = counts.passages ? Math.floor((100 * counts.embedded) / counts.passages) : 100;
-  const percent = counts.files ? Math.min(done, 100) : 100;
-  summary.querySelector("[data-folder-counts]").textContent =
-    `${plural(counts.files, "file")} · ${plural(counts.passages, "passage")} · ` +
-    `${counts.pending} pending`;
-  setBar(summary.querySelector("[data-folder-bar]"), percent);
-  summary.querySelector("[data-folder-percent]").textContent = `${percent}%`;
+  summary.querySelector("[data-folder-counts]").textContent = counts.summary;
+  setBar(summary.querySelector("[data-folder-bar]"), counts.percent);
+  summary.querySelector("[data-folder-percent]").textContent = `${counts.percent}%`;
 }
 
 async function refresh() {

@@ -1,22 +1,47 @@
-// The run viewer: follows a run's GroupResponseEvents live over /ws/groups/.
+// The run viewer: follows a run's events live over /ws/groups/ and, for
+// each, draws the conversation again from the server (the one place that
+// joins streamed pieces, counts votes and orders stages).  Events arriving
+// while a drawing is on its way are answered by one more drawing after it.
 import { liveSocket, statusShower } from "./lib/live.js";
 
-const list = document.querySelector("[data-run-events]");
+const view = document.querySelector("[data-run-conversation]");
 const dot = document.querySelector("[data-live-dot]");
 const status = document.querySelector("[data-run-status]");
-let after = Number(list?.dataset.after || 0);
+let after = Number(view?.dataset.after || 0);
 let finished = false;
+let drawing = null;
+let again = false;
 
-function render(message) {
-  const item = document.createElement("li");
-  item.className = `event event-${message.event.toLowerCase()}`;
-  const badge = document.createElement("span");
-  badge.className = "badge";
-  badge.textContent = message.event;
-  const body = document.createElement("code");
-  body.textContent = JSON.stringify(message.data);
-  item.append(badge, " ", body);
-  list.append(item);
+async function draw() {
+  if (drawing) {
+    again = true;
+    return drawing;
+  }
+  drawing = (async () => {
+    do {
+      again = false;
+      const response = await fetch(view.dataset.url, { credentials: "same-origin" });
+      if (!response.ok) break;
+      const html = await response.text();
+      // Tool calls someone opened stay open.
+      const open = new Set(
+        [...view.querySelectorAll("details[open][data-key]")].map((d) => d.dataset.key),
+      );
+      view.innerHTML = html;
+      for (const details of view.querySelectorAll("details[data-key]")) {
+        if (open.has(details.dataset.key)) details.open = true;
+      }
+      view.dataset.shown = String(after);
+    } while (again);
+  })();
+  try {
+    await drawing;
+  } finally {
+    drawing = null;
+  }
+}
+
+function settle(message) {
   if (message.event === "Complete") {
     status.textContent = "completed";
     finished = true;
@@ -33,12 +58,13 @@ function listen() {
     // Watching again after a reconnection asks for the events after the
     // last one shown, so none is missed or shown twice.
     onOpen: (socket) => {
-      socket.send({ type: "run.watch", run_id: Number(list.dataset.runId), after });
+      socket.send({ type: "run.watch", run_id: Number(view.dataset.runId), after });
     },
     onMessage: (message) => {
       if (message.type !== "run.event" || message.seq <= after) return;
       after = message.seq;
-      render(message);
+      settle(message);
+      draw();
       if (finished) {
         stop();
         showStatus("off");
@@ -47,4 +73,4 @@ function listen() {
   });
 }
 
-if (list) listen();
+if (view) listen();

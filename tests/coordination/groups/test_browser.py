@@ -1,4 +1,4 @@
-"""The run viewer shows a run's events live in Chromium, on real Daphne."""
+"""The run viewer shows a run as a conversation, live, in Chromium on real Daphne."""
 
 import json
 import time
@@ -51,7 +51,9 @@ def test_the_run_viewer_shows_an_agents_answer_as_it_arrives(
     page = _viewer(browser, daphne_server, partner)
     page.goto(f"{daphne_server}/groups/runs/{run.pk}/")
     page.wait_for_selector(".dot-on", timeout=20_000)
-    assert page.locator(".event").count() == 1  # Started, rendered by the server
+    # Drawn by the server: Flux was asked, and has no program to take it.
+    assert "waiting to be taken" in page.locator("[data-testid=reply]").inner_text()
+    assert page.locator("[data-testid=unattended]").is_visible()
     token = agent_token_issue(agent=agents["Flux"]).raw
     with httpx.Client(
         base_url=daphne_server, headers={"Authorization": f"Bearer {token}"}
@@ -59,11 +61,28 @@ def test_the_run_viewer_shows_an_agents_answer_as_it_arrives(
         work = http.get("/api/inbox").json()
         url = f"/api/deliveries/{work[0]['id']}"
         http.post(f"{url}/chunks", json={"text": "Noon"}).raise_for_status()
-        page.wait_for_selector(".event-textchunk", timeout=20_000)
-        http.post(f"{url}/answer", json={"text": "Noon, salad"}).raise_for_status()
-    page.wait_for_selector(".event-complete", timeout=20_000)
-    assert page.locator("[data-run-status]").inner_text() == "completed"
-    assert "Noon, salad" in page.locator("[data-run-events]").inner_text()
+        page.wait_for_selector("[data-testid=reply-text]", timeout=20_000)
+        # Taken: the notice about a missing program is gone without a reload.
+        assert page.locator("[data-testid=unattended]").count() == 0
+        http.post(f"{url}/chunks", json={"text": ", salad"}).raise_for_status()
+        page.wait_for_function(
+            "document.querySelector('[data-testid=reply-text]')"
+            ".innerText === 'Noon, salad'",
+            timeout=20_000,
+        )
+        http.post(f"{url}/answer", json={"text": "Noon, salad bar"}).raise_for_status()
+    page.wait_for_function(
+        "document.querySelector('[data-run-status]').innerText === 'completed'",
+        timeout=20_000,
+    )
+    page.wait_for_function(
+        "document.querySelector('[data-testid=reply-text]')"
+        ".innerText === 'Noon, salad bar'",
+        timeout=20_000,
+    )
+    # One reply, by name: the pieces were joined, then replaced by the answer.
+    assert page.locator("[data-testid=reply]").count() == 1
+    assert page.locator(".reply-who").inner_text() == "Flux"
 
 
 def test_the_run_viewer_watches_again_after_its_socket_drops(
@@ -115,6 +134,7 @@ def test_the_run_viewer_watches_again_after_its_socket_drops(
         http.post(
             f"/api/deliveries/{work[0]['id']}/chunks", json={"text": "Noon"}
         ).raise_for_status()
-    page.wait_for_selector(".event-textchunk", timeout=20_000)
-    # The events shown before the drop are not shown twice.
-    assert page.locator(".event-started").count() == 1
+    page.wait_for_selector("[data-testid=reply-text]", timeout=20_000)
+    # What was shown before the drop is not shown twice.
+    assert page.locator("[data-testid=reply]").count() == 1
+    assert page.locator("[data-testid=reply-text]").inner_text() == "Noon"

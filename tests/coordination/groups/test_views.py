@@ -2,8 +2,18 @@
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from coordination.groups.models import AgentGroup, GroupRun
+from coordination.groups.services import (
+    delivery_chunk_add,
+    delivery_complete,
+    delivery_take,
+    delivery_tool_call_complete,
+    delivery_tool_call_start,
+    group_message_route,
+)
+from pattern_site.kernel.actors import Actor
 from tests.factories import ConstellationFactory
 
 pytestmark = pytest.mark.django_db
@@ -308,3 +318,101 @@ def test_a_broken_tool_rule_is_refused_with_the_reason(browser_client, agents):
     )
     assert "needs a positive integer" in response.content.decode()
     assert loop_config_for(flux).tool_rules == []
+
+
+def _conversation(client, run):
+    return client.get(f"/groups/runs/{run.pk}/conversation/").content.decode()
+
+
+def _take(agent):
+    return delivery_take(agent=agent)[0]
+
+
+def test_the_run_page_reads_as_a_conversation(browser_client, make_group, agents):
+    group = make_group("round_robin", [("Flux", "regular")])
+    run = group_message_route(actor=Actor.system(), group=group, message="lunch?")
+    delivery = _take(agents["Flux"])
+    delivery_chunk_add(delivery=delivery, text="Noon, ")
+    delivery_tool_call_start(
+        delivery=delivery, call_id="c1", fn_name="calendar_read", args={"day": "Fri"}
+    )
+    delivery_tool_call_complete(delivery=delivery, call_id="c1", result={"free": True})
+    delivery_chunk_add(delivery=delivery, text="salad bar")
+
+    streaming = _conversation(browser_client, run)
+    # Streamed pieces read as one reply, by name, while they arrive.
+    assert "Noon, salad bar" in streaming
+    assert ">Flux</strong>" in streaming
+    assert "agent:" not in streaming and "agent_id" not in streaming
+    assert "writing…" in streaming
+    # The tool call is a row that opens onto its arguments and result.
+    assert '<span class="tool-name">calendar_read</span>' in streaming
+    assert "&quot;day&quot;: &quot;Fri&quot;" in streaming
+    assert "&quot;free&quot;: true" in streaming
+
+    delivery_complete(delivery=delivery, text="Noon at the salad bar")
+    page = browser_client.get(f"/groups/runs/{run.pk}/").content.decode()
+    assert page.count("Noon at the salad bar") == 1
+    assert "Noon, salad bar" not in page
+    assert "<code>{" not in page  # no event shown as raw JSON
+
+
+def test_a_vote_is_shown_as_a_tally(browser_client, make_group, agents):
+    group = make_group(
+        "voting",
+        [("Entropy", "regular"), ("Flux", "regular"), ("Anchor", "regular")],
+        {"quorum": 3},
+    )
+    run = group_message_route(
+        actor=Actor.system(), group=group, message="tea or coffee?"
+    )
+    for name, vote in (("Entropy", "tea"), ("Flux", "coffee")):
+        delivery_complete(delivery=_take(agents[name]), text="because", vote=vote)
+
+    html = _conversation(browser_client, run)
+
+    tally = html[html.index('data-testid="tally"') : html.index("</section>")]
+    rows = [" ".join(li.split()) for li in tally.split("<li>")[1:]]
+    assert rows[0].startswith('<span class="tally-option">tea</span>')
+    assert '<strong>1</strong> <span class="muted">· Entropy</span>' in rows[0]
+    assert "· Flux" in rows[1]
+    # Anchor has not voted yet, and the page says whose vote is awaited.
+    assert "Anchor" in html.split('data-testid="tally"')[1]
+
+
+def test_a_pipeline_shows_its_stages_in_order(browser_client, make_group, agents):
+    group = make_group(
+        "pipeline",
+        [("Entropy", "regular"), ("Flux", "regular")],
+        {
+            "stages": [
+                {"name": "analysis", "agent_ids": [agents["Entropy"].pk]},
+                {"name": "scheduling", "agent_ids": [agents["Flux"].pk]},
+            ]
+        },
+    )
+    run = group_message_route(actor=Actor.system(), group=group, message="report")
+    delivery_complete(delivery=_take(agents["Entropy"]), text="three parts")
+    delivery_complete(delivery=_take(agents["Flux"]), text="Tue to Thu")
+
+    html = _conversation(browser_client, run)
+
+    first, second = html.index("Stage 1 · analysis"), html.index("Stage 2 · scheduling")
+    assert first < html.index("three parts") < second < html.index("Tue to Thu")
+
+
+def test_a_run_nobody_takes_says_how_agents_take_work(
+    browser_client, make_group, agents
+):
+    group = make_group("round_robin", [("Flux", "regular")])
+    run = group_message_route(actor=Actor.system(), group=group, message="lunch?")
+
+    html = _conversation(browser_client, run)
+    assert "Waiting for Flux." in html
+    assert "GET /api/inbox" in html
+
+    # A program that asked for anything lately is taken to be attached.
+    agents["Flux"].last_active_at = timezone.now()
+    agents["Flux"].save(update_fields=["last_active_at"])
+    assert "GET /api/inbox" not in _conversation(browser_client, run)
+    assert "waiting to be taken" in _conversation(browser_client, run)

@@ -773,3 +773,24 @@ def test_core_memory_update_refuses_a_field_the_map_block_lacks(
         "name": "Sam",
         "mood": "calm",
     }
+
+
+def test_push_item_takes_value_and_still_takes_item_with_a_deprecation_notice(
+    agent_client, make_block
+):
+    block = make_block(label="todo", schema={"kind": "list"})
+    url = f"/api/blocks/{block.pk}/operations"
+
+    named = post(agent_client, url, {"operations": [{"op": "push_item", "value": "a"}]})
+    assert named.status_code == 200, named.content
+    assert "deprecated" not in named.json()["message"]
+
+    old = post(agent_client, url, {"operations": [{"op": "push_item", "item": "b"}]})
+    assert old.status_code == 200, old.content
+    assert "'item' is deprecated: send 'value'" in old.json()["message"]
+
+    block.refresh_from_db()
+    assert block_value(block=block) == ["a", "b"]
+    missing = post(agent_client, url, {"operations": [{"op": "push_item"}]})
+    assert missing.status_code == 422
+    assert "value" in missing.content.decode()

@@ -2,6 +2,7 @@
 concurrent edits, rollbacks and compaction; and its endpoint."""
 
 import pytest
+from django.test import Client
 from loro import ExportMode
 
 from memory.blocks.blame import blame_histories_clear, block_blame
@@ -448,3 +449,92 @@ def test_history_contains_finds_where_a_text_appeared_and_disappeared(
     assert (
         agent_client.get(f"/api/blocks/{block.pk}/history?contains=").status_code == 422
     )
+
+
+def _authors(blame, part):
+    """(text, actor kind, actor name) per span: ids alone do not tell an
+    agent from a person (both tables count from 1)."""
+    by_number = {v.number: v for v in blame.versions}
+    return [
+        (
+            span.text,
+            by_number[span.version].actor_kind,
+            by_number[span.version].actor_name,
+        )
+        for span in blame.parts[part].spans
+    ]
+
+
+def test_adding_one_item_through_the_form_leaves_the_agents_items_to_the_agent(
+    card, agent, partner
+):
+    a = Actor.for_agent(agent)
+    for preference in ("tea", "jazz"):
+        block_operate(
+            actor=a,
+            block=card,
+            operations=[
+                {
+                    "op": "append_to_list_field",
+                    "field": "preferences",
+                    "value": preference,
+                }
+            ],
+        )
+    _set(a, card, "name", "Sam")
+    web = Client()
+    web.force_login(partner)
+    # What the page posts when one preference is added: the list, in order.
+    response = web.post(
+        f"/memory/blocks/{card.pk}/edit",
+        {
+            "l:preferences": "1",
+            "i:preferences": ["0", "1", "new"],
+            "i:preferences#0": "tea",
+            "i:preferences#1": "jazz",
+            "i:preferences#new": "walks",
+        },
+    )
+    assert response.status_code == 302
+
+    blame = block_blame(block=card)
+
+    assert block_value(block=card)["preferences"] == ["tea", "jazz", "walks"]
+    assert _authors(blame, 1) == [
+        ("tea\n", "agent", agent.name),
+        ("jazz\n", "agent", agent.name),
+        ("walks", "human", partner.username),
+    ]
+    assert _authors(blame, 0) == [("Sam", "agent", agent.name)]
+
+
+def test_removing_and_reordering_through_the_form_keeps_the_items_that_stay(
+    make_block, agent, partner
+):
+    block = make_block("todo", template="custom", schema={"kind": "list"})
+    a = Actor.for_agent(agent)
+    for item in ("a", "b", "c"):
+        block_operate(
+            actor=a, block=block, operations=[{"op": "push_item", "value": item}]
+        )
+    web = Client()
+    web.force_login(partner)
+    web.post(
+        f"/memory/blocks/{block.pk}/edit",
+        {
+            "l:": "1",
+            "i:": ["0", "2", "n"],
+            "i:#0": "a",
+            "i:#2": "c",
+            "i:#n": "d",
+        },
+    )
+
+    blame = block_blame(block=block)
+
+    assert block_value(block=block) == ["a", "c", "d"]
+    assert _authors(blame, 0) == [
+        ("a\n", "agent", agent.name),
+        ("c\n", "agent", agent.name),
+        ("d", "human", partner.username),
+    ]

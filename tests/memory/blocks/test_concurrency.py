@@ -41,7 +41,7 @@ def test_concurrent_appends_all_survive_compaction(make_block, agent, settings):
                 block_operate(
                     actor=actor,
                     block=block,
-                    operations=[{"op": "push_item", "item": f"t{n}-{i}"}],
+                    operations=[{"op": "push_item", "value": f"t{n}-{i}"}],
                 )
         except BaseException as exc:
             errors.append(exc)

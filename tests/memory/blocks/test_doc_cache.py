@@ -19,7 +19,7 @@ def _push(block, item, actor=None):
     return block_operate(
         actor=actor or Actor.system(),
         block=block,
-        operations=[{"op": "push_item", "item": item}],
+        operations=[{"op": "push_item", "value": item}],
     )
 
 
@@ -35,7 +35,7 @@ def test_write_from_another_process_is_seen_by_the_next_cached_write(make_block)
         "from memory.blocks.services import block_operate\n"
         f"b = MemoryBlock.objects.get(pk='{block.pk}')\n"
         "block_operate(actor=Actor.system(), block=b,"
-        " operations=[{'op': 'push_item', 'item': 'there'}])"
+        " operations=[{'op': 'push_item', 'value': 'there'}])"
     )
     _push(block, "here 2")
 

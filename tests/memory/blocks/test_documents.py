@@ -121,16 +121,18 @@ def test_map_rejects_wrong_types_unknown_fields_and_agent_read_only_writes():
 def test_list_push_insert_delete_numbered_and_max_items():
     doc = apply(
         LIST,
-        {"op": "push_item", "item": {"task": "Review PR"}},
+        {"op": "push_item", "value": {"task": "Review PR"}},
         {"op": "insert_item", "index": 0, "item": {"task": "Urgent"}},
-        {"op": "push_item", "item": "Call mum"},
+        {"op": "push_item", "value": "Call mum"},
         {"op": "delete_item", "index": 1},
     )
     assert render(doc, LIST) == "1. Urgent\n2. Call mum"
-    operation_apply(doc, LIST, {"op": "push_item", "item": "c"}, enforce_read_only=True)
+    operation_apply(
+        doc, LIST, {"op": "push_item", "value": "c"}, enforce_read_only=True
+    )
     with pytest.raises(InvalidInput, match="full"):
         operation_apply(
-            doc, LIST, {"op": "push_item", "item": "d"}, enforce_read_only=True
+            doc, LIST, {"op": "push_item", "value": "d"}, enforce_read_only=True
         )
     with pytest.raises(InvalidInput, match="no item 9"):
         operation_apply(
@@ -141,8 +143,8 @@ def test_list_push_insert_delete_numbered_and_max_items():
 def test_checkbox_list_renders_done_state():
     doc = apply(
         CHECKS,
-        {"op": "push_item", "item": {"text": "Dishes", "done": True}},
-        {"op": "push_item", "item": {"text": "Laundry", "done": False}},
+        {"op": "push_item", "value": {"text": "Dishes", "done": True}},
+        {"op": "push_item", "value": {"text": "Laundry", "done": False}},
     )
     assert render(doc, CHECKS) == "- [x] Dishes\n- [ ] Laundry"
 
@@ -150,8 +152,8 @@ def test_checkbox_list_renders_done_state():
 def test_check_item_ticks_and_unticks_an_item_of_a_checkbox_list():
     doc = apply(
         CHECKS,
-        {"op": "push_item", "item": "Dishes"},
-        {"op": "push_item", "item": {"text": "Laundry", "done": False}},
+        {"op": "push_item", "value": "Dishes"},
+        {"op": "push_item", "value": {"text": "Laundry", "done": False}},
         {"op": "check_item", "index": 1},
         {"op": "check_item", "index": 0},
         {"op": "check_item", "index": 0, "done": False},
@@ -164,7 +166,7 @@ def test_check_item_ticks_and_unticks_an_item_of_a_checkbox_list():
 
 
 def test_check_item_refuses_a_numbered_list():
-    doc = apply(LIST, {"op": "push_item", "item": "a"})
+    doc = apply(LIST, {"op": "push_item", "value": "a"})
     with pytest.raises(InvalidInput, match="checkbox list; this list is numbered"):
         operation_apply(
             doc, LIST, {"op": "check_item", "index": 0}, enforce_read_only=True

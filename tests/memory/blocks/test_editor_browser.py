@@ -158,7 +158,7 @@ def test_structured_block_view_updates_live_on_an_agents_change(
     rendered = page.locator("[data-testid=rendered]")
     assert "first" in rendered.inner_text()
     assert "Live" in page.inner_text("[data-editor-status]")
-    operation = {"op": "push_item", "item": "second from agent"}
+    operation = {"op": "push_item", "value": "second from agent"}
     _agent_operates(daphne_server, agent, list_block, operation)
     page.wait_for_function(
         "document.querySelector('[data-testid=rendered]').textContent"

@@ -375,3 +375,82 @@ def test_a_structured_form_changes_only_the_fields_it_posts(web, make_block, age
     assert block_value(block=block)["preferences"] == []
     page = web.post(url, {}, follow=True).content.decode()
     assert "Nothing changed." in page
+
+
+def _since(html, testid):
+    marker = f'data-testid="{testid}"'
+    if marker not in html:
+        return None
+    part = html[html.index(marker) :]
+    return " ".join(part[: part.index("</section>")].split())
+
+
+def test_the_block_page_shows_what_others_changed_since_the_last_look(
+    web, make_block, agent
+):
+    block = make_block(label="notes", content="one")
+    url = f"/memory/blocks/{block.pk}/"
+    assert _since(web.get(url).content.decode(), "since-look") is None  # first look
+    agent_actor = Actor.for_agent(agent)
+    block_operate(
+        actor=agent_actor,
+        block=block,
+        operations=[{"op": "append_text", "text": " two"}],
+        summary="added two",
+    )
+    web.post(f"/memory/blocks/{block.pk}/edit", {"content": "one two three"})
+    block_operate(
+        actor=agent_actor,
+        block=block,
+        operations=[{"op": "append_text", "text": " four"}],
+        summary="added four",
+    )
+
+    since = _since(web.get(url).content.decode(), "since-look")
+
+    assert since is not None
+    assert since.count(f"<strong>{agent.name}</strong>") == 2
+    assert "added two" in since and "added four" in since
+    assert "partner" not in since  # the person's own edit is not news to them
+    assert "?from=1#compare" in since  # compare from the version last seen
+    # Looking counts: the next visit has nothing new.
+    assert _since(web.get(url).content.decode(), "since-look") is None
+
+
+def test_the_constellation_page_shows_what_changed_since_the_last_visit(
+    web, make_block, agent, constellation
+):
+    block = make_block(label="journal", content="day one")
+    home = f"/constellations/{constellation.pk}/"
+    assert web.get(home).status_code == 200
+    assert _since(web.get(home).content.decode(), "since-visit") is None
+    block_operate(
+        actor=Actor.for_agent(agent),
+        block=block,
+        operations=[{"op": "append_text", "text": " day two"}],
+    )
+
+    since = _since(web.get(home).content.decode(), "since-visit")
+
+    assert since is not None
+    assert f"{agent.name}'s journal" in since
+    assert f"1 change by {agent.name}" in since
+    assert _since(web.get(home).content.decode(), "since-visit") is None
+
+
+def test_the_home_page_counts_the_changed_blocks_of_each_constellation(
+    web, make_block, agent, constellation, partner
+):
+    ConstellationFactory(partner=partner, name="Second")  # the home lists both
+    block = make_block(label="journal", content="day one")
+    web.get(f"/constellations/{constellation.pk}/")  # the visit since which
+    block_operate(
+        actor=Actor.for_agent(agent),
+        block=block,
+        operations=[{"op": "append_text", "text": " day two"}],
+    )
+
+    home = web.get("/").content.decode()
+
+    assert home.count('data-testid="since-visit-count"') == 1
+    assert "1 block</strong> changed since you last looked" in home
