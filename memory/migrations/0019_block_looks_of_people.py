@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("coordination", "0006_plural_names"),
-        ("memory", "0017_retrieval_reranker"),
+        ("memory", "0018_archival_consolidator_role"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
