@@ -53,6 +53,7 @@ from memory.models import (
     ArchivalEntry,
     BlockApproval,
     BlockAttachment,
+    BlockPeer,
     BlockSeen,
     BlockSnapshot,
     BlockUpdate,
@@ -155,7 +156,10 @@ OWNED: tuple[Owned, ...] = (
     Owned(
         MemoryBlock,
         "constellation",
-        ids={"snapshot_upto": Ref(label(BlockUpdate))},
+        ids={
+            "snapshot_upto": Ref(label(BlockUpdate)),
+            "history_from": Ref(label(BlockUpdate)),
+        },
     ),
     Owned(
         BlockUpdate,
@@ -255,6 +259,7 @@ OWNED: tuple[Owned, ...] = (
 # Models of the site's apps a backup leaves out, and why.
 EXCLUDED: dict[type[models.Model], str] = {
     AgentToken: "tokens never leave the site: issue new ones after an import",
+    BlockPeer: "the co-editing sockets of this site; an imported block has none",
 }
 
 # The apps whose every model must be in OWNED or EXCLUDED.

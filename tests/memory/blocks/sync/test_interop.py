@@ -10,9 +10,6 @@ import pytest
 from django.test import Client
 
 from memory.blocks.selectors import block_document_load
-from memory.blocks.services import block_create
-from pattern_site.kernel.actors import Actor
-from pattern_site.kernel.agents.services import agent_token_issue
 from tests.conftest import REPO, daphne, free_port
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -38,22 +35,6 @@ def run_clients(node: str, mode: str, block, token: str, *urls: str, edits=10):
         *(mode, "--room", str(block.pk), "--token", token),
         *("--container", "content", "--edits", str(edits), *urls),
     )
-
-
-@pytest.fixture
-def text_block(agent):
-    return block_create(
-        actor=Actor.system(),
-        label="shared_notes",
-        owner=agent,
-        content="start;",
-        char_limit=100_000,
-    )
-
-
-@pytest.fixture
-def token(agent) -> str:
-    return agent_token_issue(agent=agent).raw
 
 
 def stored_text(block) -> str:
