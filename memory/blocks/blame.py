@@ -349,9 +349,9 @@ def _newest_rows(
     while pending and hi > floor:
         lo = max(floor, hi - size)
         before = versions.frontiers(lo - 1) if lo else Frontiers()
-        spans = doc.find_id_spans_between(before, versions.frontiers(hi - 1))
+        spans = documents.id_spans_between(doc, before, versions.frontiers(hi - 1))
         hits: dict[int, int] = {}
-        for peer, (start, end) in spans.forward.inner().items():
+        for peer, (start, end) in spans.inner().items():
             if end <= start:
                 continue
             span = IdSpan(peer, CounterSpan(start, end))

@@ -443,7 +443,7 @@ def foreign_roots(doc: LoroDoc, schema: dict[str, Any], since: Frontiers) -> lis
         found |= {(name, "?") for name in doc.get_value() if name not in names}
         since = doc.shallow_since_frontiers
     with loro_guard("cannot read the update's changes"):
-        spans = doc.find_id_spans_between(since, doc.oplog_frontiers).forward
+        spans = id_spans_between(doc, since, doc.oplog_frontiers)
         for peer, (start, end) in spans.inner().items():
             if end <= start:
                 continue
@@ -1218,6 +1218,20 @@ def change_messages(doc: LoroDoc) -> list[dict[str, Any]]:
     return found
 
 
+def id_spans_between(doc: LoroDoc, before: Frontiers, after: Frontiers) -> Any:
+    """The ids of the operations after ``before`` up to ``after`` (a later
+    version of the same history), as a ``VersionRange``.  Loro's
+    ``find_id_spans_between`` panics on a shallow document, so there the
+    difference of the two versions' vectors is taken (the same spans, for
+    a version and a later one)."""
+    if not doc.is_shallow():
+        return doc.find_id_spans_between(before, after).forward
+    start, end = doc.frontiers_to_vv(before), doc.frontiers_to_vv(after)
+    if start is None or end is None or not history_reaches(doc, before):
+        raise InvalidInput("the history before this version was folded")
+    return end.sub_vec(start)
+
+
 def history_reaches(doc: LoroDoc, frontiers: Frontiers) -> bool:
     """Whether ``doc`` holds the history from ``frontiers`` on: always for a
     full document; for a shallow one, from its start on.  Loro panics (and
@@ -1241,7 +1255,7 @@ def text_change_spans(
     inserted it."""
     if not history_reaches(doc, before):
         raise InvalidInput("the history before this change was folded")
-    spans = doc.find_id_spans_between(before, after).forward
+    spans = id_spans_between(doc, before, after)
     changes: list[dict[str, Any]] = []
     for peer, (start, end) in spans.inner().items():
         if end > start:

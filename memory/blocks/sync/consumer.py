@@ -222,6 +222,9 @@ def _permission(access: str) -> sp.Permission:
     return sp.Permission.READ if access == "read" else sp.Permission.WRITE
 
 
+_EMPTY_VERSION = loro.VersionVector().encode()
+
+
 def _backfill(
     *, block: MemoryBlock, client_version: bytes, socket: str
 ) -> tuple[bytes, bytes, int] | None:
@@ -233,28 +236,44 @@ def _backfill(
     (``BlockPeer``), so that retention does not fold past it."""
     doc, counter = block_document_versioned(block=block)
     server_version = doc.oplog_vv
+    client_vv = None
     if client_version:
         try:
             with documents.loro_guard("unreadable version vector"):
                 client_vv = loro.VersionVector.decode(client_version)
         except InvalidInput:
             return None
-        if doc.is_shallow() and not client_vv.includes_vv(
-            doc.frontiers_to_vv(doc.shallow_since_frontiers)
-        ):
-            raise HistoryFolded(
-                f"your copy of block {block.label!r} is older than its kept "
-                "history (retention folded the rest): start again from a "
-                "fresh snapshot (join with an empty version)",
-                extra={"block": block.label},
-            )
+        if doc.is_shallow():
+            client_vv = _shallow_start_check(doc, block, client_vv)
+    if client_vv is not None:
         missing = doc.export(loro.ExportMode.Updates(from_=client_vv))
-        joined = client_version
     else:
         missing = doc.export(loro.ExportMode.Snapshot())
-        joined = server_version.encode()
+    # What the client's edits may build on: its own version (edits made
+    # before the backfill reaches it); an empty document has none, and
+    # builds on what it is sent.
+    fresh = client_vv is None or client_vv.encode() == _EMPTY_VERSION
+    joined = server_version.encode() if fresh else client_version
     peer_record(block_id=block.pk, socket=socket, version=joined)
     return server_version.encode(), missing, counter
+
+
+def _shallow_start_check(
+    doc: loro.LoroDoc, block: MemoryBlock, client_vv: loro.VersionVector
+) -> loro.VersionVector | None:
+    """A client's version against a shallow document: None (send it the
+    snapshot) for an empty document, whose version is ``0x00``, not empty
+    bytes; ``HistoryFolded`` for one older than the document's start."""
+    if client_vv.encode() == _EMPTY_VERSION:
+        return None
+    if not client_vv.includes_vv(doc.frontiers_to_vv(doc.shallow_since_frontiers)):
+        raise HistoryFolded(
+            f"your copy of block {block.label!r} is older than its kept "
+            "history (retention folded the rest): start again from a "
+            "fresh snapshot (join with an empty version)",
+            extra={"block": block.label},
+        )
+    return client_vv
 
 
 async def _peer_left(*, block_id: Any, socket: str) -> None:
