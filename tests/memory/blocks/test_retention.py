@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 from loro import ExportMode, VersionVector
 
@@ -25,6 +26,7 @@ from memory.blocks.services import (
     block_append,
     block_log_append,
     block_rollback,
+    block_share,
     block_update_import,
 )
 from memory.blocks.services.retention import block_history_fold, peer_record
@@ -32,6 +34,7 @@ from memory.longterm.search import memory_search
 from memory.models import BlockPeer, BlockUpdate, MemoryBlock
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.errors import HistoryFolded, LimitExceeded
+from tests.memory.blocks.test_changes import _take as take_changes
 
 pytestmark = pytest.mark.django_db
 
@@ -294,3 +297,41 @@ def test_a_write_asks_for_a_fold_once_well_past_the_window(
 
 def _frontiers(version: Any) -> Any:
     return documents.frontiers_decode(bytes(version.frontiers))
+
+
+def test_changes_since_a_look_before_the_horizon_tell_folded_ones_without_diffs(
+    make_block, agent, other_agent, window
+):
+    block = text_block_with_versions(make_block, agent, 3)
+    block_share(
+        actor=Actor.system(), block=block, agent=other_agent, access="read_write"
+    )
+    take_changes(other_agent)  # its look: version 3
+    for n in range(4, 13):
+        block_append(actor=Actor.for_agent(agent), block=block, content=f"v{n}")
+    backdate(block, first=8, days=3)
+    block_history_fold(block=block)  # content kept from version 7 on
+    doc_cache.clear()
+
+    [told] = take_changes(other_agent, peek=True)["blocks"]
+    kinds = [change.diff["kind"] for change in told["changes"]]
+    # Versions 4 to 7 start from folded content; 8 to 12 are diffed as ever.
+    assert kinds == ["folded"] * 4 + ["text"] * 5
+    assert told["changes"][-1].diff["spans"][-1]["text"] == "\nv12"
+
+
+def test_the_block_page_says_a_version_was_folded(make_block, agent, window, partner):
+    web = Client()
+    web.force_login(partner)
+    block = text_block_with_versions(make_block, agent, 12)
+    backdate(block, first=8, days=3)
+    block_history_fold(block=block)
+    page = web.get(f"/memory/blocks/{block.pk}/?version=3")
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert "content folded" in body
+    assert "version 3 of block" in body and "was folded" in body
+    kept = web.get(f"/memory/blocks/{block.pk}/?version=9").content.decode()
+    assert "v9" in kept and "version 9 of block" not in kept
+    compare = web.get(f"/memory/blocks/{block.pk}/compare/?from=2").content.decode()
+    assert "version 2 of block" in compare and "was folded" in compare
