@@ -290,26 +290,30 @@ MEMORY_DEFAULT_CHAR_LIMIT = env.int("PATTERN_MEMORY_CHAR_LIMIT", default=5000)
 # history) may reach: the fence behind the char limit, which counts only
 # the rendered content.  History does not count: retention bounds it.
 MEMORY_BLOCK_MAX_BYTES = env.int("PATTERN_MEMORY_BLOCK_MAX_BYTES", default=4 * 1024**2)
+
+
 # History retention, per block type (``type=value`` pairs; a type left out
 # keeps its whole history): a version's content is kept while it is younger
 # than the type's days or among its newest versions; older ones are folded
 # into a Loro shallow snapshot (their who/when/why stay listed).  A log
 # written every minute keeps a day, at least 200 versions.
-# (Parsed as text: django-environ's typed dicts want ';' between pairs.)
-MEMORY_HISTORY_KEEP_DAYS = {
-    block_type: float(days)
-    for block_type, days in env.dict(
-        "PATTERN_MEMORY_HISTORY_KEEP_DAYS",
-        default={"core": 90, "working": 30, "archival": 90, "log": 1},
-    ).items()
-}
-MEMORY_HISTORY_KEEP_VERSIONS = {
-    block_type: int(versions)
-    for block_type, versions in env.dict(
-        "PATTERN_MEMORY_HISTORY_KEEP_VERSIONS",
-        default={"core": 1000, "working": 500, "archival": 1000, "log": 200},
-    ).items()
-}
+def _per_block_type(name: str, cast: type, default: dict[str, int]) -> dict:
+    # Parsed as text: django-environ's typed dicts want ';' between pairs.
+    return {
+        kind: cast(value) for kind, value in env.dict(name, default=default).items()
+    }
+
+
+MEMORY_HISTORY_KEEP_DAYS = _per_block_type(
+    "PATTERN_MEMORY_HISTORY_KEEP_DAYS",
+    float,
+    {"core": 90, "working": 30, "archival": 90, "log": 1},
+)
+MEMORY_HISTORY_KEEP_VERSIONS = _per_block_type(
+    "PATTERN_MEMORY_HISTORY_KEEP_VERSIONS",
+    int,
+    {"core": 1000, "working": 500, "archival": 1000, "log": 200},
+)
 # A co-editing client that left less than this many hours ago (or is still
 # connected) keeps the version it joined with: history is never folded past
 # it.  One away longer starts again from a fresh snapshot.

@@ -30,10 +30,16 @@ from django.db import transaction
 from django.utils import timezone
 from loro import LoroDoc, VersionVector
 
-from memory.blocks import doc_cache, documents
+from memory.blocks import documents
 from memory.blocks.models import BlockPeer, BlockUpdate, MemoryBlock
-from memory.blocks.services.storage import _lock, _locked_document, _snapshot_save
-from pattern_site.kernel.db.rows import row_update, rows_set_in_range
+from memory.blocks.services.storage import (
+    _cache_on_commit,
+    _lock,
+    _locked_document,
+    _log_fold,
+    _snapshot_save,
+)
+from pattern_site.kernel.db.rows import row_update
 
 
 def history_window(block_type: str) -> tuple[timedelta, int] | None:
@@ -129,7 +135,7 @@ def block_history_fold(*, block: MemoryBlock, now: datetime | None = None) -> in
         with documents.loro_guard("cannot fold the block's history"):
             index = _held_by_peers(doc, rows, peers) if peers else len(rows) - 1
             if index is None:
-                _cache_back(locked, doc)
+                _cache_on_commit(locked, doc)
                 return 0
             horizon, frontiers = rows[index]
             data = documents.shallow_snapshot(
@@ -137,7 +143,7 @@ def block_history_fold(*, block: MemoryBlock, now: datetime | None = None) -> in
             )
             folded = documents.document_load(data, [])
         _fold_store(block=locked, data=data, horizon=horizon)
-        _cache_back(locked, folded)
+        _cache_on_commit(locked, folded)
         BlockPeer.objects.filter(
             block=locked,
             seen_at__lt=now - timedelta(hours=settings.MEMORY_HISTORY_PEER_HOURS),
@@ -157,15 +163,7 @@ def _fold_store(*, block: MemoryBlock, data: bytes, horizon: int) -> None:
     )
     _snapshot_save(block_id=block.pk, data=data)
     if last is not None and last > block.snapshot_upto:
-        rows_set_in_range(
-            BlockUpdate,
-            parent="block",
-            parent_id=block.pk,
-            field="data",
-            value=b"",
-            after=block.snapshot_upto,
-            upto=last,
-        )
+        _log_fold(block=block, upto=last)
         block.snapshot_upto = last
     block.log_count = block.log_bytes = 0
     block.history_from = horizon
@@ -174,15 +172,6 @@ def _fold_store(*, block: MemoryBlock, data: bytes, horizon: int) -> None:
         block,
         ("snapshot_upto", "log_count", "log_bytes", "history_from", "version"),
     )
-
-
-def _cache_back(block: MemoryBlock, doc: LoroDoc) -> None:
-    block_id, version = block.pk, block.version
-
-    def cache() -> None:
-        doc_cache.put(block_id, version, doc)
-
-    transaction.on_commit(cache)
 
 
 def blocks_history_fold_due(*, now: datetime | None = None) -> int:

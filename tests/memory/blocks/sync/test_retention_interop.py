@@ -3,9 +3,6 @@ retention folded: a client joining afterwards syncs, and a client that was
 offline across the fold either merges (its version was kept for it) or is
 told to start again from a fresh snapshot and recovers."""
 
-import json
-import signal
-import subprocess
 from datetime import timedelta
 from typing import Any
 
@@ -17,8 +14,12 @@ from memory.blocks.services import block_append
 from memory.blocks.services.retention import block_history_fold
 from memory.models import BlockPeer, BlockUpdate
 from pattern_site.kernel.actors import Actor
-from tests.conftest import REPO, daphne, free_port
-from tests.memory.blocks.sync.test_interop import CLIENTS, run_clients, stored_text
+from tests.conftest import daphne
+from tests.memory.blocks.sync.test_interop import (
+    offline_session,
+    run_clients,
+    stored_text,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -66,43 +67,21 @@ def offline_across_a_fold(
     meanwhile the block's history is folded (the client's join version too
     when ``peer_gone``: it was away longer than the peer hours); then the
     server comes back and the client reconnects."""
-    port = free_port()
-    clients = subprocess.Popen(
-        [
-            *(node, str(CLIENTS), "offline", "--room", str(block.pk)),
-            *("--token", token, "--edits", "3", "--fresh-on-fold", "yes"),
-            f"ws://127.0.0.1:{port}/ws/sync/",
-        ],
-        cwd=REPO,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
 
-    def said() -> dict:
-        return json.loads(clients.stdout.readline())
-
-    try:
-        with daphne(port=port) as (_, proc):
-            assert said() == {"phase": "online"}
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=10)
-        clients.stdin.write("down\n")
-        clients.stdin.flush()
-        assert said()["phase"] == "offline"
+    def fold() -> None:
         assert BlockPeer.objects.filter(block=block).exists()
         if peer_gone:
             BlockPeer.objects.update(seen_at=timezone.now() - timedelta(days=30))
         grow_and_fold(block, agent)
-        with daphne(port=port):
-            clients.stdin.write("up\n")
-            clients.stdin.flush()
-            final = said()
-        assert clients.wait(timeout=30) == 0
-    finally:
-        if clients.poll() is None:
-            clients.kill()
-    return final
+
+    return offline_session(
+        node,
+        block,
+        token,
+        edits=3,
+        flags=("--fresh-on-fold", "yes"),
+        while_down=fold,
+    )
 
 
 def test_a_client_offline_across_a_fold_past_its_version_starts_again(
