@@ -27,7 +27,7 @@ the one holding it; a counter's last change is the newest row with an
 operation on it.  What a rollback restored was written again by the
 rollback, so it is that version's; what no change touched keeps its first
 author through merges, rollbacks and compaction (rows folded into the
-snapshot keep their frontiers, and the snapshot keeps the whole history).
+snapshot keep their frontiers, and the snapshot keeps the history).
 
 History retention (``services.retention``) folds the content of the
 versions before the block's ``history_from``: the document is a shallow
