@@ -49,7 +49,8 @@ export async function waitFor(predicate, timeoutMs, what) {
 /**
  * A loro-websocket client joined to one %LOR room.  `acked()` resolves when
  * every update this client sent has been acknowledged; `errors` collects the
- * reasons of refused updates.
+ * reasons of refused updates, `joinErrors` the app codes of refused joins,
+ * and `roomStatus` is the room's latest status.
  */
 export async function joinedClient({
   url,
@@ -75,18 +76,38 @@ export async function joinedClient({
     for (const waiter of [...ackWaiters]) queueMicrotask(waiter);
     return entry;
   };
+  // The app codes of the join errors the server sent (a rejoin's included:
+  // the client itself only reports its room's status as "error").
+  const joinErrors = [];
+  const handleJoinError = client.handleJoinError.bind(client);
+  client.handleJoinError = (msg, pending, id) => {
+    joinErrors.push(msg.appCode ?? String(msg.code));
+    return handleJoinError(msg, pending, id);
+  };
+  let roomStatus = "connecting";
   await client.waitConnected();
   const adaptor = new LoroAdaptor(doc, {
     onUpdateError: (_updates, code, reason) => errors.push(reason ?? String(code)),
   });
   const auth = token ? new TextEncoder().encode(token) : undefined;
-  const room = await client.join({ roomId, crdtAdaptor: adaptor, auth });
+  const room = await client.join({
+    roomId,
+    crdtAdaptor: adaptor,
+    auth,
+    onStatusChange: (status) => {
+      roomStatus = status;
+    },
+  });
   await room.waitForReachingServerVersion();
   return {
     client,
     room,
     doc,
     errors,
+    joinErrors,
+    get roomStatus() {
+      return roomStatus;
+    },
     get acks() {
       return acks;
     },

@@ -343,7 +343,11 @@ def list_block_history(
             for p in block_history_containing(block=block, contains=contains)
         ]
     return [
-        {**numbered.row._asdict(), "number": numbered.number}
+        {
+            **numbered.row._asdict(),
+            "number": numbered.number,
+            "folded": numbered.row.id < block.history_from,
+        }
         for numbered in block_history_numbered(
             block=block, limit=max(1, min(limit, 500)), before_id=before
         )

@@ -27,7 +27,15 @@ the one holding it; a counter's last change is the newest row with an
 operation on it.  What a rollback restored was written again by the
 rollback, so it is that version's; what no change touched keeps its first
 author through merges, rollbacks and compaction (rows folded into the
-snapshot keep their frontiers, and the snapshot keeps the whole history).
+snapshot keep their frontiers, and the snapshot keeps the history).
+
+History retention (``services.retention``) folds the content of the
+versions before the block's ``history_from``: the document is a shallow
+one whose oldest version is that row's, so the bisection runs over the
+rows from it on, and what that oldest version already held (its own
+change included) is attributed to the folded history, "written before"
+the time of the first version after it.  Operations are never read
+before it (Loro cannot walk a shallow document's history past its start).
 Log blocks have no blame.
 """
 
@@ -58,7 +66,7 @@ from loro import (
 
 from memory.blocks import documents
 from memory.blocks.models import BlockUpdate, MemoryBlock
-from memory.blocks.selectors import block_document_versioned
+from memory.blocks.selectors import block_document_versioned, block_history_from
 from pattern_site.kernel.db.rows import rows_fetch
 from pattern_site.kernel.errors import InvalidInput
 
@@ -80,11 +88,14 @@ class BlameVersion:
 @dataclass(frozen=True)
 class BlameSpan:
     """``text`` starting at ``start`` (in characters) of its part, written
-    by version ``version`` (None: by no version of the history)."""
+    by version ``version`` (None: by no version of the history); with
+    ``folded_before``, written before that time, in history whose content
+    retention folded (``version`` is None then)."""
 
     start: int
     text: str
     version: int | None
+    folded_before: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -148,14 +159,16 @@ def blame_covers(schema: dict[str, Any]) -> bool:
 
 @dataclass(frozen=True)
 class _History:
-    """A block's history rows, (id, frontiers) in commit order, as of its
-    ``version`` counter (rows committed since may be in it too), and the
-    version vectors of the rows bisections visited (row index -> vector;
-    the same for any document of the block)."""
+    """A block's history rows, (id, frontiers) in commit order from row
+    ``start`` on (the oldest whose content is held), as of its ``version``
+    counter (rows committed since may be in it too), and the version
+    vectors of the rows bisections visited (row index -> vector; the same
+    for any document of the block)."""
 
     version: int
     rows: list[tuple[int, bytes]]
     vvs: dict[int, VersionVector]
+    start: int = 0
 
 
 # The histories of the blocks blamed lately, in this process.  Rows are
@@ -167,14 +180,16 @@ _histories: OrderedDict[Any, _History] = OrderedDict()
 _histories_lock = threading.Lock()
 
 
-def _history(block: MemoryBlock, version: int) -> _History:
+def _history(block: MemoryBlock, version: int, start: int) -> _History:
     with _histories_lock:
         known = _histories.get(block.pk)
+    if known is not None and known.start != start:
+        known = None  # folded since: the row indexes moved
     if known is not None and known.version == version:
         return known
     # In one fetch: the ORM's chunked iterator costs a large share of
     # reading every row of a long history.
-    rows = BlockUpdate.objects.filter(block=block).order_by("pk")
+    rows = BlockUpdate.objects.filter(block=block, pk__gte=start).order_by("pk")
     if known is not None and known.rows:
         kept = len(known.rows) - 1
         history = _History(
@@ -184,9 +199,12 @@ def _history(block: MemoryBlock, version: int) -> _History:
                 rows.filter(pk__gte=known.rows[-1][0]).values_list("pk", "frontiers")
             ),
             {i: vv for i, vv in list(known.vvs.items()) if i < kept},
+            start,
         )
     else:
-        history = _History(version, rows_fetch(rows.values_list("pk", "frontiers")), {})
+        history = _History(
+            version, rows_fetch(rows.values_list("pk", "frontiers")), {}, start
+        )
     with _histories_lock:
         current = _histories.get(block.pk)
         if current is None or current.version <= version:
@@ -326,12 +344,14 @@ def _newest_rows(
     # Rows committed after the document was read hold nothing it has.
     while hi and doc.frontiers_to_vv(versions.frontiers(hi - 1)) is None:
         hi -= 1
-    while pending and hi > 0:
-        lo = max(0, hi - size)
+    # A shallow document's operations are read from its oldest version on.
+    floor = 1 if doc.is_shallow() else 0
+    while pending and hi > floor:
+        lo = max(floor, hi - size)
         before = versions.frontiers(lo - 1) if lo else Frontiers()
-        spans = doc.find_id_spans_between(before, versions.frontiers(hi - 1))
+        spans = documents.id_spans_between(doc, before, versions.frontiers(hi - 1))
         hits: dict[int, int] = {}
-        for peer, (start, end) in spans.forward.inner().items():
+        for peer, (start, end) in spans.inner().items():
             if end <= start:
                 continue
             span = IdSpan(peer, CounterSpan(start, end))
@@ -426,6 +446,15 @@ def _parts(
     return out
 
 
+def _folded_before(rows: list[tuple[int, bytes]]) -> datetime | None:
+    """When the first version after the oldest held one was made: what the
+    folded history wrote was written before it (the oldest held itself,
+    when no version followed)."""
+    ids = [row[0] for row in rows[:2]]
+    times = dict(BlockUpdate.objects.filter(pk__in=ids).values_list("pk", "created_at"))
+    return times.get(ids[-1]) if ids else None
+
+
 def block_blame(*, block: MemoryBlock, doc: LoroDoc | None = None) -> Blame:
     """Who wrote each part of the block's current content; see the module
     doc.  ``InvalidInput`` for log blocks."""
@@ -439,11 +468,34 @@ def block_blame(*, block: MemoryBlock, doc: LoroDoc | None = None) -> Blame:
         doc, version = block_document_versioned(block=block)
     else:
         version = block.version
-    versions = _Versions(doc, _history(block, version))
+    # Read after the document: a fold committed in between leaves a full
+    # document with fewer rows, never a shallow one with rows it lacks.
+    start = block_history_from(block=block) if doc.is_shallow() else 0
+    versions = _Versions(doc, _history(block, version, start))
     rows = versions.rows
     with documents.loro_guard("cannot read the block's history"):
         stretches = _parts(doc, versions, places)
-    used = sorted({i for _, _, spans in stretches for *_, i in spans if i is not None})
+    # Numbers count the folded versions too.
+    offset = (
+        BlockUpdate.objects.filter(block=block, pk__lt=start).count() if start else 0
+    )
+    before = _folded_before(rows) if start else None
+
+    def folded(kind: str, index: int | None) -> bool:
+        # The oldest held row holds the folded history; a field's setter
+        # not found in the rows after it was set in that history.
+        return before is not None and (
+            index == 0 or (index is None and kind == "field")
+        )
+
+    used = sorted(
+        {
+            i
+            for place, _, spans in stretches
+            for *_, i in spans
+            if i is not None and not folded(place.kind, i)
+        }
+    )
     meta = {
         row[0]: row
         for row in BlockUpdate.objects.filter(
@@ -452,12 +504,14 @@ def block_blame(*, block: MemoryBlock, doc: LoroDoc | None = None) -> Blame:
             "pk", "created_at", "actor_kind", "actor_id", "actor_name", "summary"
         )
     }
-    blamed = [BlameVersion(i + 1, *meta[rows[i][0]]) for i in used]
+    blamed = [BlameVersion(offset + i + 1, *meta[rows[i][0]]) for i in used]
     parts = [
         BlamePart(
             place.name,
             [
-                BlameSpan(a, content[a:b], None if i is None else i + 1)
+                BlameSpan(a, content[a:b], None, before)
+                if folded(place.kind, i)
+                else BlameSpan(a, content[a:b], None if i is None else offset + i + 1)
                 for a, b, i in spans
             ],
             place.kind,

@@ -34,6 +34,12 @@ from pattern_site.kernel.db.compiled import CompiledQuery
 
 # Changes per block reported at most (the newest); older ones are counted.
 CHANGES_PER_BLOCK = 20
+# The diff of a change whose content history retention folded.
+FOLDED_DIFF: dict[str, Any] = {
+    "kind": "folded",
+    "note": "history retention folded this change's content; who, when and "
+    "why are kept",
+}
 
 
 @dataclass(frozen=True)
@@ -207,6 +213,18 @@ def _changes(
     if not with_diffs:
         result.changes.extend(_change(row, {}) for _, row in theirs)
         return result
+    if block.history_from:
+        # A change at or before the oldest held version starts from content
+        # history retention folded: told, without its diff.
+        kept = []
+        for before, row in theirs:
+            if row[0] <= block.history_from:
+                result.changes.append(_change(row, FOLDED_DIFF))
+            else:
+                kept.append((before, row))
+        theirs = kept
+        if not theirs:
+            return result
     # Past versions only are read: the cached document serves, uncopied.
     doc = block_history_document(block=block, upto=upto)
     if block.schema["kind"] == "text":
@@ -255,4 +273,4 @@ def _at(doc: LoroDoc, frontiers: bytes | None) -> LoroDoc:
     with documents.loro_guard("cannot check out a past version"):
         if frontiers is None:
             return doc.fork_at(Frontiers())
-        return doc.fork_at(documents.frontiers_decode(frontiers))
+        return documents.document_at(doc, documents.frontiers_decode(frontiers))

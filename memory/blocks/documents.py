@@ -433,11 +433,17 @@ def foreign_roots(doc: LoroDoc, schema: dict[str, Any], since: Frontiers) -> lis
     """Root containers outside the schema's layout that the changes after
     ``since`` wrote to (directly or through a child container), as
     ``name (Type)``.  A child container no longer attached to the document
-    has no root; its bytes still count against the document's byte cap."""
+    has no root; its bytes still count against the document's byte cap.
+    A shallow document's changes are read from its start on, and the roots
+    its start holds are checked by name."""
     allowed = schema_roots(schema)
     found: set[tuple[str, str]] = set()
+    if not history_reaches(doc, since):
+        names = {name for name, _ in allowed}
+        found |= {(name, "?") for name in doc.get_value() if name not in names}
+        since = doc.shallow_since_frontiers
     with loro_guard("cannot read the update's changes"):
-        spans = doc.find_id_spans_between(since, doc.oplog_frontiers).forward
+        spans = id_spans_between(doc, since, doc.oplog_frontiers)
         for peer, (start, end) in spans.inner().items():
             if end <= start:
                 continue
@@ -1216,6 +1222,28 @@ def snapshot(doc: LoroDoc) -> bytes:
     return doc.export(ExportMode.Snapshot())
 
 
+def shallow_snapshot(doc: LoroDoc, since: Frontiers) -> bytes:
+    """The document with its history before ``since`` folded away (a Loro
+    shallow snapshot): the state there, and every change after it."""
+    return doc.export(ExportMode.ShallowSnapshot(since))
+
+
+def state_size(doc: LoroDoc) -> int:
+    """Bytes of the document's current state alone (a shallow snapshot at
+    its newest version): what it holds, however long its history."""
+    return len(shallow_snapshot(doc, doc.oplog_frontiers))
+
+
+def document_at(doc: LoroDoc, frontiers: Frontiers) -> LoroDoc:
+    """A read-only copy of ``doc`` as it was at ``frontiers``.  Loro forks a
+    shallow document only whole, so that one is forked and checked out."""
+    if not doc.is_shallow():
+        return doc.fork_at(frontiers)
+    past = doc.fork()
+    past.checkout(frontiers)
+    return past
+
+
 def frontiers_decode(data: bytes) -> Frontiers:
     with loro_guard("not a valid version"):
         return Frontiers.decode(data)
@@ -1244,6 +1272,32 @@ def change_messages(doc: LoroDoc) -> list[dict[str, Any]]:
     return found
 
 
+def id_spans_between(doc: LoroDoc, before: Frontiers, after: Frontiers) -> Any:
+    """The ids of the operations after ``before`` up to ``after`` (a later
+    version of the same history), as a ``VersionRange``.  Loro's
+    ``find_id_spans_between`` panics on a shallow document, so there the
+    difference of the two versions' vectors is taken (the same spans, for
+    a version and a later one)."""
+    if not doc.is_shallow():
+        return doc.find_id_spans_between(before, after).forward
+    start, end = doc.frontiers_to_vv(before), doc.frontiers_to_vv(after)
+    if start is None or end is None or not history_reaches(doc, before):
+        raise InvalidInput("the history before this version was folded")
+    return end.sub_vec(start)
+
+
+def history_reaches(doc: LoroDoc, frontiers: Frontiers) -> bool:
+    """Whether ``doc`` holds the history from ``frontiers`` on: always for a
+    full document; for a shallow one, from its start on.  Loro panics (and
+    leaves the document unusable) walking a shallow document's history from
+    before its start, so every such walk asks first."""
+    if not doc.is_shallow():
+        return True
+    vv = doc.frontiers_to_vv(frontiers)
+    start = doc.frontiers_to_vv(doc.shallow_since_frontiers)
+    return vv is not None and start is not None and vv.includes_vv(start)
+
+
 def text_change_spans(
     doc: LoroDoc, before: Frontiers, after: Frontiers
 ) -> list[dict[str, Any]]:
@@ -1253,7 +1307,9 @@ def text_change_spans(
     in the order they were made, ``at`` a position in the text as its
     author saw it; a deleted text is read from the operations that had
     inserted it."""
-    spans = doc.find_id_spans_between(before, after).forward
+    if not history_reaches(doc, before):
+        raise InvalidInput("the history before this change was folded")
+    spans = id_spans_between(doc, before, after)
     changes: list[dict[str, Any]] = []
     for peer, (start, end) in spans.inner().items():
         if end > start:

@@ -66,6 +66,13 @@ class MemoryBlock(models.Model):
     snapshot_upto = models.BigIntegerField(
         default=0, help_text="Id of the last update folded into the snapshot."
     )
+    history_from = models.BigIntegerField(
+        default=0,
+        help_text="Id of the oldest version whose content is held (0: the "
+        "whole history): history retention folded the content of every "
+        "version before it.  The stored document is then a shallow one "
+        "starting at that version.",
+    )
     version = models.BigIntegerField(
         default=0,
         help_text="Bumped by every content change, in its transaction; a cached "
@@ -124,6 +131,30 @@ class BlockSnapshot(models.Model):
 
     def __str__(self) -> str:
         return f"snapshot of {self.block_id}"
+
+
+class BlockPeer(models.Model):
+    """A co-editing client that joined a block's room: the document version
+    it joined with, which its edits may still build on.  History retention
+    never folds past that version while the client is connected or was seen
+    lately (``settings.MEMORY_HISTORY_PEER_HOURS``)."""
+
+    block = models.ForeignKey(
+        MemoryBlock, on_delete=models.CASCADE, related_name="sync_peers"
+    )
+    socket = models.CharField(max_length=200, help_text="The socket's channel name.")
+    version = models.BinaryField(help_text="Loro version vector the client held.")
+    seen_at = models.DateTimeField(help_text="When it joined, then when it left.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["block", "socket"], name="block_peer_once_per_socket"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.socket} on {self.block_id}"
 
 
 class BlockUpdate(models.Model):

@@ -311,6 +311,11 @@ class VersionOut(Schema):
     contains: Literal["appeared", "disappeared"] | None = Field(
         None, description="With contains: whether the text appeared or disappeared."
     )
+    folded: bool = Field(
+        False,
+        description="History retention folded this version's content: it is "
+        "listed, but cannot be viewed, compared or rolled back to.",
+    )
 
 
 class VersionViewOut(Schema):
@@ -489,6 +494,11 @@ class BlameSpanOut(Schema):
     text: str
     version: int | None = Field(
         description="Number of the version that inserted the span (see versions)."
+    )
+    folded_before: datetime | None = Field(
+        None,
+        description="Set when history retention folded the history that wrote "
+        "the span: it was written before this time (version is null).",
     )
 
 

@@ -38,6 +38,8 @@ def blocks_domain_search(query: DomainQuery) -> SearchOutcome:
         if (filters.since is None or found.created_at >= filters.since)
         and (filters.until is None or found.created_at <= filters.until)
     ]
+    folded = [found for found in texts if found.folded]
+    texts = [found for found in texts if not found.folded]
     hits = words_search(
         ((found, found.text) for found in texts),
         text=query.text,
@@ -50,7 +52,25 @@ def blocks_domain_search(query: DomainQuery) -> SearchOutcome:
     )
     for hit in hits:
         hit.row = replace(hit.row, number=numbers[hit.row.block.pk])
-    return word_outcome(hits, mode=query.mode, what="memory blocks")
+    outcome = word_outcome(hits, mode=query.mode, what="memory blocks")
+    if folded:
+        outcome.degraded = "; ".join(
+            filter(None, [outcome.degraded, _folded_note(folded)])
+        )
+    return outcome
+
+
+def _folded_note(folded: list[BlockText]) -> str:
+    """What an ``as_of`` before blocks' held history could not search."""
+    return "not searched as of that time, their history then was folded: " + (
+        ", ".join(
+            f"block {found.block.label!r} (content kept from "
+            f"{found.held_since:%Y-%m-%d %H:%M} UTC)"
+            if found.held_since is not None
+            else f"block {found.block.label!r}"
+            for found in folded
+        )
+    )
 
 
 def block_hit_payload(hit: Hit) -> dict[str, Any]:

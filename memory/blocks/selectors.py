@@ -40,7 +40,7 @@ from pattern_site.kernel.agents.models import Agent
 from pattern_site.kernel.agents.selectors import agent_get_private
 from pattern_site.kernel.db.compiled import CompiledQuery
 from pattern_site.kernel.db.rows import row_field_size, rows_fetch
-from pattern_site.kernel.errors import InvalidInput, NotFound
+from pattern_site.kernel.errors import HistoryFolded, InvalidInput, NotFound
 
 
 def _parse_id(block_id: object) -> uuid.UUID:
@@ -355,17 +355,54 @@ class BlockVersionView:
 
 def block_version_view(*, block: MemoryBlock, version_id: int) -> BlockVersionView:
     """The block as it was after ``version_id`` (read-only; the live document
-    is untouched)."""
+    is untouched).  ``HistoryFolded`` for a version retention folded."""
     version = block_version_get(block=block, version_id=version_id)
+    block_version_held_check(block=block, version=version, doing="shown")
     value = _value_at(block, bytes(version.frontiers))
     return BlockVersionView(version, value, documents.render_value(block.schema, value))
+
+
+def block_history_from(*, block: MemoryBlock) -> int:
+    """Id of the block's oldest version whose content is held (0: all are),
+    from the database (a fold may have committed since ``block`` was
+    read)."""
+    found = (
+        MemoryBlock.objects.filter(pk=block.pk)
+        .values_list("history_from", flat=True)
+        .first()
+    )
+    return found or 0
+
+
+def block_version_held_check(
+    *, block: MemoryBlock, version: BlockUpdate, doing: str
+) -> None:
+    """``HistoryFolded`` when history retention folded ``version``'s content:
+    it can be listed, not ``doing`` (shown, compared, rolled back to)."""
+    history_from = block_history_from(block=block)
+    if version.pk >= history_from:
+        return
+    number = block_version_number(block=block, version_id=version.pk)
+    oldest = block_version_number(block=block, version_id=history_from)
+    raise HistoryFolded(
+        f"version {number} of block {block.label!r} "
+        f"({version.created_at:%Y-%m-%d %H:%M} UTC, by {version.actor_name}) "
+        f"cannot be {doing}: its content was folded into the block's snapshot "
+        f"by history retention. Its who, when and why are still listed; "
+        f"content is kept from version {oldest} on.",
+        extra={
+            "block": block.label,
+            "version": number,
+            "oldest_held_version": oldest,
+        },
+    )
 
 
 def _value_at(block: MemoryBlock, frontiers: bytes) -> Any:
     """The block's content at the document version ``frontiers``."""
     doc = block_document_load(block=block)
     with documents.loro_guard("cannot check out this version"):
-        past = doc.fork_at(documents.frontiers_decode(frontiers))
+        past = documents.document_at(doc, documents.frontiers_decode(frontiers))
     return documents.document_value(past, block.schema)
 
 
@@ -378,6 +415,10 @@ class BlockText:
     version_id: int
     created_at: datetime  # when that version was made
     number: int | None = None  # its number (1 = the block's first), if asked
+    # History retention folded that version's content: ``text`` is empty,
+    # and the block's content is kept from ``held_since`` on.
+    folded: bool = False
+    held_since: datetime | None = None
 
 
 def block_texts_at(
@@ -388,7 +429,8 @@ def block_texts_at(
     ``moment``.  A block without a version by then is left out (it did not
     exist yet, or held nothing).  The text now is the block's stored
     rendering; a past one is rendered from the document checked out at
-    that version."""
+    that version.  A version whose content history retention folded comes
+    back ``folded``, without text, with the time its held history starts."""
     updates = BlockUpdate.objects.filter(block_id__in=[b.pk for b in blocks])
     if moment is not None:
         updates = updates.filter(created_at__lte=moment)
@@ -412,6 +454,14 @@ def block_texts_at(
             continue
         if moment is None:
             text = block.rendered
+        elif row[0] < block.history_from:
+            held = (
+                BlockUpdate.objects.filter(pk=block.history_from)
+                .values_list("created_at", flat=True)
+                .first()
+            )
+            found.append(BlockText(block, "", row[0], row[1], None, True, held))
+            continue
         else:
             text = documents.render_value(block.schema, _value_at(block, bytes(row[2])))
         found.append(BlockText(block, text, row[0], row[1]))
@@ -564,7 +614,8 @@ def block_history_containing(*, block: MemoryBlock, contains: str) -> list[Any]:
     in the block's rendering (as the LLM sees it) and in which it
     disappeared again: the history is walked once, a detached copy of the
     document checked out at each version in turn (Loro applies only the
-    difference from the version before)."""
+    difference from the version before).  Versions whose content history
+    retention folded are not walked: the walk starts at the oldest held."""
     if not contains:
         raise InvalidInput("'contains' needs some text to look for")
     doc = block_document_load(block=block)
@@ -573,10 +624,13 @@ def block_history_containing(*, block: MemoryBlock, contains: str) -> list[Any]:
     frontiers = dict(
         BlockUpdate.objects.filter(block=block).values_list("pk", "frontiers")
     )
+    history_from = block_history_from(block=block)
     found: list[TextPresence] = []
     present = False
     with documents.loro_guard("cannot check out a past version"):
         for number, row in enumerate(rows, 1):
+            if row.id < history_from:
+                continue
             doc.checkout(documents.frontiers_decode(bytes(frontiers[row.id])))
             now = contains in documents.render(doc, block.schema)
             if now != present:

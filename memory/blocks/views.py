@@ -47,7 +47,7 @@ from pattern_site.kernel.agents.selectors import (
     agent_get_for_actor,
     agent_list_for_actor,
 )
-from pattern_site.kernel.errors import ApplicationError, InvalidInput
+from pattern_site.kernel.errors import ApplicationError, HistoryFolded, InvalidInput
 from pattern_site.kernel.web import form_action, form_retry, page_actor
 
 
@@ -123,26 +123,34 @@ def _version_context(block: Any, raw: str | None) -> dict[str, Any] | None:
         return None
     number = _int(raw, "version")
     version = block_version_by_number(block=block, number=number)
+    try:
+        view = block_version_view(block=block, version_id=version.pk)
+    except HistoryFolded as exc:
+        # Listed, but its content is gone: the page says so in its place.
+        return {"number": number, "version": version, "folded": exc.message}
     return {
         "number": number,
         "version": version,
-        "view": block_version_view(block=block, version_id=version.pk),
+        "view": view,
         "changes": (
-            block_compare(block=block, old_number=number - 1, new_number=number)
-            if number > 1
-            else None
+            _comparison(block, str(number - 1), str(number)) if number > 1 else None
         ),
     }
 
 
 def _comparison(block: Any, old: str | None, new: str | None) -> Any:
+    """The comparison for memory/_comparison.html; ``{"folded": why}`` when
+    either version's content was folded by history retention."""
     if not old:
         return None
-    return block_compare(
-        block=block,
-        old_number=_int(old, "from"),
-        new_number=_int(new, "to") if new else None,
-    )
+    try:
+        return block_compare(
+            block=block,
+            old_number=_int(old, "from"),
+            new_number=_int(new, "to") if new else None,
+        )
+    except HistoryFolded as exc:
+        return {"folded": exc.message}
 
 
 @login_required
@@ -186,6 +194,7 @@ def _blame_context(block: Any, doc: Any = None) -> dict[str, Any]:
             "spans": [
                 {
                     "text": span.text,
+                    "folded_before": span.folded_before,
                     "version": versions.get(span.version),
                     "colour": colours[
                         (
@@ -201,7 +210,17 @@ def _blame_context(block: Any, doc: Any = None) -> dict[str, Any]:
         }
         for part in blame.parts
     ]
-    return {"parts": parts, "legend": legend}
+    folded = [
+        span.folded_before
+        for part in blame.parts
+        for span in part.spans
+        if span.folded_before is not None
+    ]
+    return {
+        "parts": parts,
+        "legend": legend,
+        "folded_before": min(folded, default=None),
+    }
 
 
 @login_required

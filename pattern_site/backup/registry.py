@@ -55,6 +55,7 @@ from memory.models import (
     BlockApproval,
     BlockAttachment,
     BlockLook,
+    BlockPeer,
     BlockSeen,
     BlockSnapshot,
     BlockUpdate,
@@ -157,7 +158,10 @@ OWNED: tuple[Owned, ...] = (
     Owned(
         MemoryBlock,
         "constellation",
-        ids={"snapshot_upto": Ref(label(BlockUpdate))},
+        ids={
+            "snapshot_upto": Ref(label(BlockUpdate)),
+            "history_from": Ref(label(BlockUpdate)),
+        },
     ),
     Owned(
         BlockUpdate,
@@ -260,6 +264,7 @@ EXCLUDED: dict[type[models.Model], str] = {
     AgentToken: "tokens never leave the site: issue new ones after an import",
     BlockLook: "where a person last looked is their dashboard's marker on this"
     " site; after an import the pages start from the first visit",
+    BlockPeer: "the co-editing sockets of this site; an imported block has none",
 }
 
 # The apps whose every model must be in OWNED or EXCLUDED.

@@ -53,6 +53,14 @@ class Conflict(ApplicationError):
     code = "conflict"
 
 
+class HistoryFolded(ApplicationError):
+    """A past version whose content was folded away by history retention:
+    its who, when and why are still listed, its content is not held."""
+
+    status_code = 410
+    code = "history_folded"
+
+
 def full_clean(obj: Any, **kwargs: Any) -> None:
     """``obj.full_clean(**kwargs)``, its ``ValidationError`` as
     ``InvalidInput`` naming each field and what was wrong with it."""

@@ -286,9 +286,43 @@ MEMORY_CHANGES_CONTEXT_TOKENS = env.int(
     "PATTERN_MEMORY_CHANGES_CONTEXT_TOKENS", default=400
 )
 MEMORY_DEFAULT_CHAR_LIMIT = env.int("PATTERN_MEMORY_CHAR_LIMIT", default=5000)
-# Bytes a block's stored document (snapshot and log, history included) may
-# reach: the fence behind the char limit, which counts only the content.
+# Bytes a block's current document (its content as a shallow snapshot, no
+# history) may reach: the fence behind the char limit, which counts only
+# the rendered content.  History does not count: retention bounds it.
 MEMORY_BLOCK_MAX_BYTES = env.int("PATTERN_MEMORY_BLOCK_MAX_BYTES", default=4 * 1024**2)
+
+
+# History retention, per block type (``type=value`` pairs; a type left out
+# keeps its whole history): a version's content is kept while it is younger
+# than the type's days or among its newest versions; older ones are folded
+# into a Loro shallow snapshot (their who/when/why stay listed).  A log
+# written every minute keeps a day, at least 200 versions.
+def _per_block_type(name: str, cast: type, default: dict[str, int]) -> dict:
+    # Parsed as text: django-environ's typed dicts want ';' between pairs.
+    return {
+        kind: cast(value) for kind, value in env.dict(name, default=default).items()
+    }
+
+
+MEMORY_HISTORY_KEEP_DAYS = _per_block_type(
+    "PATTERN_MEMORY_HISTORY_KEEP_DAYS",
+    float,
+    {"core": 90, "working": 30, "archival": 90, "log": 1},
+)
+MEMORY_HISTORY_KEEP_VERSIONS = _per_block_type(
+    "PATTERN_MEMORY_HISTORY_KEEP_VERSIONS",
+    int,
+    {"core": 1000, "working": 500, "archival": 1000, "log": 200},
+)
+# A co-editing client that left less than this many hours ago (or is still
+# connected) keeps the version it joined with: history is never folded past
+# it.  One away longer starts again from a fresh snapshot.
+MEMORY_HISTORY_PEER_HOURS = env.float("PATTERN_MEMORY_HISTORY_PEER_HOURS", default=72.0)
+# Every block's history is folded to its window this often (writes also
+# ask for a fold when a block's history grew well past it).
+MEMORY_HISTORY_FOLD_MINUTES = env.float(
+    "PATTERN_MEMORY_HISTORY_FOLD_MINUTES", default=60.0
+)
 
 # Dotted path of a callable returning the health report's "worker" section
 # (ok, last_heartbeat_seconds_ago); the dashboard shows a banner on every
@@ -397,6 +431,10 @@ CELERY_BEAT_SCHEDULE["memory-embedding-backfill"] = {
 ARCHIVAL_CONSOLIDATION_HOURS = env.float(
     "PATTERN_ARCHIVAL_CONSOLIDATION_HOURS", default=6.0
 )
+CELERY_BEAT_SCHEDULE["memory-history-fold"] = {
+    "task": "memory.blocks_history_fold_due",
+    "schedule": MEMORY_HISTORY_FOLD_MINUTES * 60.0,
+}
 CELERY_BEAT_SCHEDULE["memory-archival-consolidation"] = {
     "task": "memory.archival_consolidate_due",
     "schedule": ARCHIVAL_CONSOLIDATION_HOURS * 3600.0,

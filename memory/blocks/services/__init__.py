@@ -4,8 +4,8 @@ One path changes a block's content, :func:`_block_change`: under the block's
 row lock it loads the document (snapshot + log), applies the change, checks
 the actor's rights (``memory.blocks.permissions``), that the change wrote
 only to the containers of the block's schema, the character limit on
-everything the result holds and the byte cap on the whole stored document
-(``settings.MEMORY_BLOCK_MAX_BYTES``, history included), appends one
+everything the result holds and the byte cap on the document's current
+state (``settings.MEMORY_BLOCK_MAX_BYTES``; history does not count), appends one
 attributed ``BlockUpdate`` and compacts the log past the thresholds of
 ``settings.MEMORY_COMPACT_UPDATES`` / ``MEMORY_COMPACT_BYTES`` - all in
 one transaction, so a concurrent change can never be lost.  After commit

@@ -29,6 +29,7 @@ from memory.blocks.permissions import (
 )
 from memory.blocks.selectors import block_document_load
 from memory.blocks.services.events import _block_event
+from memory.blocks.services.retention import block_history_fold_wanted
 from memory.blocks.services.rules import (
     BlockChange,
     _check_bytes,
@@ -47,6 +48,7 @@ from memory.blocks.services.storage import (
     log_entries_pruned,
 )
 from memory.blocks.sync.broadcast import block_broadcast
+from memory.blocks.tasks import block_history_fold_task
 from pattern_site.kernel.actors import Actor
 
 
@@ -118,7 +120,11 @@ def _block_change(
     snapshot, upto = _snapshot_bytes(locked), locked.snapshot_upto
     # Against the rendering before, as _check_limit.
     _check_bytes(
-        block=locked, added=len(data), shrinks=held < locked.size, snapshot=snapshot
+        block=locked,
+        doc=doc,
+        added=len(data),
+        shrinks=held < locked.size,
+        snapshot=snapshot,
     )
     joined = (
         _burst_version(block=locked, actor=actor, summary=summary) if burst else None
@@ -149,6 +155,14 @@ def _block_change(
         locked, doc, snapshot_bytes=snapshot if locked.snapshot_upto == upto else None
     )
     block_id, version = locked.pk, locked.version
+    if not locked.log_count and block_history_fold_wanted(
+        block=locked, now=update.created_at
+    ):
+        # Just compacted, and its history is well past its window.
+        def fold() -> None:
+            block_history_fold_task.delay(str(block_id))
+
+        transaction.on_commit(fold, robust=True)
 
     def broadcast() -> None:  # a def: Django's robust on_commit logs __qualname__
         block_broadcast(

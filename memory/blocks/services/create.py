@@ -130,7 +130,7 @@ def _block_adopt_snapshot(*, block: MemoryBlock, actor: Actor, snapshot: bytes) 
     rendered = documents.render(doc, block.schema)
     held = documents.held_size(doc, block.schema, rendered)
     _check_limit(block=block, old_size=0, new_size=held)
-    _check_bytes(block=block, added=len(snapshot), shrinks=False)
+    _check_bytes(block=block, doc=doc, added=len(snapshot), shrinks=False)
     update = _block_record(
         block=block,
         doc=doc,

@@ -20,7 +20,7 @@ from memory.blocks.permissions import read_only_binds
 from memory.blocks.services.change import _block_change
 from memory.blocks.services.rules import SUMMARY_MAX, BlockChange, _summary
 from pattern_site.kernel.actors import Actor
-from pattern_site.kernel.errors import InvalidInput
+from pattern_site.kernel.errors import HistoryFolded, InvalidInput
 
 
 def block_update_import(
@@ -33,7 +33,8 @@ def block_update_import(
     """Validate and store Loro updates sent by a remote peer.
 
     Corrupt bytes or updates depending on unknown changes are
-    ``InvalidInput``; the actor's right and the char limit are checked on
+    ``InvalidInput``; ``HistoryFolded`` when they build on history that
+    retention folded; the actor's right and the char limit are checked on
     the result.  Returns the stored update (empty when nothing was new).
     Attribution comes from ``actor``; a burst of updates by one actor is one
     version of the history (:func:`_burst_version`).
@@ -42,8 +43,20 @@ def block_update_import(
         raise InvalidInput("expected one or more Loro updates as bytes")
 
     def apply(doc: LoroDoc) -> None:
-        with documents.loro_guard("invalid Loro update"):
-            status = doc.import_batch([bytes(u) for u in updates])
+        try:
+            with documents.loro_guard("invalid Loro update"):
+                status = doc.import_batch([bytes(u) for u in updates])
+        except InvalidInput as exc:
+            if doc.is_shallow() and "shallow history" in exc.message:
+                # Loro refuses what builds on history before a shallow
+                # document's start.
+                raise HistoryFolded(
+                    f"this update builds on history of block {block.label!r} "
+                    "that retention folded; start again from a fresh snapshot "
+                    "of the block",
+                    extra={"block": block.label},
+                ) from None
+            raise
         if status.pending is not None:
             raise InvalidInput(
                 "this update depends on changes the server does not have; "

@@ -3,7 +3,8 @@
 :class:`BlockChange` says what a change did; the checks refuse a change
 over the block's character limit, one that writes outside the containers of
 the block's schema, and one that would store more than
-``settings.MEMORY_BLOCK_MAX_BYTES`` (history included).  Each raises an
+``settings.MEMORY_BLOCK_MAX_BYTES`` in its current state (history does
+not count).  Each raises an
 ``ApplicationError`` that says what was wrong and what is allowed.
 """
 
@@ -69,27 +70,38 @@ def _check_layout(*, block: MemoryBlock, doc: LoroDoc, since: Any) -> None:
 
 
 def _check_bytes(
-    *, block: MemoryBlock, added: int, shrinks: bool, snapshot: int | None = None
+    *,
+    block: MemoryBlock,
+    doc: LoroDoc,
+    added: int,
+    shrinks: bool,
+    snapshot: int | None = None,
 ) -> None:
-    """The stored document (snapshot, log and this change) within the cap,
-    unless the change ``shrinks`` what the block holds.
+    """The document's current state within the cap, unless the change
+    ``shrinks`` what the block holds.
 
-    History only grows, so a block at its cap would otherwise refuse every
-    change, deleting a wrong or secret line included.  Each change let
-    through must shrink the content: a block over its cap cannot gather
-    history without end (rewriting the same text over and over).
-    ``snapshot``: the bytes in the block's snapshot when the caller knows
-    them (else read)."""
+    History does not count: retention folds it (``services.retention``),
+    and a block whose content is within its limits takes writes for ever.
+    The stored bytes (snapshot, log and this change) bound the state from
+    above, so the state is measured only when they pass the cap: a block
+    with a long history pays an export per write until its next fold.  A
+    block whose content itself passed the cap (a lower cap, a schema
+    change) still takes a change that shrinks it, deleting a wrong or
+    secret line included.  ``snapshot``: the bytes in the block's snapshot
+    when the caller knows them (else read)."""
     cap = settings.MEMORY_BLOCK_MAX_BYTES
     if snapshot is None:
         snapshot = block_snapshot_size(block_id=block.pk)
     stored = snapshot + block.log_bytes
-    if stored + added > cap and not shrinks:
+    if stored + added <= cap or shrinks:
+        return
+    held = documents.state_size(doc)
+    if held > cap:
         raise LimitExceeded(
-            f"block {block.label!r} stores {stored} bytes with its history; "
-            f"this change adds {added} and a block may store at most {cap} "
-            "(a change that shrinks its content is still accepted)",
-            extra={"block": block.label, "bytes": stored, "max_bytes": cap},
+            f"block {block.label!r} would hold {held} bytes; a block may hold "
+            f"at most {cap} (a change that shrinks its content is still "
+            "accepted)",
+            extra={"block": block.label, "bytes": held, "max_bytes": cap},
         )
 
 

@@ -14,6 +14,7 @@ from memory.blocks.permissions import block_require_access
 from memory.blocks.selectors import (
     block_document_load,
     block_version_get,
+    block_version_held_check,
     block_version_number,
 )
 from memory.blocks.services.change import _block_change
@@ -45,9 +46,11 @@ def block_compact(*, block: MemoryBlock) -> bool:
 
 def block_rollback(*, actor: Actor, block: MemoryBlock, version_id: int) -> BlockChange:
     """Make the block's content what it was after ``version_id``, as a new
-    change (history is never rewritten)."""
+    change (history is never rewritten); ``HistoryFolded`` for a version
+    whose content history retention folded."""
     version = block_version_get(block=block, version_id=version_id)
     block_require_access(actor=actor, block=block, needed="write")
+    block_version_held_check(block=block, version=version, doing="rolled back to")
     frontiers = documents.frontiers_decode(bytes(version.frontiers))
 
     def apply(doc: LoroDoc) -> None:

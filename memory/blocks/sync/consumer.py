@@ -33,6 +33,15 @@ A frame that is not a message of the protocol (a text frame other than
 lets an application close only with 1000 or 3000-4999 (anything else
 becomes 1011 after a timeout and a traceback).
 
+History retention (``memory.blocks.services.retention``) keeps each
+client's join version (``BlockPeer``): the block's kept history is never
+folded past it while the client is connected or seen lately.  A join whose
+version is older than the kept history gets ``JoinError`` ``APP_ERROR``
+with app code :data:`HISTORY_FOLDED`: the client must start again from a
+fresh snapshot (join with an empty version and a new document).  An
+update that still builds on folded history refuses (``invalid_update``)
+and the client is evicted from the block's rooms, with the same advice.
+
 An agent token the socket authenticated with (on connecting or in a join)
 that dies - revoked, rotated away, its agent deactivated - ends the socket:
 its rooms get ``RoomError`` (``EVICTED``) and the socket is closed with
@@ -76,6 +85,7 @@ from memory.blocks.permissions import block_access_for_actor
 from memory.blocks.seen import blocks_seen_received
 from memory.blocks.selectors import block_document_versioned, block_get_for_actor
 from memory.blocks.services import block_update_import
+from memory.blocks.services.retention import peer_left, peer_record
 from memory.blocks.sync import protocol as sp
 from memory.blocks.sync.broadcast import (
     RoomPeer,
@@ -93,6 +103,7 @@ from pattern_site.kernel.agents.watch import token_unwatch, token_watch
 from pattern_site.kernel.errors import (
     ApplicationError,
     AuthenticationFailed,
+    HistoryFolded,
     InvalidInput,
     LimitExceeded,
     NotFound,
@@ -112,6 +123,9 @@ EPHEMERAL_GROUP_PREFIX = "blockeph."
 LAYER_RETRY_SECONDS = 1.0
 # Close code for a frame that is not a protocol message (see module doc).
 CLOSE_PROTOCOL_ERROR = 4002
+# JoinError app code for a client whose version is older than the block's
+# kept history (see module doc).
+HISTORY_FOLDED = "history_folded"
 # Domain errors of an update, as the protocol's Ack statuses.
 UPDATE_ERROR_STATUS: dict[type[ApplicationError], sp.UpdateStatus] = {
     InvalidInput: sp.UpdateStatus.INVALID_UPDATE,
@@ -208,24 +222,67 @@ def _permission(access: str) -> sp.Permission:
     return sp.Permission.READ if access == "read" else sp.Permission.WRITE
 
 
+_EMPTY_VERSION = loro.VersionVector().encode()
+
+
 def _backfill(
-    *, block: MemoryBlock, client_version: bytes
+    *, block: MemoryBlock, client_version: bytes, socket: str
 ) -> tuple[bytes, bytes, int] | None:
     """The server's version, what a client at ``client_version`` lacks and
     the block's version counter that holds; None when the client's version
-    cannot be read."""
+    cannot be read.  ``HistoryFolded`` when the client's version is older
+    than the start of the block's held history: it must start again from a
+    fresh snapshot.  The version the client joined with is recorded
+    (``BlockPeer``), so that retention does not fold past it."""
     doc, counter = block_document_versioned(block=block)
     server_version = doc.oplog_vv
+    client_vv = None
     if client_version:
         try:
             with documents.loro_guard("unreadable version vector"):
                 client_vv = loro.VersionVector.decode(client_version)
         except InvalidInput:
             return None
+        if doc.is_shallow():
+            client_vv = _shallow_start_check(doc, block, client_vv)
+    if client_vv is not None:
         missing = doc.export(loro.ExportMode.Updates(from_=client_vv))
     else:
         missing = doc.export(loro.ExportMode.Snapshot())
+    # What the client's edits may build on: its own version (edits made
+    # before the backfill reaches it); an empty document has none, and
+    # builds on what it is sent.
+    fresh = client_vv is None or client_vv.encode() == _EMPTY_VERSION
+    joined = server_version.encode() if fresh else client_version
+    peer_record(block_id=block.pk, socket=socket, version=joined)
     return server_version.encode(), missing, counter
+
+
+def _shallow_start_check(
+    doc: loro.LoroDoc, block: MemoryBlock, client_vv: loro.VersionVector
+) -> loro.VersionVector | None:
+    """A client's version against a shallow document: None (send it the
+    snapshot) for an empty document, whose version is ``0x00``, not empty
+    bytes; ``HistoryFolded`` for one older than the document's start."""
+    if client_vv.encode() == _EMPTY_VERSION:
+        return None
+    if not client_vv.includes_vv(doc.frontiers_to_vv(doc.shallow_since_frontiers)):
+        raise HistoryFolded(
+            f"your copy of block {block.label!r} is older than its kept "
+            "history (retention folded the rest): start again from a "
+            "fresh snapshot (join with an empty version)",
+            extra={"block": block.label},
+        )
+    return client_vv
+
+
+async def _peer_left(*, block_id: Any, socket: str) -> None:
+    """Record that the socket left the block (best effort: a client not
+    marked as gone is kept for the peer hours from its join)."""
+    try:
+        await database_sync_to_async(peer_left)(block_id=block_id, socket=socket)
+    except Exception:
+        logger.exception("recording that a client left block %s failed", block_id)
 
 
 class BlockSyncConsumer(AsyncWebsocketConsumer):
@@ -426,9 +483,16 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         # backfill is out).
         await block_room_join(block_id=block.id, peer=peer)
         self.rooms[key] = room
-        backfill = await database_sync_to_async(_backfill)(
-            block=block, client_version=message.version
-        )
+        try:
+            backfill = await database_sync_to_async(_backfill)(
+                block=block, client_version=message.version, socket=self.channel_name
+            )
+        except HistoryFolded as exc:
+            await self._leave(room)
+            await self._join_error(
+                message, sp.JoinErrorCode.APP_ERROR, exc.message, HISTORY_FOLDED
+            )
+            return
         if backfill is None:
             await self._leave(room)
             await self._join_error(
@@ -536,6 +600,8 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             assert room.block is not None
             leave = block_room_leave if room.presence is None else block_rights_unwatch
             await leave(block_id=room.block.id, peer=room.peer)
+            if room.presence is None:
+                await _peer_left(block_id=room.block.id, socket=self.channel_name)
         if room.group is not None:
             try:
                 await self.channel_layer.group_discard(room.group, self.channel_name)
@@ -613,6 +679,12 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
                 updates=updates,
                 origin=self.channel_name,
             )
+        except HistoryFolded as exc:
+            # Refused for good: out of the room, so that the client starts
+            # again from a fresh snapshot rather than resending.
+            await self._ack(message, batch_id, sp.UpdateStatus.INVALID_UPDATE)
+            await self._evict(room.room_id, exc.message)
+            return
         except ApplicationError as exc:
             await self._ack(message, batch_id, update_error_status(exc))
             return

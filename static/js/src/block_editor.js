@@ -14,6 +14,10 @@ import { socketUrl } from "./lib/live.js";
 import { requestJson } from "./lib/request.js";
 
 const PRESENCE_TIMEOUT_MS = 30000;
+// The server's JoinError app code for a copy older than the block's kept
+// history (docs/coediting.md): start again from a fresh snapshot.
+const HISTORY_FOLDED = "history_folded";
+const stashKey = (blockId) => `pattern-folded-edits-${blockId}`;
 const REFRESH_DELAY_MS = 150;
 const COLOURS = 8;
 
@@ -101,6 +105,7 @@ class BlockEditor {
       this.presence.delete(getCursorEphemeralKey(this.doc));
       this.presence.delete(getUserEphemeralKey(this.doc));
     });
+    this.showStashedEdits();
     this.root.dataset.ready = "true";
     this.render();
   }
@@ -111,9 +116,17 @@ class BlockEditor {
       this.clientStatus = status;
       this.render();
     });
+    // The client reports a refused rejoin only as the room's "error" status;
+    // the reason is in the JoinError it handles.
+    const handleJoinError = this.client.handleJoinError.bind(this.client);
+    this.client.handleJoinError = (msg, pending, id) => {
+      if (msg.appCode === HISTORY_FOLDED && msg.roomId === this.blockId) this.historyFolded = true;
+      return handleJoinError(msg, pending, id);
+    };
     const onRoomStatus = (status) => {
       this.roomStatus = status;
       if (status === "joined") this.pending = 0;
+      if (status === "error" && this.historyFolded) this.restartFresh();
       this.render();
     };
     const adaptor = new LoroAdaptor(this.doc, {
@@ -124,6 +137,37 @@ class BlockEditor {
       crdtAdaptor: adaptor,
       onStatusChange: onRoomStatus,
     });
+  }
+
+  // This copy is older than the block's kept history (it was offline while
+  // the server folded the history it builds on): reload the page, which
+  // starts from a fresh snapshot.  Edits made offline cannot merge into it;
+  // their text is kept for the reloaded page to show (showStashedEdits).
+  restartFresh() {
+    if (this.restarting) return;
+    this.restarting = true;
+    if (this.pending && this.root.dataset.mode !== "rendered") {
+      sessionStorage.setItem(stashKey(this.blockId), this.doc.getText(this.textContainer).toString());
+    }
+    location.reload();
+  }
+
+  showStashedEdits() {
+    const text = sessionStorage.getItem(stashKey(this.blockId));
+    if (text === null) return;
+    sessionStorage.removeItem(stashKey(this.blockId));
+    const box = document.createElement("details");
+    box.className = "callout";
+    box.open = true;
+    box.dataset.testid = "folded-edits";
+    const summary = document.createElement("summary");
+    summary.textContent =
+      "Your edits made offline could not be merged: the block's history they built on was folded while you were away. The block was reloaded; your text then is below to copy back.";
+    const pre = document.createElement("pre");
+    pre.className = "block-rendered";
+    pre.textContent = text;
+    box.append(summary, pre);
+    this.root.prepend(box);
   }
 
   // A structured block: show the server's rendering, refreshed on every change.

@@ -347,7 +347,10 @@ def test_blame_endpoint_gives_a_map_block_a_part_per_field(agent_client, card, a
     data = agent_client.get(f"/api/blocks/{card.pk}/blame").json()
 
     assert data["parts"] == [
-        {"name": "name", "spans": [{"start": 0, "text": "Sam", "version": 1}]},
+        {
+            "name": "name",
+            "spans": [{"start": 0, "text": "Sam", "version": 1, "folded_before": None}],
+        },
         {"name": "preferences", "spans": []},
         {"name": "context", "spans": []},
     ]
@@ -367,7 +370,12 @@ def test_blame_endpoint_shows_spans_and_versions_and_hides_others_blocks(
     data = agent_client.get(f"/api/blocks/{block.pk}/blame").json()
 
     assert data["parts"] == [
-        {"name": None, "spans": [{"start": 0, "text": "hello", "version": 1}]}
+        {
+            "name": None,
+            "spans": [
+                {"start": 0, "text": "hello", "version": 1, "folded_before": None}
+            ],
+        }
     ]
     assert data["versions"][0]["actor_id"] == str(agent.pk)
     assert data["versions"][0]["number"] == 1

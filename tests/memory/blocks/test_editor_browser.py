@@ -1,15 +1,21 @@
 """Two Chromium pages co-edit one block through the live editor on real Daphne."""
 
 import json
+import signal
 import urllib.request
+from datetime import timedelta
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from memory.blocks.selectors import block_document_load
-from memory.blocks.services import block_create
+from memory.blocks.services import block_append, block_create
+from memory.blocks.services.retention import block_history_fold
+from memory.models import BlockPeer, BlockUpdate
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.services import agent_token_issue
+from tests.conftest import daphne, free_port, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -165,3 +171,52 @@ def test_structured_block_view_updates_live_on_an_agents_change(
         ".includes('second from agent')",
         timeout=10_000,
     )
+
+
+def test_a_page_offline_across_a_fold_of_its_history_reloads_from_a_fresh_snapshot(
+    built_assets, plan_block, browser, partner, agent, settings, transactional_db
+):
+    settings.MEMORY_HISTORY_KEEP_DAYS = {"core": 1.0, "working": 1.0}
+    settings.MEMORY_HISTORY_KEEP_VERSIONS = {"core": 3, "working": 3}
+    block = plan_block
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    with daphne(port=port) as (_, proc):
+        page = _page(browser, base_url, partner, f"/memory/blocks/{block.pk}/")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    page.wait_for_selector("[data-editor-status][data-status=reconnecting]")
+    page.click(".cm-content")
+    page.keyboard.press("Control+End")
+    page.keyboard.type(" mine")
+
+    # Meanwhile an agent writes on, and the history the page's copy builds
+    # on is folded (the page was away longer than the peer hours).
+    for n in range(6):
+        block_append(actor=Actor.for_agent(agent), block=block, content=f"a{n}")
+    BlockUpdate.objects.filter(block=block).update(
+        created_at=timezone.now() - timedelta(days=3)
+    )
+    BlockPeer.objects.update(seen_at=timezone.now() - timedelta(days=30))
+    assert block_history_fold(block=block) > 0
+
+    with daphne(port=port):
+        stash = page.wait_for_selector("[data-testid=folded-edits]", timeout=60_000)
+        assert "hello mine" in stash.inner_text()
+        page.wait_for_selector(f"{EDITOR}[data-ready=true]")
+        _wait_text(page, "t.endsWith('a5')")
+        assert "mine" not in _text(page)
+        # The reloaded page edits the folded block as usual.
+        page.wait_for_selector("[data-editor-status][data-status=connected]")
+        page.click(".cm-content")
+        page.keyboard.press("Control+End")
+        page.keyboard.type("!")
+        _wait_text(page, "t.endsWith('a5!')")
+        wait_until(
+            lambda: (
+                block_document_load(block=block)
+                .get_text("content")
+                .to_string()
+                .endswith("a5!")
+            )
+        )

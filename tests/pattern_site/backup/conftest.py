@@ -4,6 +4,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.test import override_settings
 from django.utils import timezone
 
 from activity.llm.services import llm_usage_add
@@ -35,6 +36,7 @@ from memory.blocks.services import (
     block_operate,
     block_share,
 )
+from memory.blocks.services.retention import block_history_fold
 from memory.longterm.consolidation import archival_consolidate
 from memory.longterm.services import (
     agent_summary_from_messages,
@@ -45,7 +47,7 @@ from memory.longterm.services import (
     messages_append,
     retrieval_config_update,
 )
-from memory.models import Permission
+from memory.models import BlockUpdate, Permission
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.services import agent_update
 from tests.factories import AgentFactory, UserFactory
@@ -97,6 +99,25 @@ def _fill(constellation: Any, partner: Any) -> None:
     )
     approval_decide(actor=human, approval=change.approval, approve=True)
     block_create(actor=human, label="mission", constellation=constellation)
+    # One whose old history retention folded (a shallow snapshot).
+    journal = block_create(
+        actor=as_lead,
+        label="journal",
+        owner=lead,
+        content="day 1",
+        block_type="working",
+    )
+    for day in range(2, 7):
+        block_append(actor=as_lead, block=journal, content=f"day {day}")
+    BlockUpdate.objects.filter(block=journal).update(
+        created_at=timezone.now() - timedelta(days=3)
+    )
+    with override_settings(
+        MEMORY_HISTORY_KEEP_DAYS={"working": 1},
+        MEMORY_HISTORY_KEEP_VERSIONS={"working": 2},
+    ):
+        block_history_fold(block=journal)  # keeps versions 4 (the horizon) to 6
+    block_append(actor=human, block=journal, content="day 7")
 
     archival_entry_create(agent=lead, content="The partner takes tea at five.")
     archival_entry_create(

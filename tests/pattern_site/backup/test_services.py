@@ -24,7 +24,7 @@ from pattern_site.backup.services import (
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent, AgentToken, Constellation
 from pattern_site.kernel.agents.services import agent_token_issue
-from pattern_site.kernel.errors import Conflict
+from pattern_site.kernel.errors import Conflict, HistoryFolded
 
 
 def export_bytes(constellation: Any, **kwargs: Any) -> bytes:
@@ -135,6 +135,44 @@ def test_imported_memory_is_searchable_and_its_blocks_read_the_same(built):
 
     assert {mode: lead_searches(mode) for mode in ("fts", "vector")} == found
     assert {b.label: block_value(block=b) for b in MemoryBlock.objects.all()} == values
+
+
+def test_a_folded_block_keeps_its_kept_history_through_a_round_trip(built):
+    from memory.blocks.selectors import (
+        block_value,
+        block_version_by_number,
+        block_version_view,
+    )
+    from memory.blocks.services import block_append
+    from memory.models import MemoryBlock
+
+    def journal_versions() -> tuple[Any, list[str]]:
+        journal = MemoryBlock.objects.get(label="journal")
+        held = [
+            block_version_view(
+                block=journal,
+                version_id=block_version_by_number(block=journal, number=n).pk,
+            ).rendered
+            for n in (4, 5, 6, 7)
+        ]
+        return journal, held
+
+    journal, held = journal_versions()
+    assert journal.history_from == block_version_by_number(block=journal, number=4).pk
+    archive = export_bytes(built)
+    site_empty()
+    constellation_import(source=archive)
+
+    journal, imported = journal_versions()
+    assert imported == held
+    assert journal.history_from == block_version_by_number(block=journal, number=4).pk
+    with pytest.raises(HistoryFolded):
+        block_version_view(
+            block=journal,
+            version_id=block_version_by_number(block=journal, number=3).pk,
+        )
+    block_append(actor=Actor.system(), block=journal, content="day 8")
+    assert block_value(block=journal).endswith("day 7\nday 8")
 
 
 def test_tokens_never_leave_the_site(built):

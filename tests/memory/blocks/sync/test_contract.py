@@ -380,10 +380,10 @@ def test_the_char_limit_counts_map_keys_the_schema_does_not_name(make_block, age
     assert "x" not in block_document_load(block=block).get_map("fields").get_value()
 
 
-# 1: every change is folded into the snapshot, so the bytes counted are the
+# 1: every change is folded into the snapshot, so the bytes stored are the
 # snapshot's; 16: they are the log's.
 @pytest.mark.parametrize("compact_updates", [1, 16])
-def test_the_stored_document_is_capped_in_bytes_history_included(
+def test_the_byte_cap_counts_the_current_content_not_the_history(
     make_block, agent, settings, compact_updates
 ):
     settings.MEMORY_BLOCK_MAX_BYTES = 4000
@@ -396,16 +396,21 @@ def test_the_stored_document_is_capped_in_bytes_history_included(
         text.insert(0, secrets.token_hex(1500))  # does not compress
         text.delete(0, 3000)
 
-    # The content stays empty: only the history grows.
-    block_update_import(
-        block=block, actor=actor, updates=[remote_edit(block, write_and_erase)]
-    )
-    with pytest.raises(LimitExceeded, match="at most 4000"):
+    # The content stays empty: only the history grows, far past the cap.
+    for _ in range(4):
         block_update_import(
             block=block, actor=actor, updates=[remote_edit(block, write_and_erase)]
         )
-    block.refresh_from_db()
-    assert block.size == 0
+    grow = remote_edit(block, lambda doc: doc.get_text("content").insert(0, "kept"))
+    block_update_import(block=block, actor=actor, updates=[grow])
+    assert block_value(block=block) == "kept"
+    # Content itself past the cap is refused.
+    too_big = remote_edit(
+        block, lambda doc: doc.get_text("content").insert(0, secrets.token_hex(2500))
+    )
+    with pytest.raises(LimitExceeded, match="at most 4000"):
+        block_update_import(block=block, actor=actor, updates=[too_big])
+    assert block_value(block=block) == "kept"
 
 
 def test_the_char_limit_counts_log_entries_past_max_entries(make_block, partner):

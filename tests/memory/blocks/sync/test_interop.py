@@ -4,15 +4,14 @@ processes: convergence, scale-out over Redis, durability across kill -9."""
 import json
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.test import Client
 
 from memory.blocks.selectors import block_document_load
-from memory.blocks.services import block_create
-from pattern_site.kernel.actors import Actor
-from pattern_site.kernel.agents.services import agent_token_issue
 from tests.conftest import REPO, daphne, free_port
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -38,22 +37,6 @@ def run_clients(node: str, mode: str, block, token: str, *urls: str, edits=10):
         *(mode, "--room", str(block.pk), "--token", token),
         *("--container", "content", "--edits", str(edits), *urls),
     )
-
-
-@pytest.fixture
-def text_block(agent):
-    return block_create(
-        actor=Actor.system(),
-        label="shared_notes",
-        owner=agent,
-        content="start;",
-        char_limit=100_000,
-    )
-
-
-@pytest.fixture
-def token(agent) -> str:
-    return agent_token_issue(agent=agent).raw
 
 
 def stored_text(block) -> str:
@@ -104,12 +87,25 @@ def test_every_acknowledged_edit_survives_kill_9_of_the_server(node, text_block,
     assert all(f"<c0e{k}>" in acked_text for k in range(25))
 
 
-def test_edits_made_offline_merge_when_the_client_reconnects(node, text_block, token):
+def offline_session(
+    node: str,
+    block: Any,
+    token: str,
+    *,
+    edits: int,
+    flags: tuple[str, ...] = (),
+    while_down: Callable[[], None] = lambda: None,
+) -> dict:
+    """The driver's offline mode: a client edits (acked); the server is
+    killed; the client edits offline; ``while_down`` runs; a server comes
+    back on the same port and the client reconnects.  The driver's last
+    answer."""
     port = free_port()
     clients = subprocess.Popen(
         [
-            *(node, str(CLIENTS), "offline", "--room", str(text_block.pk)),
-            *("--token", token, "--edits", "5", f"ws://127.0.0.1:{port}/ws/sync/"),
+            *(node, str(CLIENTS), "offline", "--room", str(block.pk)),
+            *("--token", token, "--edits", str(edits), *flags),
+            f"ws://127.0.0.1:{port}/ws/sync/",
         ],
         cwd=REPO,
         stdin=subprocess.PIPE,
@@ -128,15 +124,21 @@ def test_edits_made_offline_merge_when_the_client_reconnects(node, text_block, t
         clients.stdin.write("down\n")
         clients.stdin.flush()
         assert said()["phase"] == "offline"
-        assert "<off0>" not in stored_text(text_block)
+        assert "<off0>" not in stored_text(block)
+        while_down()
         with daphne(port=port):
             clients.stdin.write("up\n")
             clients.stdin.flush()
-            final = said()["texts"][0]
+            final = said()
         assert clients.wait(timeout=30) == 0
     finally:
         if clients.poll() is None:
             clients.kill()
+    return final
+
+
+def test_edits_made_offline_merge_when_the_client_reconnects(node, text_block, token):
+    final = offline_session(node, text_block, token, edits=5)["texts"][0]
     markers = [f"<on{k}>" for k in range(5)] + [f"<off{k}>" for k in range(5)]
     assert all(marker in final for marker in markers)
     assert stored_text(text_block) == final

@@ -14,10 +14,9 @@ from django.test import Client
 from memory.blocks.sync import protocol as sp
 from pattern_site.kernel.realtime import CLOSE_UNAUTHENTICATED
 from tests.conftest import REPO, daphne, subprocess_env
-from tests.memory.blocks.sync.test_interop import CLIENTS, text_block, token
+from tests.memory.blocks.sync.test_interop import CLIENTS
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-__all__ = ["text_block", "token"]  # fixtures, used by name
 
 # The socket is told and closed within this many ms of the revocation.
 DEADLINE_MS = 2000

@@ -12,6 +12,12 @@
 //     "down" on stdin waits for the socket to drop, edits offline, prints
 //     {"phase": "offline"}; after "up" waits for the reconnect, the rejoin
 //     and the acks of the offline edits, then prints {"texts": [text]}.
+//   node coedit_clients.mjs offline ... --fresh-on-fold yes URL
+//     as offline, but a rejoin the server refuses with app code
+//     "history_folded" (its history before this client's version was folded)
+//     makes the client start again: a new client and an empty document join,
+//     and the offline markers are appended to it again; then prints
+//     {"texts": [text], "restarted": true, "joinErrors": [...]}.
 //   node coedit_clients.mjs join --room ID [--token T] [--cookie C]
 //        [--origin none] [--timeout MS] URL
 //     one client tries to connect and join within MS (default 5000): prints
@@ -141,7 +147,31 @@ if (mode === "offline") {
   console.log(JSON.stringify({ phase: "offline", pending: c.pending() }));
   await lines.next(); // "up"
   const acksBefore = c.acks;
-  await waitFor(() => c.acks > acksBefore, 60000, "the rejoin to upload");
+  if (args["fresh-on-fold"]) {
+    await waitFor(
+      () => c.acks > acksBefore || c.roomStatus === "error",
+      60000,
+      "the rejoin to upload or fail",
+    );
+    if (c.roomStatus === "error" && c.joinErrors.includes("history_folded")) {
+      const joinErrors = c.joinErrors;
+      await c.close();
+      const fresh = await joinedClient({ url: urls[0], roomId: args.room, token: args.token, ...socket });
+      const text = fresh.doc.getText(container);
+      for (let k = 0; k < edits; k++) {
+        if (!text.toString().includes(`<off${k}>`)) text.insert(text.length, `<off${k}>`);
+      }
+      fresh.doc.commit();
+      await fresh.acked();
+      console.log(
+        JSON.stringify({ texts: [textOf(fresh)], restarted: true, joinErrors, errors: [fresh.errors] }),
+      );
+      await fresh.close();
+      process.exit(0);
+    }
+  } else {
+    await waitFor(() => c.acks > acksBefore, 60000, "the rejoin to upload");
+  }
   await c.acked();
 }
 console.log(
