@@ -124,17 +124,24 @@ def test_byte_cap_counts_the_snapshot_a_compaction_wrote_since_the_last_change(
     make_block, settings
 ):
     """A compaction leaves the block's version as it was: the cap must still
-    see the snapshot it grew, not the size the last change knew."""
-    from memory.blocks.selectors import block_snapshot_size
+    see the snapshot it grew, not the size the last change knew (which
+    would let a change through without measuring the content at all)."""
+    from memory.blocks.documents import state_size
+    from memory.blocks.selectors import block_document_load, block_snapshot_size
     from memory.blocks.services import block_compact
 
     block = make_block(label="notes", char_limit=100_000)
+    known = block_snapshot_size(block_id=block.pk)
     for _ in range(3):
         block_append(actor=Actor.system(), block=block, content=token_hex(400))
     assert block_compact(block=block)
     block.refresh_from_db()
     assert block.log_bytes == 0
-    settings.MEMORY_BLOCK_MAX_BYTES = block_snapshot_size(block_id=block.pk) + 200
+    held = state_size(block_document_load(block=block))
+    # The content passes the cap with the next append, while the snapshot
+    # size known before the compaction plus that append stays under it.
+    settings.MEMORY_BLOCK_MAX_BYTES = held + 200
+    assert known + 400 < held + 200
 
     with pytest.raises(LimitExceeded):
         block_append(actor=Actor.system(), block=block, content=token_hex(200))
