@@ -27,6 +27,7 @@ from memory.longterm.models import (
     MessageRole,
     RetrievalConfig,
 )
+from memory.scratchpad.models import ScratchpadEntry
 from memory.search.registry import EmbeddingState
 
 __all__ = [
@@ -52,5 +53,6 @@ __all__ = [
     "MessageRole",
     "Permission",
     "RetrievalConfig",
+    "ScratchpadEntry",
     "SharedAccess",
 ]

@@ -62,6 +62,7 @@ from memory.models import (
     MemoryBlock,
     Message,
     RetrievalConfig,
+    ScratchpadEntry,
 )
 
 # The user model, by label: users travel by username, not by id.
@@ -174,6 +175,7 @@ OWNED: tuple[Owned, ...] = (
     Owned(ConsolidationRun, "constellation"),
     Owned(Conversation, "constellation"),
     Owned(Message, "constellation"),
+    Owned(ScratchpadEntry, "constellation"),
     Owned(RetrievalConfig, "constellation"),
     Owned(ContextConfig, "constellation"),
     # coordination

@@ -44,6 +44,10 @@ TOOLS = {
     "conversation_search",
     "send_message",
     "message_agent",
+    "scratchpad_write",
+    "scratchpad_read",
+    "scratchpad_list",
+    "scratchpad_clear",
 }
 
 
