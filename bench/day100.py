@@ -410,6 +410,7 @@ class Sim:
         if measure:
             self.report[number] = {
                 "db_bytes": db_bytes(),
+                "tables": table_bytes(),
                 "p95": {k: percentile(v, 0.95) for k, v in timings.items() if v},
                 "states": entry_states(),
             }
@@ -487,6 +488,33 @@ def db_bytes() -> int:
         for path in Path(DATA_DIR).rglob("*")
         if path.is_file() and "models" not in path.parts
     )
+
+
+def table_bytes() -> dict[str, int]:
+    """Bytes per table and index (SQLite's dbstat; empty elsewhere)."""
+    if connection.vendor != "sqlite":
+        return {}
+    with connection.cursor() as cur:
+        cur.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name")
+        return dict(cur.fetchall())
+
+
+def growth_by_table(report: dict[int, dict[str, Any]], a: int, b: int, c: int) -> None:
+    """The tables that grew most per day in the last span, beside the span
+    before: where a growth faster than linear comes from."""
+    t = {d: report[d]["tables"] for d in (a, b, c)}
+
+    def rate(name: str, x: int, y: int) -> float:
+        return (t[y].get(name, 0) - t[x].get(name, 0)) / (y - x)
+
+    names = sorted(t[c], key=lambda n: -rate(n, b, c))[:8]
+    for name in names:
+        early, late = rate(name, a, b), rate(name, b, c)
+        ratio = f"{late / early:.2f}x" if early > 0 else "new"
+        print(
+            f"    {name[:44]:<44} {early / 1e3:>7.1f} -> {late / 1e3:>7.1f} KB/day"
+            f"  {ratio}"
+        )
 
 
 def entry_states() -> dict[str, int]:
@@ -583,6 +611,7 @@ def main() -> None:
             "<= 1.1x (linear or better)",
             ratio <= 1.1,
         )
+        growth_by_table(sim.report, a, b, c)
     print(f"\nsimulated {args.days} days in {elapsed:.0f} s; load: {os.getloadavg()}")
 
 
