@@ -24,6 +24,7 @@ from memory.models import (
     MemoryBlock,
     Message,
     RetrievalConfig,
+    ScratchpadEntry,
 )
 from pattern_site.kernel.errors import ApplicationError
 from pattern_site.kernel.web import ReadOnlyMixin
@@ -119,13 +120,22 @@ class MessageInline(ReadOnlyInline):
     ordering = ["position"]
 
 
+class ScratchpadInline(ReadOnlyInline):
+    """The conversation's working notes (the agent writes them)."""
+
+    model = ScratchpadEntry
+    fields = ["key", "value", "updated_at"]
+    readonly_fields = fields
+    verbose_name_plural = "working notes (scratchpad)"
+
+
 @admin.register(Conversation)
 class ConversationAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_display = ["title", "agent", "status", "message_count", "started_at"]
     list_filter = ["status", "constellation"]
     search_fields = ["title", "agent__name"]
     list_select_related = ["agent"]
-    inlines = [MessageInline]
+    inlines = [ScratchpadInline, MessageInline]
 
 
 @admin.register(Message)

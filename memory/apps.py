@@ -27,6 +27,7 @@ class MemoryConfig(AppConfig):
         )
         from memory.longterm.domains import search_domain_register
         from memory.longterm.selectors import CONVERSATION, conversation_ids_readable
+        from memory.scratchpad import tools as scratchpad_tools  # noqa: F401
 
         # A message's event is read by whoever may read its conversation.
         activity_object_kind_register(

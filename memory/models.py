@@ -31,6 +31,7 @@ from memory.longterm.models import (
     MessageRole,
     RetrievalConfig,
 )
+from memory.scratchpad.models import ScratchpadEntry
 from memory.search.registry import EmbeddingState
 
 __all__ = [
@@ -60,5 +61,6 @@ __all__ = [
     "MessageRole",
     "Permission",
     "RetrievalConfig",
+    "ScratchpadEntry",
     "SharedAccess",
 ]

@@ -9,7 +9,8 @@ and, scoring every live entry with the tier decay (``memory.longterm.decay``):
    newer entry and its near neighbours, in mem0's shape (add, update,
    delete, no-op; an invalid answer falls back to the rules); without
    one, the rules merge entries whose vectors' cosine passes
-   ``DEDUP_COSINE`` or whose texts are the same;
+   ``DEDUP_COSINE`` or whose texts are the same (but for case, spacing and
+   the punctuation around words);
 3. prunes short-term and conversation entries whose relevance fell below
    ``PRUNE_FLOOR``;
 4. keeps the scope within its cap by superseding the least relevant.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
@@ -131,8 +133,18 @@ def _scope_rows(
     return qs.filter(tier=ArchivalTier.CONSTELLATION)
 
 
+# What tells two texts apart: words with the punctuation inside them kept
+# (3.5, isn't, e-mail, 10:30), a sign or currency before one (-5, $5), and a
+# question mark.  Case, spacing and the punctuation around words (a full
+# stop, a comma, an exclamation mark, quotes) do not make another fact.
+_TEXT_TOKEN = re.compile(r"[-+$€£]?\w+(?:[.,'\u2019:/-]\w+)*|\?")
+
+
 def _normalised(text: str) -> str:
-    return " ".join(text.lower().split())
+    """``text`` as the exact-text comparison sees it; a text without a
+    word (emoji, symbols) is compared as written but for case and spacing."""
+    lowered = text.lower()
+    return " ".join(_TEXT_TOKEN.findall(lowered)) or " ".join(lowered.split())
 
 
 def _unit_vectors(entries: Sequence[ArchivalEntry]) -> dict[int, np.ndarray]:
@@ -166,8 +178,8 @@ def similar_pairs(
     entries: Sequence[ArchivalEntry], *, threshold: float
 ) -> list[tuple[float, int, int]]:
     """(similarity, newer id, older id), most similar first: vectors whose
-    cosine exceeds ``threshold``, and texts equal but for case and spacing
-    (similarity 1.0) whether embedded or not."""
+    cosine exceeds ``threshold``, and texts equal but for case, spacing and
+    the punctuation around words (similarity 1.0) whether embedded or not."""
     pairs: dict[tuple[int, int], float] = {}
     by_text: dict[str, list[int]] = {}
     for entry in entries:

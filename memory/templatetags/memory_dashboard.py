@@ -4,6 +4,7 @@
 instead, so the one implementation of each panel lives here.
 """
 
+import json
 from typing import Any
 
 from django import template
@@ -16,6 +17,9 @@ from memory.blocks.selectors import (
     block_counts_by_owner,
     block_list_for_actor,
 )
+from memory.longterm.models import Conversation
+from memory.longterm.selectors import conversation_latest
+from memory.scratchpad.selectors import scratchpad_entries_for_actor
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent, Constellation
 from pattern_site.kernel.web import form_retry
@@ -97,3 +101,33 @@ def changed_since_visit(context: template.Context, constellation: Constellation)
     return constellation_since_look(
         user=context["request"].user, constellation=constellation
     )
+
+
+@register.inclusion_tag("memory/_working_notes.html", takes_context=True)
+def working_notes(
+    context: template.Context,
+    conversation: Conversation | None = None,
+    agent: Agent | None = None,
+) -> dict[str, Any]:
+    """The scratchpad of ``conversation`` (or of ``agent``'s current
+    conversation), read-only: the agent alone writes its notes."""
+    if conversation is None and agent is not None:
+        conversation = conversation_latest(agent=agent)
+    notes = (
+        scratchpad_entries_for_actor(actor=_actor(context), conversation=conversation)
+        if conversation is not None
+        else []
+    )
+    return {"conversation": conversation, "notes": notes, "on_agent": agent is not None}
+
+
+@register.filter
+def note_is_text(value: Any) -> bool:
+    """A note whose value is a string reads as text, the rest as JSON."""
+    return isinstance(value, str)
+
+
+@register.filter
+def note_text(value: Any) -> str:
+    """A note's structured value as indented JSON."""
+    return json.dumps(value, indent=2, ensure_ascii=False)

@@ -65,6 +65,7 @@ from memory.models import (
     MemoryBlock,
     Message,
     RetrievalConfig,
+    ScratchpadEntry,
 )
 
 # The user model, by label: users travel by username, not by id.
@@ -181,6 +182,7 @@ OWNED: tuple[Owned, ...] = (
     Owned(ArchivalRole, "agent__constellation"),
     Owned(Conversation, "constellation"),
     Owned(Message, "constellation"),
+    Owned(ScratchpadEntry, "constellation"),
     Owned(RetrievalConfig, "constellation"),
     Owned(ContextConfig, "constellation"),
     # coordination

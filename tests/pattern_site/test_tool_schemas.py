@@ -46,6 +46,10 @@ TOOLS = {
     "message_agent",
     "delegate",
     "observations_search",
+    "scratchpad_write",
+    "scratchpad_read",
+    "scratchpad_list",
+    "scratchpad_clear",
 }
 
 

@@ -79,6 +79,31 @@ def test_same_text_merges_without_embeddings_and_keeps_the_other_as_history(
     assert fresh(distinct).superseded_at is None
 
 
+def test_the_same_words_merge_whatever_their_punctuation_without_embeddings(
+    agent: Any, no_embedding_model: Any
+):
+    """A fact noted again with another full stop, exclamation mark, comma or
+    quotes is the same text; a question, a number's decimal point or sign,
+    and texts without words are not made the same by it."""
+    older = entry(agent, "Deploys happen on Tuesdays, after the stand-up.")
+    again = entry(agent, "deploys happen on tuesdays after the stand-up!")
+    quoted = entry(agent, '"Deploys happen on Tuesdays after the stand-up"')
+    kept_apart = [
+        entry(agent, "Deploys happen on Tuesdays after the stand-up?"),
+        entry(agent, "The parcel weighs 3.5 kg."),
+        entry(agent, "The parcel weighs 35 kg."),
+        entry(agent, "The freezer is at -18 degrees."),
+        entry(agent, "The freezer is at 18 degrees."),
+        entry(agent, "🎉"),
+        entry(agent, "🚀"),
+    ]
+    run = archival_consolidate(agent=agent)
+    assert run.merged == 2
+    assert fresh(again).superseded_by_id == older.pk
+    assert fresh(quoted).superseded_by_id == older.pk
+    assert [fresh(x).superseded_at for x in [older, *kept_apart]] == [None] * 8
+
+
 def test_near_duplicates_merge_by_cosine_but_distinct_facts_stay(
     agent: Any, embedding_model_loaded: Any
 ):

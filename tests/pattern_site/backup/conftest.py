@@ -48,6 +48,7 @@ from memory.longterm.services import (
     retrieval_config_update,
 )
 from memory.models import BlockUpdate, Permission
+from memory.scratchpad.services import scratchpad_write
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.services import agent_update
 from tests.factories import AgentFactory, UserFactory
@@ -136,6 +137,9 @@ def _fill(constellation: Any, partner: Any) -> None:
             {"role": "user", "content": "And the charts for the board?"},
             {"role": "assistant", "content": "I draw the charts on Thursday."},
         ],
+    )
+    scratchpad_write(
+        conversation=conversation, key="agenda", value={"open": ["charts"], "n": 2}
     )
     retrieval_config_update(constellation=constellation, keyword_weight=0.5)
     blocks_seen_record_later(agent=lead, blocks=[notes, persona])

@@ -111,6 +111,11 @@ def test_round_trip_into_an_empty_site_reproduces_every_table(built):
         ActivityTerm.objects.values_list("constellation_id_value", flat=True)
     ) == {result.constellation.pk}
     assert result.agents == ["Helper", "Lead", "Scribe"]
+    # The working notes came with their conversation.
+    planning = lead.conversations.get(title="planning")
+    assert list(planning.scratchpad_entries.values_list("key", "value")) == [
+        ("agenda", {"open": ["charts"], "n": 2})
+    ]
     assert get_user_model().objects.get(username="member").has_usable_password() is (
         False
     )
