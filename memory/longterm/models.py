@@ -318,7 +318,7 @@ class RetrievalConfig(models.Model):
         help_text="Fused candidates the re-rank model orders.",
     )
     time_weight = models.FloatField(
-        default=0.3,
+        default=0.5,
         validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="Share of the best score added to an entry dated within the"
         " dates a query names (0: off).",

@@ -452,7 +452,7 @@ class RetrievalConfigIn(InputSchema):
         None, examples=["onnx"]
     )
     reranker_depth: int | None = Field(None, ge=5, le=200, examples=[50])
-    time_weight: float | None = Field(None, ge=0.0, le=1.0, examples=[0.3])
+    time_weight: float | None = Field(None, ge=0.0, le=1.0, examples=[0.5])
     late_weight: float | None = Field(None, ge=0.0, le=1.0, examples=[0.0])
 
 

@@ -26,7 +26,7 @@ class Migration(migrations.Migration):
             model_name="retrievalconfig",
             name="time_weight",
             field=models.FloatField(
-                default=0.3,
+                default=0.5,
                 help_text="Share of the best score added to an entry dated within the dates a query names (0: off).",
                 validators=[
                     django.core.validators.MinValueValidator(0.0),

@@ -457,7 +457,7 @@ def test_partner_tunes_decay_but_agents_cannot(
         "candidate_depth": 40,
         "reranker": "off",
         "reranker_depth": 50,
-        "time_weight": 0.3,
+        "time_weight": 0.5,
         "late_weight": 0.0,
     }
     denied = agent_client.put(url, body, content_type="application/json")
@@ -475,7 +475,7 @@ def test_partner_sets_fusion_stages_and_bad_values_are_a_422(
         "context_weight": 0.0,
         "reranker": "http",
         "reranker_depth": 20,
-        "time_weight": 0.5,
+        "time_weight": 0.2,
         "late_weight": 0.2,
     }
     tuned = partner_api.put(
