@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -579,7 +580,8 @@ def _candidates(
     while not permitted_rows.empty:
         if used in ("fts", "hybrid"):
             t0 = time.perf_counter()
-            fts_hits = fts_candidates(
+            keywords = partial(
+                fts_candidates,
                 index,
                 query=fts_q,
                 scope_id=scope_id,
@@ -588,21 +590,10 @@ def _candidates(
                 context_weight=fusion.context_weight,
                 date_weight=fusion.date_weight,
             )
+            fts_hits = keywords()
             days = when.match_days() if when is not None else []
             if days and not on_postgresql():
-                fts_hits = _with_dated(
-                    fts_hits,
-                    fts_candidates(
-                        index,
-                        query=fts_q,
-                        scope_id=scope_id,
-                        owner_ids=owner_ids,
-                        k=pool,
-                        context_weight=fusion.context_weight,
-                        date_weight=fusion.date_weight,
-                        within=dated_match(days),
-                    ),
-                )
+                fts_hits = _with_dated(fts_hits, keywords(within=dated_match(days)))
             timings["fts"] = _ms(t0)
         if vector is not None:
             t0 = time.perf_counter()
