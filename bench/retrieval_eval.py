@@ -19,7 +19,8 @@ throwaway data directory is used (never var/).
 With ``--variant NAME:key=value,...`` (repeatable) the default mode is
 also asked under other retrieval settings of the constellation (the fields
 of ``RetrievalConfig``: fusion, keyword_weight, context_weight,
-candidate_depth, rerank_enabled), each shown as a row ``auto:NAME``; the
+candidate_depth, rerank_enabled, time_weight, late_weight), each shown as
+a row ``auto:NAME``; the
 plain modes run with the model's defaults.
 
 With ``--reranker DIR|URL|llm`` the default mode is also asked with the
