@@ -19,7 +19,8 @@ throwaway data directory is used (never var/).
 With ``--variant NAME:key=value,...`` (repeatable) the default mode is
 also asked under other retrieval settings of the constellation (the fields
 of ``RetrievalConfig``: fusion, keyword_weight, context_weight,
-candidate_depth, rerank_enabled), each shown as a row ``auto:NAME``; the
+candidate_depth, rerank_enabled, time_weight, late_weight), each shown as
+a row ``auto:NAME``; the
 plain modes run with the model's defaults.
 
 With ``--reranker DIR|URL|llm`` the default mode is also asked with the
@@ -30,13 +31,26 @@ candidates), as a row ``auto:rerank-BACKEND``; its p50/p95 beside the
 (and so answered in fusion order) are counted.  The quick form, to check a
 backend works: ``--convs 1 --modes auto --reranker ...``.
 
+Every search is asked at the time of its conversation's last turn
+(``now``), so the dates a question names ("last week") are read as the
+conversation's own (the time stage, ``time_weight``).  ``--two-queries``
+adds a row ``auto:2q``: the question and its keyword-only form (stop
+words left out) passed as two phrasings, fused into one ranking.  The
+passages' vectors are kept in ``--embed-cache`` (a file keyed by each
+text's hash; the model's vectors for the same text do not change), so a
+second run embeds nothing.  ``--dump PATH`` writes each answer (row,
+half, category, question, hit@10) as JSON lines, to compare runs question
+by question.
+
     .venv/bin/python bench/retrieval_eval.py [--domain archival|conversations]
         [--modes fts vector hybrid auto] [--http] [--convs N] [--eval PATH]
         [--variant rrf:fusion=rrf --variant kw7:keyword_weight=0.7] [--ceiling]
-        [--reranker DIR|URL|llm [--rerank-depth 50]]
+        [--reranker DIR|URL|llm [--rerank-depth 50]] [--two-queries]
+        [--embed-cache PATH] [--dump PATH]
 """
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -44,6 +58,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +81,10 @@ os.environ["PATTERN_DEBUG"] = "false"
 os.environ.setdefault("PATTERN_CELERY_EAGER", "false")
 
 DEFAULT_EVAL = ROOT.parent / "shared" / "eval" / "conversational" / "eval.json"
+DEFAULT_EMBED_CACHE = Path(os.environ.get("TMPDIR", "/tmp")) / (
+    "pattern-retrieval-eval-vectors.npz"
+)
+DUMP: list[dict[str, Any]] = []
 KS = (5, 10)
 # Searches whose re-rank stage failed, by reason (the search then answered
 # in fusion order, so the row would silently measure fusion).
@@ -151,8 +170,47 @@ def store_in_process(conversations: list[dict], domain: str) -> list[dict]:
                 )
                 for message, turn in zip(messages, chunk, strict=True):
                     ids[message.pk] = turn["dia_id"]
-        stored.append({"agent": agent, "token": None, "ids": ids, "conv": conv})
+        stored.append(
+            {
+                "agent": agent,
+                "token": None,
+                "ids": ids,
+                "conv": conv,
+                "now": conversation_now(conv),
+            }
+        )
     return stored
+
+
+def embedding_cache(path: Path) -> None:
+    """The pipeline's ``embed_texts`` answered from ``path`` where it has
+    the text's vector, the rest embedded and added to it."""
+    import numpy as np
+
+    from memory.search import pipeline
+
+    known: dict[str, Any] = {}
+    if path.is_file():
+        with np.load(path) as stored:
+            known = {key: stored[key] for key in stored.files}
+    embed = pipeline.embed_texts
+
+    def cached(texts: list[str]):
+        keys = [hashlib.sha256(t.encode()).hexdigest()[:32] for t in texts]
+        missing = [i for i, key in enumerate(keys) if key not in known]
+        if missing:
+            vectors = embed([texts[i] for i in missing])
+            if vectors is None:
+                return None
+            for i, vector in zip(missing, vectors, strict=True):
+                known[keys[i]] = vector
+        return [known[key] for key in keys]
+
+    def save() -> None:
+        np.savez(path, **known)
+
+    pipeline.embed_texts = cached
+    embedding_cache.save = save  # type: ignore[attr-defined]
 
 
 def embed_in_process(domain: str) -> None:
@@ -171,8 +229,29 @@ def embed_in_process(domain: str) -> None:
         embeddings_refresh(kind=kind, row_ids=ids[start : start + 256])
 
 
+def keyword_form(question: str) -> str:
+    """The question's words less the stop words (the question itself when
+    nothing else is left)."""
+    from memory.search.query import STOP_WORDS, TERM
+
+    words = [w for w in TERM.findall(question) if w.casefold() not in STOP_WORDS]
+    return " ".join(words) or question
+
+
+def conversation_now(conv: dict) -> datetime:
+    """The time of the conversation's last turn, when its questions are asked."""
+    return max(datetime.fromisoformat(t["date"]) for t in conv["turns"]).replace(
+        tzinfo=UTC
+    )
+
+
 def ask_in_process(
-    stored: dict, query: str, mode: str, domain: str, limit: int = 10
+    stored: dict,
+    query: str,
+    mode: str,
+    domain: str,
+    limit: int = 10,
+    queries: tuple[str, ...] = (),
 ) -> list[str]:
     from memory.longterm.search import memory_search
     from pattern_site.kernel.actors import Actor
@@ -183,6 +262,8 @@ def ask_in_process(
         domain="archival_memory" if domain == "archival" else "conversations",
         mode=mode,
         limit=limit,
+        queries=queries,
+        now=stored["now"],
     )
     if result.rerank_failed:
         RERANK_FAILURES[result.rerank_failed] += 1
@@ -269,7 +350,13 @@ def store_over_http(server: LiveServer, conversations: list[dict], domain: str):
                     for message, turn in zip(response.json(), chunk, strict=True):
                         ids[message["id"]] = turn["dia_id"]
             stored.append(
-                {"agent": agent, "token": token.raw, "ids": ids, "conv": conv}
+                {
+                    "agent": agent,
+                    "token": token.raw,
+                    "ids": ids,
+                    "conv": conv,
+                    "now": conversation_now(conv),
+                }
             )
     return stored
 
@@ -285,12 +372,22 @@ def wait_embedded(domain: str, timeout: float = 1800.0) -> None:
         time.sleep(1)
 
 
-def ask_over_http(client: Any, stored: dict, query: str, mode: str, domain: str):
+def ask_over_http(
+    client: Any,
+    stored: dict,
+    query: str,
+    mode: str,
+    domain: str,
+    queries: tuple[str, ...] = (),
+):
+    # The HTTP tool reads dates relative to the server's present: questions
+    # naming relative dates score as the in-process run only there.
     response = client.post(
         "/api/tools/search",
         headers={"Authorization": f"Bearer {stored['token']}"},
         json={
             "query": query,
+            "queries": list(queries),
             "mode": mode,
             "limit": 10,
             "domain": "archival_memory" if domain == "archival" else "conversations",
@@ -332,6 +429,14 @@ def main() -> None:
         " directory, /v1/rerank endpoint URL, or 'llm'",
     )
     parser.add_argument("--rerank-depth", type=int, default=50)
+    parser.add_argument(
+        "--two-queries",
+        action="store_true",
+        help="also ask the default mode with the question and its keyword-only"
+        " form as two phrasings",
+    )
+    parser.add_argument("--embed-cache", type=Path, default=DEFAULT_EMBED_CACHE)
+    parser.add_argument("--dump", type=Path, help="each answer as JSON lines")
     args = parser.parse_args()
     domain = args.domain or "archival"
     if not args.eval.is_file():
@@ -345,6 +450,8 @@ def main() -> None:
     from memory.search.embedder import embedding_status
 
     call_command("migrate", verbosity=0)
+    if not args.http:
+        embedding_cache(args.embed_cache)
     status = embedding_status()
     print(f"embedding model: {'yes' if status.available else status.reason}")
     conversations = load(args.eval, args.convs)
@@ -364,12 +471,19 @@ def main() -> None:
         else:
             stored = store_in_process(conversations, domain)
             embed_in_process(domain)
+            embedding_cache.save()  # type: ignore[attr-defined]
         print(f"stored and embedded in {time.perf_counter() - t0:.0f} s")
         results = run_questions(stored, args.modes, domain, server)
         rows = list(args.modes)
         if args.ceiling and server is None:
             results.update(run_ceiling(stored, domain))
             rows.append(CEILING_ROW)
+        if args.two_queries:
+            label = "auto:2q"
+            results.update(
+                run_questions(stored, ["auto"], domain, server, label, two=True)
+            )
+            rows.append(label)
         for name, settings in args.variant:
             configure(stored, settings)
             label = f"auto:{name}"
@@ -386,6 +500,8 @@ def main() -> None:
         if server is not None:
             server.stop()
     report(results, rows)
+    if args.dump:
+        args.dump.write_text("".join(json.dumps(d) + "\n" for d in DUMP))
     if args.reranker:
         failed = sum(RERANK_FAILURES.values())
         print(f"\nre-rank ({args.reranker}) failed in {failed} searches")
@@ -431,10 +547,20 @@ def configure(stored: list[dict], settings: dict[str, Any]) -> None:
 
 
 def tally(scores: dict, row: str, half: str, question: dict, ranked, evidence, ms):
-    """Adds one answer to its half, to all questions and to its category."""
+    """Adds one answer to its half and to all questions, each as a whole
+    and in its category."""
     for key in (half, "all"):
         scores[(key, "all", row)].add(ranked, evidence, ms)
-    scores[("all", question["category"], row)].add(ranked, evidence, ms)
+        scores[(key, question["category"], row)].add(ranked, evidence, ms)
+    DUMP.append(
+        {
+            "row": row,
+            "half": half,
+            "category": question["category"],
+            "q": question["q"],
+            "hit10": bool(set(ranked[:10]) & evidence),
+        }
+    )
 
 
 def each_question(stored: list[dict]):
@@ -448,7 +574,9 @@ def each_question(stored: list[dict]):
                 yield entry, half, question, evidence
 
 
-def run_questions(stored, modes, domain, server, label: str = "") -> dict:
+def run_questions(
+    stored, modes, domain, server, label: str = "", two: bool = False
+) -> dict:
     """scores[(half, category, mode)] over every question, each mode in turn
     per question (a slow spell of the machine falls on all modes alike)."""
     import httpx
@@ -456,12 +584,17 @@ def run_questions(stored, modes, domain, server, label: str = "") -> dict:
     client = httpx.Client(base_url=server.base, timeout=60) if server else None
     scores: dict[tuple[str, str, str], Scores] = defaultdict(Scores)
     for entry, half, question, evidence in each_question(stored):
+        queries = (keyword_form(question["q"]),) if two else ()
         for mode in modes:
             t = time.perf_counter()
             if client is not None:
-                ranked = ask_over_http(client, entry, question["q"], mode, domain)
+                ranked = ask_over_http(
+                    client, entry, question["q"], mode, domain, queries
+                )
             else:
-                ranked = ask_in_process(entry, question["q"], mode, domain)
+                ranked = ask_in_process(
+                    entry, question["q"], mode, domain, queries=queries
+                )
             ms = (time.perf_counter() - t) * 1000
             tally(scores, label or mode, half, question, ranked, evidence, ms)
     if client is not None:
@@ -498,10 +631,13 @@ def report(scores: dict, modes: list[str]) -> None:
         for mode in modes:
             print(f"  {mode:<20} {scores[(half, 'all', mode)].row()}")
     categories = sorted({c for (_h, c, _m) in scores if c != "all"})
-    for category in categories:
-        print(f"\ncategory {category:<12} {HEADER}")
-        for mode in modes:
-            print(f"  {mode:<20} {scores[('all', category, mode)].row()}")
+    for half in ("all", "dev", "test"):
+        for category in categories:
+            if (half, category, modes[0]) not in scores:
+                continue
+            print(f"\n{half} {category:<16} {HEADER}")
+            for mode in modes:
+                print(f"  {mode:<20} {scores[(half, category, mode)].row()}")
 
 
 if __name__ == "__main__":

@@ -317,6 +317,18 @@ class RetrievalConfig(models.Model):
         validators=[MinValueValidator(5), MaxValueValidator(200)],
         help_text="Fused candidates the re-rank model orders.",
     )
+    time_weight = models.FloatField(
+        default=0.5,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Share of the best score added to an entry dated within the"
+        " dates a query names (0: off).",
+    )
+    late_weight = models.FloatField(
+        default=0.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Share of the MaxSim of the embedding model's token vectors"
+        " in the score of the best fused candidates (0: off).",
+    )
 
     def __str__(self) -> str:
         return f"retrieval config of {self.constellation_id}"

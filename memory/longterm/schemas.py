@@ -5,7 +5,7 @@ from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
 
-from memory.longterm.selectors import MAX_QUERY_CHARS
+from memory.longterm.selectors import MAX_QUERIES, MAX_QUERY_CHARS
 from memory.longterm.services import (
     ARCHIVAL_MAX_CHARS,
     MAX_TAG_CHARS,
@@ -176,9 +176,18 @@ class SearchFiltersIn(InputSchema):
 
 class SearchIn(InputSchema):
     query: Query = Field(
-        ...,
-        description="Any text; search operators are taken literally.",
+        "",
+        description="Any text; search operators are taken literally. May be "
+        "empty when ``queries`` is given.",
         examples=["when is Ana visiting"],
+    )
+    queries: list[Query] = Field(
+        [],
+        max_length=MAX_QUERIES - 1,
+        description="More phrasings of the same question (paraphrases, the "
+        "keywords alone), searched with ``query`` and fused into one ranking "
+        f"(reciprocal rank); at most {MAX_QUERIES} phrasings in all.",
+        examples=[[]],
     )
     domain: SearchDomain = Field("archival_memory", examples=["all"])
     mode: SearchModeIn = Field("auto", examples=["auto"])
@@ -513,6 +522,8 @@ class RetrievalConfigIn(InputSchema):
         None, examples=["onnx"]
     )
     reranker_depth: int | None = Field(None, ge=5, le=200, examples=[50])
+    time_weight: float | None = Field(None, ge=0.0, le=1.0, examples=[0.5])
+    late_weight: float | None = Field(None, ge=0.0, le=1.0, examples=[0.0])
 
 
 class RetrievalConfigOut(Schema):
@@ -529,6 +540,8 @@ class RetrievalConfigOut(Schema):
     candidate_depth: int
     reranker: str
     reranker_depth: int
+    time_weight: float
+    late_weight: float
 
 
 class ConsolidationRunOut(Schema):

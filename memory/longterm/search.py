@@ -3,6 +3,7 @@ here, and the domains other apps register (``memory.longterm.domains``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -31,6 +32,7 @@ from memory.longterm.permissions import (
     longterm_own_agent,
 )
 from memory.longterm.selectors import (
+    MAX_QUERIES,
     MAX_QUERY_CHARS,
     MAX_SEARCH_LIMIT,
     RECALL_DOMAIN,
@@ -39,14 +41,18 @@ from memory.longterm.selectors import (
 )
 from memory.search.embedder import embed_query, embedding_status
 from memory.search.engine import (
+    RRF_K,
     SEARCH_MODES,
     Fusion,
     Hit,
     Rerank,
     SearchOutcome,
+    TimeStage,
     search,
 )
+from memory.search.late import LateInteraction
 from memory.search.rerank import RerankStage, reranker_for
+from memory.search.when import question_spans
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Constellation
 from pattern_site.kernel.agents.selectors import (
@@ -75,6 +81,10 @@ class SearchResult:
     rerank_failed: str = ""  # why the re-rank model's order was not used
     # Rows found by keywords only: their vector is still being made.
     pending_embeddings: int = 0
+    when: TimeStage | None = None  # the dates the query names, when any
+    late: LateInteraction | None = None
+    # Every phrasing searched (the query first), when more than one was.
+    queries: tuple[str, ...] = ()
 
     @property
     def archival_ids(self) -> list[int]:
@@ -119,6 +129,12 @@ class SearchResult:
         stages.append(
             SearchStage("permissions", "candidates you may see", ms("allowed"))
         )
+        if self.when is not None:
+            stages.append(SearchStage("time", self.when.describe(), ms("time")))
+        if self.late is not None:
+            stages.append(
+                SearchStage("late interaction", self.late.describe(), ms("late"))
+            )
         if self.rerank is not None:
             stages.append(SearchStage("re-rank", self.rerank.describe(), None))
         if self.reranker is not None:
@@ -130,6 +146,14 @@ class SearchResult:
             SearchStage("duplicates", "near-identical rows folded", ms("dedup"))
         )
         stages.append(SearchStage("rows", "results read", ms("rows")))
+        if len(self.queries) > 1:
+            stages.append(
+                SearchStage(
+                    "queries",
+                    f"{len(self.queries)} phrasings, reciprocal rank (k={RRF_K})",
+                    None,
+                )
+            )
         return stages
 
 
@@ -183,6 +207,8 @@ def memory_search(
     as_of: datetime | None = None,
     decay: bool | None = None,
     all_agents: bool = False,
+    queries: Sequence[str] = (),
+    now: datetime | None = None,
 ) -> SearchResult:
     """Search memory as ``actor`` may see it.
 
@@ -201,9 +227,37 @@ def memory_search(
     merged or pruned are not searched.  ``all_agents`` (archival_memory
     only) searches every agent's entries, the consolidator role's right
     (``PermissionDenied`` for another agent).
+
+    ``queries``: more phrasings of the question (at most ``MAX_QUERIES``
+    in all with ``query``, which may then be empty), each searched as
+    ``query`` is, their rankings fused by Reciprocal Rank Fusion.  ``now``:
+    the time the dates a query names ("last week") are read from (None: the
+    present).
     """
     if all_agents and domain != "archival_memory":
         raise InvalidInput("all_agents searches archival_memory only")
+    phrasings = [
+        q for q in dict.fromkeys([query, *queries]) if isinstance(q, str) and q.strip()
+    ]
+    if len(queries) > MAX_QUERIES or len(phrasings) > MAX_QUERIES:
+        raise InvalidInput(
+            f"{len(phrasings)} queries; give at most {MAX_QUERIES} phrasings"
+        )
+    if len(phrasings) > 1:
+        return _fused_phrasings(
+            phrasings,
+            actor=actor,
+            domain=domain,
+            mode=mode,
+            limit=limit,
+            filters=filters,
+            constellation_id=constellation_id,
+            as_of=as_of,
+            decay=decay,
+            now=now,
+            all_agents=all_agents,
+        )
+    query = phrasings[0] if phrasings else query
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("the search query is empty; give some words to look for")
     if len(query) > MAX_QUERY_CHARS:
@@ -270,7 +324,9 @@ def memory_search(
             cache["v"] = embed_query(text) if status.available else None
         return cache["v"]
 
-    fusion, rerank, reranker = _stages_for(constellation, decay=decay)
+    config = _config_for(constellation)
+    fusion, rerank, reranker = _stages_for(config, decay=decay)
+    when, late = _query_stages(config, query=query, now=now)
     outcomes: list[tuple[str, SearchOutcome]] = []
     for kind, index, allowed, owners in targets:
         outcome = search(
@@ -286,6 +342,8 @@ def memory_search(
             fusion=fusion,
             degraded_reason=status.reason,
             reranker=reranker,
+            when=when,
+            late=late,
         )
         outcomes.append((kind, outcome))
     asked = DomainQuery(
@@ -334,6 +392,8 @@ def memory_search(
         reranker=reranker,
         rerank_failed=rerank_failed,
         pending_embeddings=pending,
+        when=when,
+        late=late,
     )
 
 
@@ -350,6 +410,66 @@ def pending_note(count: int) -> str:
         f" seconds after writing): search by meaning cannot find {them} yet,"
         f" so {they} matched by keywords only"
     )
+
+
+# Each phrasing's list is this many times the limit deep before fusion, so
+# a row one phrasing ranks just below the limit still counts.
+PHRASING_DEPTH = 2
+
+
+def _fused_phrasings(
+    phrasings: list[str], *, limit: int, **kwargs: Any
+) -> SearchResult:
+    """One search per phrasing, their rankings fused by Reciprocal Rank
+    Fusion (a hit's score: the sum of 1 / (k + rank) over the phrasings
+    that found it); stages, timings and degradations of every phrasing."""
+    limit = max(1, min(int(limit), MAX_SEARCH_LIMIT))
+    deep = min(limit * PHRASING_DEPTH, MAX_SEARCH_LIMIT)
+    results = [memory_search(query=q, limit=deep, **kwargs) for q in phrasings]
+    fused: dict[tuple[str, Any], tuple[float, str, Hit]] = {}
+    for result in results:
+        for rank, (kind, hit) in enumerate(result.hits, start=1):
+            key = (kind, getattr(hit.row, "pk", None) or id(hit.row))
+            before = fused.get(key)
+            total = (before[0] if before else 0.0) + 1.0 / (RRF_K + rank)
+            fused[key] = (total, kind, before[2] if before else hit)
+    ranked = sorted(fused.values(), key=lambda item: -item[0])[:limit]
+    for total, _kind, hit in ranked:
+        hit.score = total
+    first = results[0]
+    timings = {
+        f"q{i}.{key}": value
+        for i, result in enumerate(results, start=1)
+        for key, value in result.timings_ms.items()
+    }
+    return replace(
+        first,
+        hits=[(kind, hit) for _total, kind, hit in ranked],
+        timings_ms=timings,
+        degraded="; ".join(dict.fromkeys(r.degraded for r in results if r.degraded)),
+        rerank_failed="; ".join(
+            dict.fromkeys(r.rerank_failed for r in results if r.rerank_failed)
+        ),
+        quantised=any(r.quantised for r in results),
+        pending_embeddings=max(r.pending_embeddings for r in results),
+        queries=tuple(phrasings),
+    )
+
+
+def _query_stages(
+    config: RetrievalConfig, *, query: str, now: datetime | None
+) -> tuple[TimeStage | None, LateInteraction | None]:
+    """The time stage when the config gives it a weight and ``query``
+    names dates, and the late-interaction stage when the config turns it
+    on."""
+    when = None
+    if config.time_weight > 0:
+        today = (_utc(now) or timezone.now()).date()
+        spans = question_spans(query, today=today)
+        if spans:
+            when = TimeStage(tuple(spans), config.time_weight)
+    late = LateInteraction(config.late_weight) if config.late_weight > 0 else None
+    return when, late
 
 
 def _as_of_check(registered: SearchDomain | None, domain: str) -> None:
@@ -380,14 +500,19 @@ _RETRIEVAL_CONFIG = CompiledQuery(
 )
 
 
-def _stages_for(
-    constellation: Constellation, *, decay: bool | None = None
-) -> tuple[Fusion, Rerank | None, RerankStage | None]:
-    """The constellation's fusion settings, its tier-decay re-rank (when
-    ``decay``, or when None and the config enables it) and its re-rank
-    model (None: off); the model's defaults when it has no saved config."""
+def _config_for(constellation: Constellation) -> RetrievalConfig:
+    """The constellation's retrieval config; the model's defaults when it
+    has no saved one."""
     config = _RETRIEVAL_CONFIG.first(constellation_id=constellation.pk)
-    config = config or RetrievalConfig(constellation=constellation)
+    return config or RetrievalConfig(constellation=constellation)
+
+
+def _stages_for(
+    config: RetrievalConfig, *, decay: bool | None = None
+) -> tuple[Fusion, Rerank | None, RerankStage | None]:
+    """The config's fusion settings, its tier-decay re-rank (when
+    ``decay``, or when None and the config enables it) and its re-rank
+    model (None: off)."""
     fusion = Fusion(
         method=config.fusion,
         keyword_weight=config.keyword_weight,
@@ -398,7 +523,7 @@ def _stages_for(
     reranker = None
     if config.reranker != RetrievalReranker.OFF:
         reranker = RerankStage(
-            reranker_for(config.reranker, constellation_id=constellation.pk),
+            reranker_for(config.reranker, constellation_id=config.constellation_id),
             depth=config.reranker_depth,
         )
     if not (config.rerank_enabled if decay is None else decay):

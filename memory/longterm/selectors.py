@@ -41,6 +41,8 @@ MAX_SEARCH_LIMIT = 50
 
 
 MAX_QUERY_CHARS = 10_000
+# Phrasings one search may fuse (each is a whole search).
+MAX_QUERIES = 5
 
 
 MESSAGE_PAGE_MAX = 200

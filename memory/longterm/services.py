@@ -735,6 +735,8 @@ def retrieval_config_update(
     archival_cap: int | None = None,
     reranker: str | None = None,
     reranker_depth: int | None = None,
+    time_weight: float | None = None,
+    late_weight: float | None = None,
 ) -> RetrievalConfig:
     """Change the given settings (None: keep); invalid values store nothing."""
     config, _ = RetrievalConfig.objects.get_or_create(constellation=constellation)
@@ -751,6 +753,8 @@ def retrieval_config_update(
         "archival_cap": archival_cap,
         "reranker": reranker,
         "reranker_depth": reranker_depth,
+        "time_weight": time_weight,
+        "late_weight": late_weight,
     }
     fields = []
     for name, value in given.items():

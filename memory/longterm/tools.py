@@ -113,6 +113,7 @@ def search_tool(*, actor: Actor, args: SearchIn) -> dict[str, Any]:
     result = _searched(
         actor,
         query=args.query,
+        queries=tuple(args.queries),
         domain=args.domain,
         mode=args.mode,
         limit=args.limit,

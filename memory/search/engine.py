@@ -26,7 +26,8 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -44,11 +45,14 @@ from memory.search.index import (
     as_blob,
     backend_available,
     cosine_from_l2,
+    dated_match,
+    index_dates,
     index_vectors,
     on_postgresql,
     owner_sql,
     unit_vector,
 )
+from memory.search.late import LateInteraction
 from memory.search.pending import PendingRows, pending_rows
 from memory.search.permitted import PermittedRows
 from memory.search.postgres import pg_fts_candidates, pg_vector_candidates
@@ -65,6 +69,7 @@ from memory.search.query import (
     render_snippet,
 )
 from memory.search.rerank import RerankFailed, RerankStage
+from memory.search.when import DateSpan
 
 SEARCH_MODES: tuple[str, ...] = ("fts", "vector", "hybrid", "auto")
 
@@ -90,6 +95,8 @@ class Hit:
     vector_distance: float | None = None
     keyword_part: float | None = None  # the keyword list's share of the fused
     vector_part: float | None = None  # the vector list's share
+    time_part: float | None = None  # what the time stage added (dated within)
+    late_part: float | None = None  # what the late-interaction stage added
     fused_score: float = 0.0
     relevance: float | None = None
     rerank_score: float | None = None  # the re-rank model's, when it ran
@@ -198,6 +205,47 @@ class Rerank:
         return f"importance, recency (decay {self.decay_rate:g}/h), use"
 
 
+# Days after a span a row about it may be dated: a day is told of in the
+# days that follow it ("yesterday I ...").
+TOLD_AFTER_DAYS = 2
+
+
+# Spans of more days than this favour the rows found but add no candidates
+# (the keyword query would name every day).
+MATCH_DAYS_MAX = 45
+
+
+@dataclass(frozen=True)
+class TimeStage:
+    """Rows dated within the spans a question names (``memory.search.when``),
+    or up to ``TOLD_AFTER_DAYS`` after one, gain ``weight`` times the best
+    fused score; on SQLite the keyword matches dated within short spans
+    join the candidates first."""
+
+    spans: tuple[DateSpan, ...]
+    weight: float
+
+    def favours(self, day: date) -> bool:
+        after = timedelta(days=TOLD_AFTER_DAYS)
+        return any(span.start <= day <= span.end + after for span in self.spans)
+
+    def match_days(self) -> list[date]:
+        """The days whose rows are searched apart (none for long spans)."""
+        days: list[date] = []
+        for span in self.spans:
+            count = (span.end - span.start).days + 1 + TOLD_AFTER_DAYS
+            if count <= MATCH_DAYS_MAX:
+                days += [span.start + timedelta(days=i) for i in range(count)]
+        return list(dict.fromkeys(days))[:MATCH_DAYS_MAX]
+
+    def describe(self) -> str:
+        named = "; ".join(span.describe() for span in self.spans)
+        return (
+            f"{named}; rows dated within (or {TOLD_AFTER_DAYS} days after)"
+            f" +{self.weight:g} of the best score"
+        )
+
+
 def fts_candidates(
     index: TextIndex,
     *,
@@ -207,15 +255,17 @@ def fts_candidates(
     k: int,
     context_weight: float = 0.0,
     date_weight: float = 0.0,
+    within: str = "",
 ) -> list[tuple[int, float, str]]:
     """(row_id, bm25, snippet) of the best ``k`` keyword matches.
 
     BM25 weighs a match in the row's own text 1, in its ``context`` column
     (the rows before it) ``context_weight`` and in its ``dated`` column
     (its date in words) ``date_weight``; a column of weight 0 is not
-    searched (a match there alone would score 0).  On PostgreSQL
-    ``ts_rank_cd`` weighs the same three texts with the same weights
-    (``memory.search.postgres``).
+    searched (a match there alone would score 0).  ``within``: an FTS5
+    expression the ``dated`` column must match too (``dated_match``;
+    SQLite only).  On PostgreSQL ``ts_rank_cd`` weighs the same three texts
+    with the same weights (``memory.search.postgres``).
     """
     if not query:
         return []
@@ -233,6 +283,8 @@ def fts_candidates(
     columns += ["context"] if context_weight else []
     columns += ["dated"] if date_weight else []
     query = f"{{{' '.join(columns)}}} : ({query})"
+    if within:
+        query = f"({query}) AND ({{dated}} : ({within}))"
     weights = f"1.0, 0.0, 0.0, {float(context_weight)!r}, {float(date_weight)!r}"
     bm25 = f"bm25({index.fts_table}, {weights})"
     sql = (
@@ -401,6 +453,8 @@ def search(
     quantised: bool | None = None,
     degraded_reason: str = "",
     reranker: RerankStage | None = None,
+    when: TimeStage | None = None,
+    late: LateInteraction | None = None,
 ) -> SearchOutcome:
     """Search ``index`` for ``text`` among the rows of ``allowed``.
 
@@ -417,11 +471,15 @@ def search(
     the rows still waiting for their vector (``memory.search.pending``:
     counted in ``pending_embeddings``; a vector search matches them by
     keywords, :func:`_pending_keyword_hits`), fusing them
-    (:func:`_fused`), the optional relevance rerank (:func:`_reranked`),
-    the optional re-rank model (:func:`_model_reranked`, whose failure
-    leaves the order as it was and says why in ``rerank_failed``),
-    collapsing near-duplicates (:func:`_dedup`), and the rows and snippets
-    of the results (:func:`_results`).
+    (:func:`_fused`), the optional time stage favouring the rows dated
+    within the spans the query names (:func:`_time_favoured`), the optional
+    late interaction (:func:`_late_rescored`; its failure leaves the order
+    as it was and says why in ``degraded``), the optional relevance rerank
+    (:func:`_reranked`), the optional re-rank model
+    (:func:`_model_reranked`, whose failure leaves the order as it was and
+    says why in ``rerank_failed``), collapsing near-duplicates
+    (:func:`_dedup`), and the rows and snippets of the results
+    (:func:`_results`).
     """
     started = time.perf_counter()
     fusion = fusion or Fusion()
@@ -448,6 +506,7 @@ def search(
         quantised=quantised,
         permitted_rows=permitted_rows,
         timings=timings,
+        when=when,
     )
     pending = PendingRows()
     if vector is not None and not permitted_rows.empty:
@@ -469,6 +528,11 @@ def search(
         )
         texts.update({row_id: pending.texts[row_id] for row_id, *_ in fts_hits})
     ordered, vectors, snippets = _fused(fts_hits, vec_hits, texts, fusion=fusion)
+    if when is not None:
+        _time_favoured(index, ordered, when, timings)
+    if late is not None:
+        failed = _late_rescored(ordered, late, text=text, texts=texts, timings=timings)
+        degraded = "; ".join(part for part in (degraded, failed) if part)
     rows: dict[int, Any] | None = None
     if rerank is not None:
         ordered, rows = _reranked(ordered, rerank, permitted_rows, timings)
@@ -549,6 +613,7 @@ def _candidates(
     quantised: bool,
     permitted_rows: PermittedRows,
     timings: dict[str, float],
+    when: TimeStage | None = None,
 ) -> tuple[
     list[tuple[int, float, str]],
     list[tuple[int, float, np.ndarray | None]],
@@ -571,7 +636,8 @@ def _candidates(
     while not permitted_rows.empty:
         if used in ("fts", "hybrid"):
             t0 = time.perf_counter()
-            fts_hits = fts_candidates(
+            keywords = partial(
+                fts_candidates,
                 index,
                 query=fts_q,
                 scope_id=scope_id,
@@ -580,6 +646,10 @@ def _candidates(
                 context_weight=fusion.context_weight,
                 date_weight=fusion.date_weight,
             )
+            fts_hits = keywords()
+            days = when.match_days() if when is not None else []
+            if days and not on_postgresql():
+                fts_hits = _with_dated(fts_hits, keywords(within=dated_match(days)))
             timings["fts"] = _ms(t0)
         if vector is not None:
             t0 = time.perf_counter()
@@ -630,6 +700,72 @@ def _pending_keyword_hits(
     )
     timings["fts"] = _ms(t0)
     return [hit for hit in found if hit[0] in pending.texts]
+
+
+def _with_dated(
+    fts_hits: list[tuple[int, float, str]], dated: list[tuple[int, float, str]]
+) -> list[tuple[int, float, str]]:
+    """The keyword list with the matches dated within the time stage's
+    days added, best BM25 first (their BM25 is on the same scale: the same
+    query and weights, over fewer rows)."""
+    known = {h[0] for h in fts_hits}
+    merged = fts_hits + [h for h in dated if h[0] not in known]
+    return sorted(merged, key=lambda h: h[1])
+
+
+def _time_favoured(
+    index: TextIndex,
+    ordered: list[Hit],
+    when: TimeStage,
+    timings: dict[str, float],
+) -> None:
+    """Add the time stage's share to the candidates it favours (their
+    ``time_part``, in the fused score) and re-order ``ordered`` in place."""
+    if not ordered:
+        return
+    t0 = time.perf_counter()
+    dates = index_dates(index, row_ids=[h.row for h in ordered])
+    share = when.weight * max(h.fused_score for h in ordered)
+    for hit in ordered:
+        day = dates.get(hit.row)
+        if day is not None and when.favours(day):
+            hit.time_part = share
+            hit.fused_score += share
+            hit.score = hit.fused_score
+    ordered.sort(key=lambda h: -h.score)
+    timings["time"] = _ms(t0)
+
+
+def _late_rescored(
+    ordered: list[Hit],
+    late: LateInteraction,
+    *,
+    text: str,
+    texts: dict[int, str],
+    timings: dict[str, float],
+) -> str:
+    """Add ``late.weight`` times the best fused score times each of the
+    first ``late.depth`` candidates' MaxSim, scaled min-max over them, to
+    its fused score and re-order ``ordered`` in place; why not (empty: it
+    ran)."""
+    head = ordered[: late.depth]
+    if not head:
+        return ""
+    t0 = time.perf_counter()
+    try:
+        sims = late.scores(text, [texts[h.row] for h in head])
+    except Exception as exc:  # no token vectors must not break search
+        timings["late"] = _ms(t0)
+        return f"late interaction failed: {exc}; fusion order"
+    low, high = min(sims), max(sims)
+    share = late.weight * max(h.fused_score for h in head)
+    for hit, sim in zip(head, sims, strict=True):
+        hit.late_part = share * ((sim - low) / (high - low) if high > low else 1.0)
+        hit.fused_score += hit.late_part
+        hit.score = hit.fused_score
+    ordered.sort(key=lambda h: -h.score)
+    timings["late"] = _ms(t0)
+    return ""
 
 
 def _fused(

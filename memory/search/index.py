@@ -18,6 +18,7 @@ from memory.search.postgres_index import (
     pg_delete,
     pg_put_texts,
     pg_put_vectors,
+    pg_table,
     pg_vectors,
 )
 
@@ -260,6 +261,45 @@ def index_vectors(index: TextIndex, *, row_ids: Sequence[int]) -> dict[int, np.n
             row_id: np.frombuffer(blob, dtype=np.float32)
             for row_id, blob in cur.fetchall()
         }
+
+
+def index_dates(index: TextIndex, *, row_ids: Sequence[int]) -> dict[int, date]:
+    """The date each of ``row_ids`` is indexed under (its ``dated`` words
+    read back; rows without one are absent)."""
+    if not backend_available() or not row_ids:
+        return {}
+    if on_postgresql():
+        sql = f"SELECT row_id, dated FROM {pg_table(index)} WHERE row_id = ANY(%s)"
+        params: list[object] = [list(row_ids)]
+    else:
+        sql = (
+            f"SELECT rowid, dated FROM {index.fts_table}"
+            " WHERE rowid IN (SELECT value FROM json_each(%s))"
+        )
+        params = [json.dumps(list(row_ids))]
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        found = {row_id: words_date(words) for row_id, words in cur.fetchall()}
+    return {row_id: day for row_id, day in found.items() if day is not None}
+
+
+def words_date(words: str | None) -> date | None:
+    """The date ``date_words`` wrote (None for "" or other text)."""
+    parts = (words or "").split()
+    if len(parts) != 5 or parts[1] not in _MONTHS:
+        return None
+    try:
+        return date(int(parts[4]), _MONTHS.index(parts[1]) + 1, int(parts[0]))
+    except ValueError:
+        return None
+
+
+def dated_match(days: Sequence[date]) -> str:
+    """An FTS5 expression matching the ``dated`` words of any of ``days``
+    (one phrase of day and month, and the year, per day)."""
+    return " OR ".join(
+        f'("{day.day} {_MONTHS[day.month - 1]}" AND "{day.year}")' for day in days
+    )
 
 
 def as_blob(vector: np.ndarray) -> bytes:

@@ -458,6 +458,8 @@ def test_partner_tunes_decay_but_agents_cannot(
         "candidate_depth": 40,
         "reranker": "off",
         "reranker_depth": 50,
+        "time_weight": 0.5,
+        "late_weight": 0.0,
     }
     denied = agent_client.put(url, body, content_type="application/json")
     assert denied.status_code == 403
@@ -474,6 +476,8 @@ def test_partner_sets_fusion_stages_and_bad_values_are_a_422(
         "context_weight": 0.0,
         "reranker": "http",
         "reranker_depth": 20,
+        "time_weight": 0.2,
+        "late_weight": 0.2,
     }
     tuned = partner_api.put(
         url, json.dumps(body), content_type="application/json", headers=headers
@@ -486,6 +490,8 @@ def test_partner_sets_fusion_stages_and_bad_values_are_a_422(
         {"candidate_depth": 9},
         {"reranker": "colbert"},
         {"reranker_depth": 4},
+        {"time_weight": 1.5},
+        {"late_weight": -0.1},
     ):
         response = partner_api.put(
             url, json.dumps(bad), content_type="application/json", headers=headers
