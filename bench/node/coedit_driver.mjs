@@ -98,8 +98,14 @@ if (me > 0) {
       }
       process.send({ type: "expecting", server: msg.server, marker: msg.marker });
     } else if (msg.type === "sustain") {
-      const acked = await sustained(rooms[msg.server]);
-      process.send({ type: "sustained", server: msg.server, acked, errors: [...rooms[msg.server].clients.values()].flatMap((c) => c.errors) });
+      const errors = [...rooms[msg.server].clients.values()].flatMap((c) => c.errors);
+      let acked = 0;
+      try {
+        acked = await sustained(rooms[msg.server]);
+      } catch (error) {
+        errors.push(String(error)); // reported, so that process 0 does not wait in vain
+      }
+      process.send({ type: "sustained", server: msg.server, acked, errors });
     } else if (msg.type === "close") {
       await Promise.all(rooms.flatMap((state) => [...state.clients.values()].map((c) => c.close())));
       process.exit(0);
@@ -163,7 +169,7 @@ if (me > 0) {
     for (const worker of workers) worker.send({ type: "sustain", server: k });
     const begun = performance.now();
     let acked = await sustained(rooms[k]);
-    await waitFor(() => received("sustained", workers.length, k), 60000, "sustained phase");
+    await waitFor(() => received("sustained", workers.length, k), 120000, "sustained phase");
     const done = inbox.filter((m) => m.type === "sustained" && m.server === k);
     acked += done.reduce((sum, m) => sum + m.acked, 0);
     figures[server.name] = {
