@@ -3,6 +3,7 @@ change that failed or was rolled back."""
 
 import pytest
 from django.db import transaction
+from loro import LoroDoc
 
 from memory.blocks import doc_cache
 from memory.blocks.selectors import block_value
@@ -115,3 +116,24 @@ def test_history_rows_carry_each_versions_aware_timestamp(make_block):
     assert [row.id for row in rows] == sorted(stored, reverse=True)
     assert {row.id: row.created_at for row in rows} == stored
     assert all(row.created_at.utcoffset() is not None for row in rows)
+
+
+def test_a_pinned_document_outlives_the_cache_size(settings):
+    """An open room's block keeps its document however many others are
+    cached; unpinned, it is evicted as usual again."""
+    settings.MEMORY_DOCUMENT_CACHE_SIZE = 2
+    doc_cache.clear()
+    doc_cache.pin("room")
+    try:
+        doc_cache.put("room", 1, LoroDoc())
+        for n in range(5):
+            doc_cache.put(f"other-{n}", 1, LoroDoc())
+        assert doc_cache.fork("room", 1) is not None
+        assert doc_cache.fork("other-0", 1) is None  # the oldest others go
+        assert doc_cache.fork("other-4", 1) is not None
+    finally:
+        doc_cache.unpin("room")
+    for n in range(5, 8):
+        doc_cache.put(f"other-{n}", 1, LoroDoc())
+    assert doc_cache.fork("room", 1) is None
+    doc_cache.clear()
