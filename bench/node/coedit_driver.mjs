@@ -57,18 +57,24 @@ async function joinedRoom({ url, room, token }, onSeen) {
   return state;
 }
 
-async function sustained({ clients }) {
+// Acked edits of this process's clients; a client whose ack does not come
+// stops and its error is kept, so the latency figures are printed anyway.
+async function sustained({ clients }, errors) {
   const stopAt = performance.now() + seconds * 1000;
   let acked = 0;
   await Promise.all(
     [...clients].map(async ([i, c]) => {
       let k = 0;
-      while (performance.now() < stopAt) {
-        const text = c.doc.getText(container);
-        text.insert(0, `s${i}.${k++};`);
-        c.doc.commit();
-        await c.acked(20000);
-        acked += 1;
+      try {
+        while (performance.now() < stopAt) {
+          const text = c.doc.getText(container);
+          text.insert(0, `s${i}.${k++};`);
+          c.doc.commit();
+          await c.acked(20000);
+          acked += 1;
+        }
+      } catch (error) {
+        errors.push(`sustained phase: ${error}`);
       }
     }),
   );
@@ -98,14 +104,10 @@ if (me > 0) {
       }
       process.send({ type: "expecting", server: msg.server, marker: msg.marker });
     } else if (msg.type === "sustain") {
+      const failed = [];
+      const acked = await sustained(rooms[msg.server], failed);
       const errors = [...rooms[msg.server].clients.values()].flatMap((c) => c.errors);
-      let acked = 0;
-      try {
-        acked = await sustained(rooms[msg.server]);
-      } catch (error) {
-        errors.push(String(error)); // reported, so that process 0 does not wait in vain
-      }
-      process.send({ type: "sustained", server: msg.server, acked, errors });
+      process.send({ type: "sustained", server: msg.server, acked, errors: errors.concat(failed) });
     } else if (msg.type === "close") {
       await Promise.all(rooms.flatMap((state) => [...state.clients.values()].map((c) => c.close())));
       process.exit(0);
@@ -168,7 +170,8 @@ if (me > 0) {
     inbox.length = 0;
     for (const worker of workers) worker.send({ type: "sustain", server: k });
     const begun = performance.now();
-    let acked = await sustained(rooms[k]);
+    const failed = [];
+    let acked = await sustained(rooms[k], failed);
     await waitFor(() => received("sustained", workers.length, k), 120000, "sustained phase");
     const done = inbox.filter((m) => m.type === "sustained" && m.server === k);
     acked += done.reduce((sum, m) => sum + m.acked, 0);
@@ -179,7 +182,9 @@ if (me > 0) {
       p95: percentile(sorted, 95),
       p99: percentile(sorted, 99),
       edits_per_s: acked / ((performance.now() - begun) / 1000),
-      errors: [...rooms[k].clients.values()].flatMap((c) => c.errors).concat(done.flatMap((m) => m.errors)),
+      errors: [...rooms[k].clients.values()]
+        .flatMap((c) => c.errors)
+        .concat(failed, done.flatMap((m) => m.errors)),
     };
   }
   console.log(JSON.stringify(figures));
