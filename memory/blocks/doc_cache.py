@@ -15,6 +15,11 @@ lock, so they never share a document with a writer.  Readers of the past
 only (operations and versions the document holds) may share it
 (:func:`history`): a writer only adds to a document, so the past stays as
 it was, and a change rolled back adds operations past every stored version.
+
+A block with an open co-editing room in this process is pinned
+(:func:`pin`): its document stays cached beyond the size, so that a live
+edit never waits for its document to be read and decoded again, however
+many rooms are open.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from loro import LoroDoc
 
 _lock = threading.Lock()
 _entries: OrderedDict[Any, tuple[int, LoroDoc]] = OrderedDict()
+# Block id -> how many open rooms pin it.
+_pinned: dict[Any, int] = {}
 
 
 def take(block_id: Any, version: int) -> LoroDoc | None:
@@ -73,8 +80,25 @@ def put(block_id: Any, version: int, doc: LoroDoc) -> None:
             return
         _entries[block_id] = (version, doc)
         _entries.move_to_end(block_id)
-        while len(_entries) > size:
-            _entries.popitem(last=False)
+        over = len(_entries) - size - len(_pinned)
+        if over > 0:
+            unpinned = (key for key in _entries if key not in _pinned)
+            for key in [next(unpinned) for _ in range(over)]:
+                del _entries[key]
+
+
+def pin(block_id: Any) -> None:
+    """Keep the block's document cached beyond the size (an open room)."""
+    with _lock:
+        _pinned[block_id] = _pinned.get(block_id, 0) + 1
+
+
+def unpin(block_id: Any) -> None:
+    """Undo one :func:`pin`; the document is evicted as usual again."""
+    with _lock:
+        count = _pinned.pop(block_id, 0) - 1
+        if count > 0:
+            _pinned[block_id] = count
 
 
 def discard(block_id: Any) -> None:

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models.expressions import RawSQL
 
 from memory.blocks import documents
 from memory.blocks.models import (
@@ -35,6 +37,7 @@ from memory.blocks.models import (
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent, AgentToken, Constellation
 from pattern_site.kernel.agents.permissions import constellation_filter
+from pattern_site.kernel.db.compiled import CompiledQuery
 from pattern_site.kernel.errors import AuthenticationFailed, NotFound, PermissionDenied
 
 Access = Literal["read", "append", "write"]
@@ -97,6 +100,34 @@ def block_access_for_actor(*, actor: Actor, block: MemoryBlock) -> Access:
     return access if _RANK[access] <= _RANK[limit] else limit
 
 
+# Every stored live edit of an agent's socket runs this: compiled once (see
+# pattern_site.kernel.db.compiled); the block's key goes in prepared.
+_TOKEN_LIVE_SHARE = CompiledQuery(
+    lambda token_id, agent_id, block_key: (
+        AgentToken.objects.filter(
+            pk=token_id,
+            agent_id=agent_id,
+            revoked_at__isnull=True,
+            agent__is_active=True,
+        )
+        .annotate(
+            shared=Subquery(
+                BlockAttachment.objects.filter(
+                    block_id=RawSQL("%s", (block_key,)), agent=OuterRef("agent")
+                )
+                .order_by()
+                .values("access")[:1]
+            )
+        )
+        .order_by()
+        .values_list("shared")[:1]
+    ),
+    token_id=-730_301,
+    agent_id=-730_302,
+    block_key="\x00block_key",
+)
+
+
 def block_access_now(*, actor: Actor, block: MemoryBlock) -> Access:
     """The actor's right on ``block`` (its row, locked by the write this
     decides) as the database has it now.
@@ -110,25 +141,19 @@ def block_access_now(*, actor: Actor, block: MemoryBlock) -> Access:
     """
     if actor.token_id is not None:
         assert actor.agent is not None
-        share = BlockAttachment.objects.filter(
-            block_id=block.pk, agent=OuterRef("agent")
+        row = _TOKEN_LIVE_SHARE.first_row(
+            token_id=actor.token_id,
+            agent_id=actor.agent.pk,
+            block_key=MemoryBlock._meta.pk.get_db_prep_value(
+                block.pk, connections[DEFAULT_DB_ALIAS]
+            ),
         )
-        rows = list(
-            AgentToken.objects.filter(
-                pk=actor.token_id,
-                agent=actor.agent,
-                revoked_at__isnull=True,
-                agent__is_active=True,
-            )
-            .annotate(shared=Subquery(share.values("access")[:1]))
-            .values_list("shared", flat=True)
-        )
-        if not rows:
+        if row is None:
             raise AuthenticationFailed(
                 "the agent token this connection joined with is revoked, or "
                 "its agent deactivated"
             )
-        block.shared_access = rows[0]
+        block.shared_access = row[0]
     return block_access_for_actor(actor=actor, block=block)
 
 

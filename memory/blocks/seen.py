@@ -128,6 +128,13 @@ def blocks_seen_received(*, looks: Mapping[tuple[int, str], int]) -> None:
     _LOOKS.add(looks.items())
 
 
+def blocks_seen_received_nowait(*, looks: Mapping[tuple[int, str], int]) -> bool:
+    """:func:`blocks_seen_received` from an event loop: nothing is sent on
+    the caller's thread.  False when the batch is due now: the caller then
+    runs :func:`blocks_seen_flush` off the loop."""
+    return _LOOKS.add_nowait(looks.items())
+
+
 def blocks_seen_flush() -> int:
     """Send this process's waiting looks now (tests, shutdown)."""
     return _LOOKS.flush()

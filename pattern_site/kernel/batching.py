@@ -44,16 +44,23 @@ class Batcher(Generic[K, V]):
         atexit.register(self._flush_logged)
 
     def add(self, items: Iterable[tuple[K, V]]) -> None:
+        if not self.add_nowait(items):
+            self.flush()
+
+    def add_nowait(self, items: Iterable[tuple[K, V]]) -> bool:
+        """``add`` that never sends on the caller's thread (an event loop's):
+        False when what waits is due now (full, or tasks run inline), for
+        the caller to ``flush`` from a thread that may block."""
         with self._lock:
             for key, value in items:
                 self._pending[key] = self._merge(self._pending.get(key), value)
-            now = len(self._pending) >= self._max_items or self._eager()
-            if not now and self._timer is None and self._pending:
+            if len(self._pending) >= self._max_items or self._eager():
+                return False
+            if self._timer is None and self._pending:
                 self._timer = threading.Timer(self._delay, self._flush_logged)
                 self._timer.daemon = True
                 self._timer.start()
-        if now:
-            self.flush()
+        return True
 
     def flush(self) -> int:
         """Send what waits now; returns how many items."""

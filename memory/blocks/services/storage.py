@@ -15,7 +15,8 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Length
 from django.utils import timezone
 from loro import LoroDoc, VersionVector
@@ -31,6 +32,7 @@ from memory.blocks.services.rules import _summary
 from memory.longterm.models import ArchivalSource
 from memory.longterm.services import archival_entry_create
 from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.db.compiled import CompiledQuery
 from pattern_site.kernel.db.rows import (
     row_insert,
     row_lock,
@@ -193,6 +195,21 @@ class _Burst:
     start: bytes | None
 
 
+# On the path of every live edit: compiled once (see
+# pattern_site.kernel.db.compiled); the block's key goes in prepared.
+_LATEST_VERSIONS = CompiledQuery(
+    lambda block_key: (
+        BlockUpdate.objects.filter(block_id=RawSQL("%s", (block_key,)))
+        .order_by("-pk")
+        .values_list(
+            "pk", "actor_kind", "actor_id", "summary", "created_at", "frontiers"
+        )
+        .annotate(stored=Length("data"))[:2]
+    ),
+    block_key="\x00block_key",
+)
+
+
 def _burst_version(*, block: MemoryBlock, actor: Actor, summary: str) -> _Burst | None:
     """The version a live edit joins: the block's latest one, when the same
     actor made it with the same summary less than
@@ -206,13 +223,8 @@ def _burst_version(*, block: MemoryBlock, actor: Actor, summary: str) -> _Burst 
     # no look at its history.
     if not window or not block.log_count or now - block.updated_at > window:
         return None
-    rows = list(
-        BlockUpdate.objects.filter(block=block)
-        .order_by("-pk")
-        .values_list(
-            "pk", "actor_kind", "actor_id", "summary", "created_at", "frontiers"
-        )
-        .annotate(stored=Length("data"))[:2]
+    rows = _LATEST_VERSIONS.rows(
+        block_key=MemoryBlock._meta.pk.get_db_prep_value(block.pk, connection)
     )
     if not rows:
         return None

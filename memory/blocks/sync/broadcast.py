@@ -4,10 +4,11 @@ Services schedule :func:`block_broadcast` with ``transaction.on_commit`` after
 any change to a block.  Delivery has two legs:
 
 - In this process, the sync consumers of a block's room are peers of the room
-  hub of their event loop (:func:`block_room_join`).  A broadcast is handed
-  to each hub once; the hub encodes the frames once and sends them to every
-  peer's socket itself - no channel-layer message, task wake-up or dispatch
-  per peer.
+  hub of their event loop (:func:`block_room_join`); while a room has peers
+  its block's document stays cached (``memory.blocks.doc_cache.pin``).  A
+  broadcast is handed to each hub once; the hub encodes the frames once and
+  sends them to every peer's socket itself - no channel-layer message, task
+  wake-up or dispatch per peer.
 - Other processes get one ``block.updates`` message on the block's group
   (``pattern_site.kernel.realtime.group_for_block``).
   When the channel layer reaches other processes (Redis), a hub joins the
@@ -47,6 +48,7 @@ from typing import Any
 
 from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
 
+from memory.blocks import doc_cache
 from memory.blocks.sync import protocol as sp
 from pattern_site.kernel import rights
 from pattern_site.kernel.layer_send import layer_send
@@ -238,7 +240,10 @@ class _RoomHub:
     # --- peers (on the loop) ------------------------------------------------
 
     async def join(self, key: str, peer: RoomPeer, *, watch_only: bool = False) -> None:
-        (self.watchers if watch_only else self.rooms).setdefault(key, set()).add(peer)
+        rooms = self.watchers if watch_only else self.rooms
+        if not watch_only and key not in rooms:
+            doc_cache.pin(uuid.UUID(key))  # see doc_cache: an open room's
+        rooms.setdefault(key, set()).add(peer)
         await self._listen(key)
 
     async def leave(
@@ -250,6 +255,8 @@ class _RoomHub:
             peers.discard(peer)
             if not peers:
                 del rooms[key]
+                if not watch_only:
+                    doc_cache.unpin(uuid.UUID(key))
         await self._listen(key)
 
     async def deliver(

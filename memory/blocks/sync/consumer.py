@@ -24,8 +24,9 @@ update sent before the socket's check refuses all the same.
 An agent's socket is a look at the block (``memory.blocks.seen``): the
 document sent on joining and each change relayed to it advance the agent's
 ``BlockSeen`` to that change's version counter, through the batch the reads
-use; a task per socket hands the counters over, merging what arrives
-meanwhile, so no frame waits for it.  Human sockets record nothing.
+use, merged on the event loop (no thread hop per change relayed); only
+a batch due at once (full, or tasks run inline) is sent from a thread, so
+no frame waits for it.  Human sockets record nothing.
 
 A frame that is not a message of the protocol (a text frame other than
 ``ping`` included) closes the socket with :data:`CLOSE_PROTOCOL_ERROR`
@@ -82,7 +83,7 @@ from django.conf import settings
 from memory.blocks import documents
 from memory.blocks.models import MemoryBlock
 from memory.blocks.permissions import block_access_for_actor
-from memory.blocks.seen import blocks_seen_received
+from memory.blocks.seen import blocks_seen_flush, blocks_seen_received_nowait
 from memory.blocks.selectors import block_document_versioned, block_get_for_actor
 from memory.blocks.services import block_update_import
 from memory.blocks.services.retention import peer_left, peer_record
@@ -333,8 +334,7 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         )
         self._reaper: asyncio.TimerHandle | None = None
         self.rate_limit = _RateLimit(settings.PATTERN_SYNC_RATE_LIMIT)
-        # (agent id, block id) -> version counter received, not handed over.
-        self._looks: dict[tuple[int, str], int] = {}
+        # Sends the looks' batch when it was due as this socket added to it.
         self._looks_task: asyncio.Task[None] | None = None
         self._tokens: set[int] = set()  # watched (see module doc)
         self._joined = False
@@ -510,21 +510,19 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
     def _received(self, agent_id: int, block_id: str, counter: int) -> None:
         """Agent ``agent_id``'s client got block ``block_id`` at version
         counter ``counter``: hand it to the looks' batch (see module doc)."""
-        key = (agent_id, block_id)
-        self._looks[key] = max(self._looks.get(key, 0), counter)
+        if blocks_seen_received_nowait(looks={(agent_id, block_id): counter}):
+            return
         if self._looks_task is None:
             # In a context of its own: a relay may be delivered in a copy of
             # the context of the sync call that committed the change, where
             # asgiref refuses another sync call as a deadlock.
             self._looks_task = asyncio.get_running_loop().create_task(
-                self._looks_hand_over(), context=contextvars.Context()
+                self._looks_flush(), context=contextvars.Context()
             )
 
-    async def _looks_hand_over(self) -> None:
+    async def _looks_flush(self) -> None:
         try:
-            while self._looks:
-                looks, self._looks = self._looks, {}
-                await database_sync_to_async(blocks_seen_received)(looks=looks)
+            await database_sync_to_async(blocks_seen_flush)()
         except Exception:
             # A look not recorded costs a change told twice, never a lost one.
             logger.exception("recording what a sync socket received failed")

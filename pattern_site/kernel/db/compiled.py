@@ -26,7 +26,7 @@ from typing import Any
 
 from django.db import connections
 from django.db.models import Model, QuerySet
-from django.db.models.query import get_related_populators
+from django.db.models.query import ModelIterable, get_related_populators
 
 
 @dataclass(frozen=True)
@@ -116,12 +116,15 @@ class _Statement:
     sql: str
     params: tuple
     slots: dict[str, int]
-    reader: RowReader
+    # None for a ``values_list`` queryset: its rows are tuples, through
+    # ``values`` (the compiler and its per-column converters).
+    reader: RowReader | None
+    values: tuple[Any, dict] | None
 
 
 class CompiledQuery:
     """``build(**markers)`` compiled on first use; ``first(**values)`` and
-    ``all(**values)`` run it.
+    ``all(**values)`` run it (``first_row`` for a ``values_list`` queryset).
 
     ``markers`` maps each parameter name to a marker value of its kind
     (int or str) that appears nowhere else in the query.
@@ -137,6 +140,7 @@ class CompiledQuery:
         qs = self._build(**self._markers).using(db)
         compiler = qs.query.get_compiler(using=db)
         sql, params = compiler.as_sql()
+        models = issubclass(qs._iterable_class, ModelIterable)
         slots = {}
         for name, marker in self._markers.items():
             found = [i for i, p in enumerate(params) if p == marker]
@@ -147,7 +151,15 @@ class CompiledQuery:
             sql=sql,
             params=tuple(params),
             slots=slots,
-            reader=RowReader.of(compiler, db),
+            reader=RowReader.of(compiler, db) if models else None,
+            values=(
+                compiler,
+                compiler.get_converters(
+                    [col[0] for col in compiler.select[: compiler.col_count]]
+                ),
+            )
+            if not models
+            else None,
         )
 
     def _statement(self, db: str) -> _Statement:
@@ -172,9 +184,31 @@ class CompiledQuery:
         st, row = self._execute(db, values, "fetchone")
         if row is None:
             return None
+        assert st.reader is not None, "a values queryset: use first_row or rows"
         return next(st.reader.instances([row]))
+
+    def first_row(self, db: str = "default", **values: Any) -> tuple | None:
+        """The first row of a ``values_list`` queryset, or None."""
+        st, row = self._execute(db, values, "fetchone")
+        return None if row is None else _converted(st, [row])[0]
+
+    def rows(self, db: str = "default", **values: Any) -> list[tuple]:
+        """Every row of a ``values_list`` queryset."""
+        st, rows = self._execute(db, values, "fetchall")
+        return _converted(st, rows) if rows else []
 
     def all(self, db: str = "default", **values: Any) -> list[Any]:
         """Every row as a model instance (related rows attached)."""
         st, rows = self._execute(db, values, "fetchall")
+        assert st.reader is not None, "a values queryset: use first_row or rows"
         return list(st.reader.instances(rows)) if rows else []
+
+
+def _converted(st: _Statement, rows: list[tuple]) -> list[tuple]:
+    """``values_list`` rows through each column's converters, as Django's
+    ``ValuesListIterable`` does."""
+    assert st.values is not None, "a model queryset: use first or all"
+    compiler, converters = st.values
+    if not converters:
+        return rows
+    return [tuple(row) for row in compiler.apply_converters(rows, converters)]

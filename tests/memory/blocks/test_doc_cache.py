@@ -5,6 +5,7 @@ from secrets import token_hex
 
 import pytest
 from django.db import transaction
+from loro import LoroDoc
 
 from memory.blocks import doc_cache
 from memory.blocks.selectors import block_value
@@ -146,3 +147,24 @@ def test_byte_cap_counts_the_snapshot_a_compaction_wrote_since_the_last_change(
     with pytest.raises(LimitExceeded):
         block_append(actor=Actor.system(), block=block, content=token_hex(200))
     block_append(actor=Actor.system(), block=block, content="ok")  # small fits
+
+
+def test_a_pinned_document_outlives_the_cache_size(settings):
+    """An open room's block keeps its document however many others are
+    cached; unpinned, it is evicted as usual again."""
+    settings.MEMORY_DOCUMENT_CACHE_SIZE = 2
+    doc_cache.clear()
+    doc_cache.pin("room")
+    try:
+        doc_cache.put("room", 1, LoroDoc())
+        for n in range(5):
+            doc_cache.put(f"other-{n}", 1, LoroDoc())
+        assert doc_cache.fork("room", 1) is not None
+        assert doc_cache.fork("other-0", 1) is None  # the oldest others go
+        assert doc_cache.fork("other-4", 1) is not None
+    finally:
+        doc_cache.unpin("room")
+    for n in range(5, 8):
+        doc_cache.put(f"other-{n}", 1, LoroDoc())
+    assert doc_cache.fork("room", 1) is None
+    doc_cache.clear()

@@ -87,3 +87,29 @@ def test_rows_of_one_related_row_share_its_instance_with_nested_rows(
     assert tokens[0].agent.constellation is tokens[2].agent.constellation
     assert tokens[2].agent.constellation.partner_id == partner.pk
     assert tokens[0].agent.created_at == flux.created_at  # converters applied
+
+
+def test_a_values_query_returns_rows_with_each_column_converted(constellation):
+    """``first_row``/``rows`` read a ``values_list`` queryset as tuples, with
+    the columns the database stores as text (a time) converted back."""
+    latest = CompiledQuery(
+        lambda constellation_id: (
+            Agent.objects.filter(constellation_id=constellation_id)
+            .order_by("name")
+            .values_list("name", "created_at")
+        ),
+        constellation_id=-91_003,
+    )
+    flux, _ = agent_create(constellation=constellation, name="Flux")
+    anchor, _ = agent_create(constellation=constellation, name="Anchor")
+
+    assert latest.rows(constellation_id=constellation.pk) == [
+        ("Anchor", anchor.created_at),
+        ("Flux", flux.created_at),
+    ]
+    assert latest.first_row(constellation_id=constellation.pk) == (
+        "Anchor",
+        anchor.created_at,
+    )
+    assert latest.first_row(constellation_id=constellation.pk + 1) is None
+    assert latest.rows(constellation_id=constellation.pk + 1) == []
