@@ -36,6 +36,7 @@ from memory.blocks.permissions import block_permission_label
 from memory.blocks.seen import blocks_seen_record_later
 from memory.blocks.selectors import block_list_for_actor, block_shared_from
 from memory.longterm.compose import (
+    HistoryConfig,
     estimate_tokens,
     history_compose,
     history_config_for,
@@ -236,6 +237,18 @@ def changes_since_render(agent: Agent) -> str:
     return "\n".join([head, *shown, tail])
 
 
+def _others_section(
+    earlier: BuiltContext | None,
+    name: str,
+    render: Callable[[Agent], str],
+    agent: Agent,
+) -> Section:
+    for section in earlier.sections if earlier is not None else ():
+        if section.name == name:
+            return Section(name, section.text, 0)
+    return Section(name, render(agent), 0)
+
+
 def context_build(
     *,
     agent: Agent,
@@ -244,12 +257,20 @@ def context_build(
     tool_rules: Iterable[ToolRule] = (),
     model_name: str | None = None,
     include_descriptions: bool = True,
+    history: HistoryConfig | None = None,
+    others_from: BuiltContext | None = None,
 ) -> BuiltContext:
     """Build ``agent``'s system prompt; ``batch_block_ids`` (ids or labels)
-    bring unpinned working blocks in for this request."""
+    bring unpinned working blocks in for this request.  ``history``: the
+    constellation's history settings, when the caller has read them.
+    ``others_from``: an earlier build of this agent's context whose
+    sections about what others did (the catch-up digest, recent activity)
+    are kept as they were, for a rebuild after the agent's own writes,
+    which those sections leave out."""
     actor = Actor.for_agent(agent)
     model = model_name if model_name is not None else agent.model_name
-    limits = history_config_for(constellation=agent.constellation_id).limits(model)
+    history = history or history_config_for(constellation=agent.constellation_id)
+    limits = history.limits(model)
     count = token_counter(model)
     batch = {str(b) for b in batch_block_ids}
     blocks = list(block_list_for_actor(actor=actor).order_by("block_type", "label"))
@@ -295,8 +316,8 @@ def context_build(
             Section(extra.name, extra.render(agent), 0)
             for extra in sorted(_SECTIONS.values(), key=lambda x: (x.order, x.name))
         ),
-        Section("catch_up", catch_up_render(agent), 0),
-        Section("activity", recent_activity_render(agent), 0),
+        _others_section(others_from, "catch_up", catch_up_render, agent),
+        _others_section(others_from, "activity", recent_activity_render, agent),
         Section("tool_rules", render_tool_rules(tool_rules), 0),
     ]
     for section in sections:
@@ -325,21 +346,24 @@ def request_compose(
     built: BuiltContext,
     conversation: Conversation | None,
     active_batch_id: str = "",
+    history: HistoryConfig | None = None,
 ) -> list[dict[str, Any]]:
     """The whole request's messages: the built system prompt, then the
     conversation's compressed history (the active batch whole), as the
-    model gets them; ``built.metadata["history"]`` says what was kept."""
+    model gets them; ``built.metadata["history"]`` says what was kept.
+    ``history``: the constellation's history settings, when read already."""
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": built.system_prompt}
     ]
     if conversation is not None:
-        history = history_compose(
+        composed = history_compose(
             conversation=conversation,
             model_name=built.metadata["model_name"],
             active_batch_id=active_batch_id,
+            config=history,
         )
-        messages += history.messages
-        built.metadata["history"] = history.metadata
+        messages += composed.messages
+        built.metadata["history"] = composed.metadata
     return messages
 
 

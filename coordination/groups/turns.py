@@ -18,13 +18,27 @@ tool rule, gives the model an error as its result.  The turn ends on:
 - the step limit, the daily token budget, the turn's timeout, a provider
   error or timeout: the delivery fails with the reason.
 
-Each call is recorded before it runs (``pending``), when it starts
-(``started``) and with its result (``completed``, in one transaction with
-its tool message), so a re-run of the turn after a crash runs the calls
+Each call is recorded before it runs, in one transaction with the step's
+assistant message: the first as begun (``started``, with its started event:
+it runs next), the others as ``pending`` until they begin (``started``,
+committed with the started event before the tool runs).  Its result
+(``completed``) is stored in one transaction with its tool message and its
+completed event.  So a re-run of the turn after a crash runs the calls
 never begun, reports the ones begun as of unknown outcome (never running
-them again), and goes on.  Text, tool calls started and completed
-(arguments, the result cut short) go to the run's event stream; each call
-(its tool and whether it succeeded, never its arguments) and the turn's end
+them again), and goes on.
+
+What a turn reads once is kept between its steps (``TurnState``): the
+agent, its conversation row as the last append left it, the history
+settings, the calls made so far, and the built context.  The context is
+built again only after a step that ran a tool that may write (the
+registry's ``writes``; a tool it does not know counts as one), keeping
+its sections about others (recent activity, the catch-up digest) as the
+turn began; others' block changes and handoffs show from that rebuild or
+the next turn.  Rights are not kept: each tool checks them as it runs.
+
+Text, tool calls started and completed (arguments, the result cut short)
+go to the run's event stream; each call (its tool and whether it
+succeeded, never its arguments) and the turn's end
 (how many calls, its outcome) go to the activity stream.
 """
 
@@ -54,7 +68,14 @@ from coordination.groups.models import (
     ToolCallStatus,
     TurnStatus,
 )
-from memory.context import ToolRule, context_build, request_compose, tool_rule_parse
+from memory.context import (
+    BuiltContext,
+    ToolRule,
+    context_build,
+    request_compose,
+    tool_rule_parse,
+)
+from memory.longterm.compose import HistoryConfig, history_config_for
 from memory.longterm.models import Conversation
 from memory.longterm.schemas import SEND_MESSAGE
 from memory.longterm.services import conversation_current, messages_append
@@ -65,6 +86,12 @@ from pattern_site.kernel.agents.services import agent_touch
 from pattern_site.kernel.errors import ApplicationError, Conflict
 from pattern_site.kernel.events import EventType, Importance, event_record
 from pattern_site.kernel.tools import invalid_arguments_message, tool_get
+
+# The turn's heartbeat and its agent's last activity are written at most
+# this often when nothing else writes the turn's row: far below
+# AGENT_TURN_RESUME_AFTER_SECONDS, and each write is a transaction a step
+# would otherwise pay for.
+LIVENESS_WRITE_SECONDS = 1.0
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +123,34 @@ class TurnEnded(Exception):
 class Answer:
     exit: str
     text: str
+
+
+@dataclass
+class TurnState:
+    """What a turn reads once and keeps between its steps."""
+
+    turn: AgentTurn
+    actor: Actor
+    # As the last append left it (that append's locked row): its summary
+    # and count are current for composing the next request.
+    conversation: Conversation
+    rules: list[ToolRule]
+    history: HistoryConfig
+    # The calls completed this turn, in order (what the rules count).
+    done: list[str]
+    built: BuiltContext | None = None
+    # A tool that may write ran since ``built``: built again before the
+    # next request, keeping its sections about others.
+    stale: bool = False
+    beat_at: float = 0.0
+    touched_at: float | None = None
+
+    @property
+    def agent(self) -> Agent:
+        return self.turn.agent
+
+    def beat_due(self) -> bool:
+        return time.monotonic() - self.beat_at >= LIVENESS_WRITE_SECONDS
 
 
 def loop_config_for(agent: Agent) -> AgentLoopConfig:
@@ -183,81 +238,137 @@ def agent_turn_begin(*, delivery: RunDelivery) -> AgentTurn:
     return turn
 
 
-def _heartbeat(turn: AgentTurn) -> None:
-    AgentTurn.objects.filter(pk=turn.pk).update(heartbeat_at=timezone.now())
+def _heartbeat(state: TurnState) -> None:
+    if state.beat_due():
+        AgentTurn.objects.filter(pk=state.turn.pk).update(heartbeat_at=timezone.now())
+        state.beat_at = time.monotonic()
 
 
-def _store(turn: AgentTurn, messages: list[dict[str, Any]]) -> None:
-    _heartbeat(turn)
-    conversation = Conversation.objects.get(pk=turn.conversation_id)
-    messages_append(
-        conversation=conversation, messages=messages, batch_id=turn.batch_id
+def _store(state: TurnState, messages: list[dict[str, Any]]) -> None:
+    stored = messages_append(
+        conversation=state.conversation,
+        messages=messages,
+        batch_id=state.turn.batch_id,
     )
+    state.conversation = stored[0].conversation
 
 
-@transaction.atomic
+def _after_commit_raise(body: Callable[[], None], post: Callable[[], None]) -> None:
+    """``body`` and ``post`` (an event on the run's stream) in one
+    transaction; when ``post`` finds the delivery ended, ``body`` is
+    committed all the same (its event's savepoint rolled back) and the
+    turn ends after."""
+    ended: TurnEnded | None = None
+    with transaction.atomic():
+        body()
+        try:
+            post()
+        except TurnEnded as exc:
+            ended = exc
+    if ended is not None:
+        raise ended
+
+
 def _step_record(
-    turn: AgentTurn, text: str, calls: list[RequestedCall]
+    state: TurnState, text: str, calls: list[RequestedCall], stream: Stream
 ) -> list[AgentToolCall]:
-    """The model's answer stored, and its calls recorded as pending."""
-    turn.steps += 1
-    turn.save(update_fields=["steps"])
-    _store(
-        turn,
-        [
-            {
-                "role": "assistant",
-                "content": text,
-                "tool_calls": [
-                    {"id": c.id, "name": c.name, "arguments": c.arguments}
-                    for c in calls
-                ],
-            }
-        ],
-    )
-    return [
-        AgentToolCall.objects.create(
-            turn=turn,
-            step=turn.steps,
-            call_id=c.id,
-            name=c.name,
-            arguments=c.arguments,
+    """The model's answer stored and its calls recorded in one
+    transaction: the first call as begun, with its started event (it runs
+    next), the others as pending."""
+    turn = state.turn
+    recorded: list[AgentToolCall] = []
+
+    def record() -> None:
+        turn.steps += 1
+        turn.heartbeat_at = timezone.now()
+        turn.save(update_fields=["steps", "heartbeat_at"])
+        state.beat_at = time.monotonic()
+        _store(
+            state,
+            [
+                {
+                    "role": "assistant",
+                    "content": text,
+                    "tool_calls": [
+                        {"id": c.id, "name": c.name, "arguments": c.arguments}
+                        for c in calls
+                    ],
+                }
+            ],
         )
-        for c in calls
-    ]
-
-
-@transaction.atomic
-def _call_complete(call: AgentToolCall, ok: bool, result: str) -> None:
-    """The result recorded with its tool message, in one transaction."""
-    call.status, call.ok, call.result = ToolCallStatus.COMPLETED, ok, result
-    call.save(update_fields=["status", "ok", "result"])
-    turn = call.turn
-    _store(
-        turn,
-        [
-            {
-                "role": "tool",
-                "content": result or "(empty)",
-                "tool_call_id": call.call_id,
-            }
-        ],
-    )
-    event_record(
-        actor=Actor.for_agent(turn.agent),
-        event_type=EventType.TOOL_EXECUTED,
-        details={"tool": call.name, "success": ok},
-    )
-
-
-def _claim_start(call: AgentToolCall) -> bool:
-    """Mark the call begun; False when another worker began it already."""
-    _heartbeat(call.turn)
-    return bool(
-        AgentToolCall.objects.filter(pk=call.pk, status=ToolCallStatus.PENDING).update(
-            status=ToolCallStatus.STARTED
+        recorded[:] = AgentToolCall.objects.bulk_create(
+            [
+                AgentToolCall(
+                    turn=turn,
+                    step=turn.steps,
+                    call_id=c.id,
+                    name=c.name,
+                    arguments=c.arguments,
+                    status=ToolCallStatus.STARTED if i == 0 else ToolCallStatus.PENDING,
+                )
+                for i, c in enumerate(calls)
+            ]
         )
-    )
+
+    def post() -> None:
+        if recorded:
+            stream.started(recorded[0], _arguments(recorded[0])[0])
+
+    _after_commit_raise(record, post)
+    return recorded
+
+
+def _call_complete(
+    state: TurnState, call: AgentToolCall, ok: bool, result: str, stream: Stream
+) -> None:
+    """The result recorded with its tool message and its completed event,
+    in one transaction."""
+
+    def record() -> None:
+        call.status, call.ok, call.result = ToolCallStatus.COMPLETED, ok, result
+        call.save(update_fields=["status", "ok", "result"])
+        _heartbeat(state)
+        _store(
+            state,
+            [
+                {
+                    "role": "tool",
+                    "content": result or "(empty)",
+                    "tool_call_id": call.call_id,
+                }
+            ],
+        )
+        event_record(
+            actor=state.actor,
+            event_type=EventType.TOOL_EXECUTED,
+            details={"tool": call.name, "success": ok},
+        )
+
+    _after_commit_raise(record, lambda: stream.completed(call))
+
+
+def _call_begin(
+    state: TurnState, call: AgentToolCall, args: Any, stream: Stream
+) -> bool:
+    """Mark the call begun, its started event with it; False when another
+    worker began it already."""
+    claimed = False
+
+    def claim() -> None:
+        nonlocal claimed
+        _heartbeat(state)
+        claimed = bool(
+            AgentToolCall.objects.filter(
+                pk=call.pk, status=ToolCallStatus.PENDING
+            ).update(status=ToolCallStatus.STARTED)
+        )
+
+    def post() -> None:
+        if claimed:
+            stream.started(call, args)
+
+    _after_commit_raise(claim, post)
+    return claimed
 
 
 class Stream:
@@ -338,67 +449,64 @@ def _send_message_check(args: dict[str, Any]) -> tuple[bool, str, str | None]:
     return True, "sent", message
 
 
-def _run_call(
-    call: AgentToolCall,
-    *,
-    actor: Actor,
-    rules: list[ToolRule],
-    done: list[str],
-    stream: Stream,
-) -> str | None:
-    """Run one recorded call (never one begun before); the answer when it
-    was ``send_message``."""
-    if not _claim_start(call):
-        return None
+def _may_write(name: str) -> bool:
+    """Whether running tool ``name`` may change what the agent's context
+    shows (a tool the registry does not know may)."""
+    tool = tool_get(name)
+    return tool is None or tool.writes
+
+
+def _run_call(call: AgentToolCall, *, state: TurnState, stream: Stream) -> str | None:
+    """Run one recorded call: one begun as it was recorded, or one pending
+    (never one another worker began); the answer when it was
+    ``send_message``."""
     args, error = _arguments(call)
-    stream.started(call, args)
-    violation = rule_violation(rules, call.name, done, first=not done)
+    if call.status != ToolCallStatus.STARTED and not _call_begin(
+        state, call, args, stream
+    ):
+        return None
+    done = state.done
+    violation = rule_violation(state.rules, call.name, done, first=not done)
     answer = None
     if error or violation:
         ok, result = False, error or f"error: {violation}"
     elif call.name == SEND_MESSAGE:
         ok, result, answer = _send_message_check(args or {})
     else:
-        outcome = tool_registry().tool_call(actor=actor, name=call.name, arguments=args)
+        if _may_write(call.name):
+            state.stale = True
+        outcome = tool_registry().tool_call(
+            actor=state.actor, name=call.name, arguments=args
+        )
         ok = outcome.ok
         result = outcome.text if ok else f"error: {outcome.text}"
     done.append(call.name)
-    _call_complete(call, ok, result)
-    stream.completed(call)
+    _call_complete(state, call, ok, result, stream)
     return answer if ok else None
 
 
-def _resume(turn: AgentTurn, stream: Stream) -> list[AgentToolCall]:
+def _resume(state: TurnState, stream: Stream) -> list[AgentToolCall]:
     """Calls begun by a worker that stopped get an unknown-outcome result;
     those never begun are returned, to run now."""
-    unfinished = list(turn.tool_calls.exclude(status=ToolCallStatus.COMPLETED))
+    unfinished = list(state.turn.tool_calls.exclude(status=ToolCallStatus.COMPLETED))
     for call in unfinished:
         if call.status == ToolCallStatus.STARTED:
-            _call_complete(call, False, UNKNOWN_OUTCOME)
-            stream.completed(call)
+            _call_complete(state, call, False, UNKNOWN_OUTCOME, stream)
+    state.done[:] = state.turn.tool_calls.filter(
+        status=ToolCallStatus.COMPLETED
+    ).values_list("name", flat=True)
     return [c for c in unfinished if c.status == ToolCallStatus.PENDING]
 
 
 def _run_calls(
-    calls: list[AgentToolCall],
-    *,
-    turn: AgentTurn,
-    rules: list[ToolRule],
-    stream: Stream,
-    text: str,
+    calls: list[AgentToolCall], *, state: TurnState, stream: Stream, text: str
 ) -> Answer | None:
     """Run a step's calls in order; the answer when one of them ends the
     turn (``send_message``, or a tool with an exit rule)."""
-    actor = Actor.for_agent(turn.agent)
-    done = list(
-        turn.tool_calls.filter(status=ToolCallStatus.COMPLETED).values_list(
-            "name", flat=True
-        )
-    )
-    exits = _exit_tools(rules)
+    exits = _exit_tools(state.rules)
     answer: Answer | None = None
     for call in calls:
-        sent = _run_call(call, actor=actor, rules=rules, done=done, stream=stream)
+        sent = _run_call(call, state=state, stream=stream)
         if sent is not None:
             answer = Answer(SEND_MESSAGE, sent)
         elif call.name in exits and answer is None and call.ok:
@@ -409,22 +517,32 @@ def _run_calls(
 def _model_step(
     client: ChatClient,
     *,
-    turn: AgentTurn,
+    state: TurnState,
     tools: list[dict[str, Any]],
-    rules: list[ToolRule],
     stream: Stream,
 ) -> tuple[str, list[RequestedCall]]:
-    agent = turn.agent
-    built = context_build(agent=agent, tool_rules=rules)
+    agent = state.agent
+    if state.built is None or state.stale:
+        state.built = context_build(
+            agent=agent,
+            tool_rules=state.rules,
+            history=state.history,
+            others_from=state.built,
+        )
+        state.stale = False
     messages = request_compose(
         agent=agent,
-        built=built,
-        conversation=Conversation.objects.get(pk=turn.conversation_id),
-        active_batch_id=turn.batch_id,
+        built=state.built,
+        conversation=state.conversation,
+        active_batch_id=state.turn.batch_id,
+        history=state.history,
     )
-    # Answering is the agent being active: its next context has no
-    # catch-up digest for the time it was answering.
-    agent_touch(agent_id=agent.pk, at=timezone.now())
+    now = time.monotonic()
+    if state.touched_at is None or now - state.touched_at >= LIVENESS_WRITE_SECONDS:
+        # Answering is the agent being active: its next context has no
+        # catch-up digest for the time it was answering.
+        agent_touch(agent_id=agent.pk, at=timezone.now())
+        state.touched_at = now
     step = client.complete_step(
         constellation_id=agent.constellation_id,
         messages=messages,
@@ -447,12 +565,20 @@ def agent_turn_run(*, delivery: RunDelivery) -> Answer:
             "error", "no LLM provider is configured (set PATTERN_LLM_BASE_URL)"
         )
     turn = agent_turn_begin(delivery=delivery)
+    turn.agent = agent
+    state = TurnState(
+        turn=turn,
+        actor=Actor.for_agent(agent),
+        conversation=Conversation.objects.get(pk=turn.conversation_id),
+        rules=rules,
+        history=history_config_for(constellation=agent.constellation_id),
+        done=[],
+        beat_at=time.monotonic(),
+    )
     deadline = turn.started_at.timestamp() + config.timeout_seconds
     stream = Stream(delivery)
     tools = tool_registry().tool_functions()
-    answer = _run_calls(
-        _resume(turn, stream), turn=turn, rules=rules, stream=stream, text=""
-    )
+    answer = _run_calls(_resume(state, stream), state=state, stream=stream, text="")
     while answer is None:
         if turn.steps >= config.max_steps:
             raise TurnEnded(
@@ -465,18 +591,16 @@ def agent_turn_run(*, delivery: RunDelivery) -> Answer:
                 "timeout", f"the turn ran over its {config.timeout_seconds} s"
             )
         try:
-            text, calls = _model_step(
-                client, turn=turn, tools=tools, rules=rules, stream=stream
-            )
+            text, calls = _model_step(client, state=state, tools=tools, stream=stream)
         except ApplicationError as exc:
             kind = "budget" if exc.code == "limit_exceeded" else "error"
             raise TurnEnded(kind, f"model {agent.model_name}: {exc.message}") from exc
-        recorded = _step_record(turn, text, calls)
+        recorded = _step_record(state, text, calls, stream)
         if not calls:
             if not text:
                 raise TurnEnded("error", "the model answered nothing")
             return Answer("final_answer", text)
-        answer = _run_calls(recorded, turn=turn, rules=rules, stream=stream, text=text)
+        answer = _run_calls(recorded, state=state, stream=stream, text=text)
     return answer
 
 

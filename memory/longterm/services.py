@@ -534,7 +534,13 @@ def messages_append(
         raise LimitExceeded(
             f"{len(messages)} messages in one append; at most {MESSAGES_PER_APPEND}"
         )
-    locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
+    # With its agent, whose events the messages make (the agent's row is
+    # read, not locked).
+    locked = (
+        Conversation.objects.select_for_update(of=("self",))
+        .select_related("agent")
+        .get(pk=conversation.pk)
+    )
     if locked.status == ConversationStatus.ARCHIVED:
         raise Conflict(f"conversation {locked.pk} is archived; start a new one")
     created: list[Message] = []
@@ -553,7 +559,14 @@ def messages_append(
             batch_id=batch_id,
             content_hash=content_hash(content),
         )
-        full_clean(message, validate_constraints=False)
+        # Its conversation, agent and constellation are the locked row's:
+        # they exist, and looking each up again cost every append three
+        # reads.
+        full_clean(
+            message,
+            validate_constraints=False,
+            exclude=["conversation", "agent", "constellation"],
+        )
         created.append(message)
     try:
         Message.objects.bulk_create(created)

@@ -24,6 +24,7 @@ from coordination.groups.models import (
 from coordination.groups.services import group_message_route
 from coordination.groups.tasks import delivery_llm_answer_task
 from coordination.groups.turns import agent_loop_config_update
+from memory.blocks.models import MemoryBlock
 from memory.blocks.services import block_create
 from memory.longterm.models import Message
 from pattern_site.kernel.actors import Actor
@@ -500,3 +501,46 @@ def test_delegate_is_refused_to_an_agent_that_leads_no_run(flux, ask, llm):
         " group's run delegates"
     )
     assert run.deliveries.count() == 1
+
+
+def test_the_next_request_shows_the_block_a_tool_just_changed(flux, ask, llm, tools):
+    """The context is kept between steps, but not past a tool that writes."""
+    block_create(actor=Actor.system(), label="human", owner=flux, block_type="core")
+    llm.answer_tools(("c1", "conversation_search", {"query": "tea"}))
+    llm.answer_tools(
+        ("c2", "core_memory_append", {"label": "human", "content": "likes tea"})
+    )
+    llm.answer_tools(("c3", "send_message", {"message": "Noted."}))
+
+    ask()
+
+    systems = [r["body"]["messages"][0]["content"] for r in llm.requests]
+    assert "likes tea" not in systems[1]
+    assert "likes tea" in systems[2]
+
+
+def test_a_right_taken_away_mid_turn_holds_for_the_next_call(
+    flux, ask, llm, tools, monkeypatch
+):
+    block = block_create(actor=Actor.system(), label="human", owner=flux)
+    run = tools.tool_call
+
+    def revoking(*, actor, name, arguments):
+        if name == "lookup":
+            MemoryBlock.objects.filter(pk=block.pk).update(permission="read_only")
+        return run(actor=actor, name=name, arguments=arguments)
+
+    monkeypatch.setattr(tools, "tool_call", revoking)
+    llm.answer_tools(("c1", "core_memory_append", {"label": "human", "content": "tea"}))
+    llm.answer_tools(("c2", "lookup", {"q": "x"}))
+    llm.answer_tools(
+        ("c3", "core_memory_append", {"label": "human", "content": "cake"})
+    )
+    llm.answer_streamed(["Done."])
+
+    ask()
+
+    results = dict(last_tool_results(llm.requests[3]))
+    assert results["c3"].startswith("error:")
+    block.refresh_from_db()
+    assert "tea" in block.rendered and "cake" not in block.rendered
