@@ -23,6 +23,7 @@ ConversationId = Annotated[
     Field(
         description="The conversation whose notes these are; an agent's current"
         " one when left out (a human must give it).",
+        examples=[12],
     ),
 ]
 
@@ -61,7 +62,11 @@ class ScratchpadListIn(InputSchema):
 
 
 class ScratchpadClearIn(InputSchema):
-    key: Key | None = Field(None, description="One key; all notes when left out.")
+    key: Key | None = Field(
+        None,
+        description="One key; all notes when left out.",
+        examples=["open_questions"],
+    )
     conversation_id: ConversationId = None
 
 

@@ -90,7 +90,7 @@ tool_register(
         writes=True,
         errors=(403, 404, 409),
         summary="scratchpad_write: save a working note",
-        tags=("scratchpad",),
+        tags=("conversations",),
     ),
     AgentTool(
         name="scratchpad_read",
@@ -100,7 +100,7 @@ tool_register(
         run=scratchpad_read_tool,
         writes=False,
         summary="scratchpad_read: one working note",
-        tags=("scratchpad",),
+        tags=("conversations",),
     ),
     AgentTool(
         name="scratchpad_list",
@@ -110,7 +110,7 @@ tool_register(
         run=scratchpad_list_tool,
         writes=False,
         summary="scratchpad_list: the conversation's working notes",
-        tags=("scratchpad",),
+        tags=("conversations",),
         body_optional=True,
     ),
     AgentTool(
@@ -121,6 +121,6 @@ tool_register(
         run=scratchpad_clear_tool,
         writes=True,
         summary="scratchpad_clear: remove working notes",
-        tags=("scratchpad",),
+        tags=("conversations",),
     ),
 )

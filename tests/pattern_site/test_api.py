@@ -413,7 +413,7 @@ def test_a_misspelt_search_field_is_422_not_an_archival_search(agent_client: Cli
     assert body["errors"][0]["loc"] == ["body", "domian"]
     assert body["errors"][0]["type"] == "extra_forbidden"
     assert "unknown field 'domian'" in body["detail"]
-    assert "query, domain, mode" in body["detail"]
+    assert "query, queries, domain, mode" in body["detail"]
 
 
 def test_an_unknown_field_inside_a_nested_schema_names_that_schemas_fields(
