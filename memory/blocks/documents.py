@@ -544,7 +544,10 @@ RENAMED_ARGS: dict[str, dict[str, str]] = {"push_item": {"item": "value"}}
 def operation_renamed(op: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """``op`` with its arguments under their names, and a notice for each
     argument it sent under an older name (given both, the new name wins)."""
-    renames = RENAMED_ARGS.get(op.get("op"), {})  # type: ignore[arg-type]
+    name = op.get("op")
+    # Any JSON may arrive as the name (a list, an object): validation,
+    # after this, answers it with a 422.
+    renames = RENAMED_ARGS.get(name, {}) if isinstance(name, str) else {}
     old_names = [old for old in renames if old in op]
     if not old_names:
         return op, []

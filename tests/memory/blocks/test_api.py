@@ -794,3 +794,17 @@ def test_push_item_takes_value_and_still_takes_item_with_a_deprecation_notice(
     missing = post(agent_client, url, {"operations": [{"op": "push_item"}]})
     assert missing.status_code == 422
     assert "value" in missing.content.decode()
+
+
+@pytest.mark.parametrize("name", [{}, [None, None], 0, None])
+def test_an_operation_named_by_anything_but_a_string_is_a_422(
+    agent_client, make_block, name
+):
+    block = make_block(label="todo", schema={"kind": "list"})
+    response = post(
+        agent_client,
+        f"/api/blocks/{block.pk}/operations",
+        {"operations": [{"op": name, "value": "a"}]},
+    )
+    assert response.status_code == 422, response.content
+    assert block_value(block=MemoryBlock.objects.get(pk=block.pk)) == []
