@@ -11,6 +11,7 @@ from memory.longterm.services import archival_entry_create
 from memory.models import ArchivalEntry, EmbeddingState
 from memory.search import tasks
 from memory.search.index import index_vectors
+from pattern_site.celery import app as celery_app
 from tests.conftest import celery_worker, wait_until
 
 BACKFILL_RUN = re.compile(r"Task memory\.embedding_backfill\[[^]]+\] succeeded")
@@ -35,6 +36,9 @@ def test_a_starting_worker_embeds_every_row_left_pending_in_several_batches(
         archival_entry_create(agent=agent, content=f"acknowledged fact {i}")
     assert not _all_embedded()
     # No beat runs here: only the worker's start can set the backfill going.
+    # Tasks an earlier test left in the broker would start runs of their own.
+    with celery_app.connection_for_write(settings.CELERY_BROKER_URL) as conn:
+        celery_app.control.purge(connection=conn)
     with celery_worker(
         settings.CELERY_BROKER_URL, PATTERN_EMBEDDING_BACKFILL_BATCH="4"
     ) as worker:
