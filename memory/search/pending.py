@@ -39,9 +39,14 @@ def pending_rows(
     """The rows of the scope (and owners) without a current vector that
     ``permitted_rows`` lets the caller see.  One indexed look-up on
     ``embedding_state`` when none wait."""
+    # The unary pluses keep the scope and owner columns' indexes out of the
+    # plan: without statistics SQLite would walk the whole scope by its
+    # index (35 ms at 100,000 rows) instead of the few waiting rows by the
+    # index on ``embedding_state``.
     sql = (
         f"SELECT id FROM {index.base_table} WHERE embedding_state = %s"
-        f" AND {index.scope_column} = %s{owner_sql(owner_ids, index.owner_column)}"
+        f" AND +{index.scope_column} = %s"
+        f"{owner_sql(owner_ids, '+' + index.owner_column)}"
         " ORDER BY id DESC LIMIT %s"
     )
     params = [EmbeddingState.PENDING.value, scope_id, *(owner_ids or ()), PENDING_MAX]
