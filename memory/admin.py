@@ -15,6 +15,7 @@ from django.utils.html import format_html
 from memory.longterm.compose import limits_parse
 from memory.models import (
     ArchivalEntry,
+    ArchivalRole,
     BlockApproval,
     BlockAttachment,
     BlockUpdate,
@@ -175,6 +176,14 @@ class ContextConfigForm(forms.ModelForm):
             except ApplicationError as exc:
                 raise forms.ValidationError(f"{prefix}: {exc.message}") from exc
         return overrides
+
+
+@admin.register(ArchivalRole)
+class ArchivalRoleAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    """Who may read every agent's observations (given by the partner)."""
+
+    list_display = ["agent", "role", "granted_at"]
+    list_filter = ["role"]
 
 
 @admin.register(ConsolidationRun)

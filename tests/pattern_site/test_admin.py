@@ -12,6 +12,9 @@ from tests.factories import UserFactory
 PARTS = {
     "memory.BlockSnapshot",
     "memory.BlockSeen",
+    "memory.BlockLook",
+    "memory.BlockPeer",
+    "memory.ScratchpadEntry",
     "memory.BlockUpdate",
     "memory.BlockAttachment",
     "coordination.GroupMembership",
