@@ -80,7 +80,11 @@ def put(block_id: Any, version: int, doc: LoroDoc) -> None:
             return
         _entries[block_id] = (version, doc)
         _entries.move_to_end(block_id)
-        over = len(_entries) - size - len(_pinned)
+        over = len(_entries) - size
+        if over > 0:
+            # Pinned documents do not count against the size; a pin whose
+            # document is not cached (yet, or any more) leaves room for none.
+            over -= sum(1 for key in _pinned if key in _entries)
         if over > 0:
             unpinned = (key for key in _entries if key not in _pinned)
             for key in [next(unpinned) for _ in range(over)]:

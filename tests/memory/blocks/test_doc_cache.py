@@ -168,3 +168,19 @@ def test_a_pinned_document_outlives_the_cache_size(settings):
         doc_cache.put(f"other-{n}", 1, LoroDoc())
     assert doc_cache.fork("room", 1) is None
     doc_cache.clear()
+
+
+def test_a_pin_without_a_cached_document_makes_no_room(settings):
+    """A room pinned before its document is read (or after it was dropped)
+    must not let the cache grow past its size."""
+    settings.MEMORY_DOCUMENT_CACHE_SIZE = 2
+    doc_cache.clear()
+    doc_cache.pin("empty-room")
+    try:
+        for n in range(4):
+            doc_cache.put(f"other-{n}", 1, LoroDoc())
+        assert doc_cache.fork("other-1", 1) is None
+        assert doc_cache.fork("other-3", 1) is not None
+    finally:
+        doc_cache.unpin("empty-room")
+        doc_cache.clear()
