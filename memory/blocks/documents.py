@@ -572,8 +572,7 @@ def operation_signature(name: str) -> str:
 
 def operation_arguments_check(op: dict[str, Any]) -> None:
     """Refuse an operation with missing or unknown arguments, naming the
-    arguments it takes."""
-    op, _ = operation_renamed(op)
+    arguments it takes (under their names: :func:`operation_renamed` first)."""
     name = op.get("op")
     if name not in OPERATION_ARGS:
         raise InvalidInput(
