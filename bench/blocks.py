@@ -324,55 +324,82 @@ def bench_test_client(token: str, label: str, requests: int) -> float:
     return rate
 
 
-def bench_http(token: str, labels: list[str], requests: int) -> dict[int, float]:
+def _post_appends(
+    port: int, token: str, labels: list[str], requests: int, concurrency: int
+) -> tuple[float, list[str]]:
+    """``requests`` context appends to ``port`` over ``concurrency``
+    connections (one label each); requests/s and the failures."""
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+    def worker(label: str, count: int, failures: list[str]) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        for n in range(count):
+            conn.request("POST", "/api/tools/context", _append_body(label, n), headers)
+            response = conn.getresponse()
+            data = response.read()
+            if response.status != 200:
+                failures.append(f"{response.status} {data[:200]!r}")
+        conn.close()
+
+    failures: list[str] = []
+    per = requests // concurrency
+    threads = [
+        threading.Thread(target=worker, args=(labels[n], per, failures))
+        for n in range(concurrency)
+    ]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return per * concurrency / (time.perf_counter() - start), failures
+
+
+def bench_http(
+    token: str, labels: list[str], requests: int
+) -> tuple[dict[int, float], dict[int, float]]:
     """``/api/tools/context`` appends through a real Daphne at concurrency 1
-    and 8; requests/s of each."""
+    and 8, and in the same run the floor (``bench/http_floor.py``: the same
+    Daphne, token check and one durable SQLite write, nothing else), the
+    two taking turns; requests/s of each by concurrency."""
     rates: dict[int, float] = {}
-    with daphne_running() as port:
-        headers = {
-            "Authorization": f"Bearer {token}",
-            "Content-Type": "application/json",
-        }
-
-        def worker(label: str, count: int, failures: list[str]) -> None:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-            for n in range(count):
-                conn.request(
-                    "POST", "/api/tools/context", _append_body(label, n), headers
-                )
-                response = conn.getresponse()
-                data = response.read()
-                if response.status != 200:
-                    failures.append(f"{response.status} {data[:200]!r}")
-            conn.close()
-
-        worker(labels[0], 20, [])  # warm up
+    floors: dict[int, float] = {}
+    with (
+        daphne_running() as port,
+        daphne_running("bench.http_floor:application") as bare,
+    ):
+        for server in (port, bare):  # warm up
+            _post_appends(server, token, labels, 20, 1)
         for concurrency in (1, 8):
-            failures: list[str] = []
-            per = requests // concurrency
-            threads = [
-                threading.Thread(target=worker, args=(labels[n], per, failures))
-                for n in range(concurrency)
-            ]
-            start = time.perf_counter()
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            rate = per * concurrency / (time.perf_counter() - start)
+            rate, failures = _post_appends(port, token, labels, requests, concurrency)
+            floor, floor_failures = _post_appends(
+                bare, token, labels, requests, concurrency
+            )
             rates[concurrency] = rate if not failures else 0.0
+            floors[concurrency] = floor if not floor_failures else 0.0
             line(
                 f"HTTP context append, concurrency {concurrency} (req/s)",
                 f"{rate:,.0f}",
                 f">= {HTTP_TARGET_PER_S}/s",
                 rate >= HTTP_TARGET_PER_S and not failures,
             )
-            if failures:
-                print(f"   {len(failures)} failed, e.g. {failures[0]}")
-    return rates
+            line(
+                f"  floor: Daphne + token + one write, c{concurrency} (req/s)",
+                f"{floor:,.0f}",
+                "reference",
+            )
+            for what, failed in (("ours", failures), ("floor", floor_failures)):
+                if failed:
+                    print(f"   {what}: {len(failed)} failed, e.g. {failed[0]}")
+    return rates, floors
 
 
-def summary(rates: dict[str, float], reference: float, http: dict[int, float]) -> None:
+def summary(
+    rates: dict[str, float],
+    reference: float,
+    http: dict[int, float],
+    http_floor: dict[int, float],
+) -> None:
     """The figures ``make bench-quick`` gathers: each as a ratio to its
     same-run reference, with its target beside it."""
     cost = rates["plain"] / rates["service"]
@@ -390,6 +417,8 @@ def summary(rates: dict[str, float], reference: float, http: dict[int, float]) -
             f" = {rate / reference:.2f}x the test client in process"
             f" ({reference:,.0f}/s; target >= {HTTP_TARGET_PER_S} req/s)"
             f" {'met' if rate >= HTTP_TARGET_PER_S else 'MISSED'}"
+            f"; {rate / http_floor[concurrency]:.2f}x the floor"
+            f" ({http_floor[concurrency]:,.0f}/s: Daphne + token + one write)"
         )
 
 
@@ -428,8 +457,8 @@ def main() -> None:
         block_create(actor=Actor.system(), owner=agent, label=label, char_limit=50_000)
     reference = bench_test_client(issued.raw, labels[0], args.requests)
     connection.close()
-    http = bench_http(issued.raw, labels, args.requests)
-    summary(rates, reference, http)
+    http, http_floor = bench_http(issued.raw, labels, args.requests)
+    summary(rates, reference, http, http_floor)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,11 @@
 before its ack) against loro-websocket's in-memory reference SimpleServer.
 
 Both servers are started in this run and driven together by one Node process
-with the real npm loro-websocket clients (bench/node/coedit_driver.mjs):
+with the real npm loro-websocket clients (bench/node/coedit_driver.mjs), and
+with them a third, the floor (bench/coedit_floor.py): Daphne and Channels
+relaying frames in memory with no database and no checks, what this stack
+costs by itself.  A floor above SimpleServer shows the part of the gap no
+change to our frame path can close:
 
 - fan-out latency: clients take turns committing a small insert; one sample
   per other client, from the writer's commit to that client's document
@@ -22,7 +26,8 @@ Run (after `make assets`):
         [--seconds 5] [--warmup 20] [--rooms 1000]
 
 Targets: our p50 at most SimpleServer's (ratio <= 1.0) at 4, 16 and 64
-clients; our p99 < 30 ms.  The machine is shared: run it a few times.
+clients; our p99 < 30 ms.  Printed beside them: ours / floor and floor /
+SimpleServer.  The machine is shared: run it a few times.
 """
 
 from __future__ import annotations
@@ -166,7 +171,7 @@ def main() -> None:
     room_keys = [("room", k) for k in range(args.rooms)]
     token, blocks = setup_database(env, [*args.clients, *room_keys])
 
-    ours_port, simple_port = free_port(), free_port()
+    ours_port, simple_port, floor_port = free_port(), free_port(), free_port()
     ours = subprocess.Popen(
         daphne_command(port=ours_port),
         cwd=REPO,
@@ -178,10 +183,20 @@ def main() -> None:
         cwd=REPO,
         stdout=subprocess.DEVNULL,
     )
+    floor = subprocess.Popen(
+        [*daphne_command(port=floor_port)[:-1], "bench.coedit_floor:application"],
+        cwd=REPO,
+        env={
+            **{k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
+            "PYTHONPATH": str(REPO),
+        },
+        stdout=subprocess.DEVNULL,
+    )
     rows = []
     try:
         wait_for_port(ours_port, proc=ours)
         wait_for_port(simple_port, proc=simple)
+        wait_for_port(floor_port, proc=floor)
         for n in args.clients:
             figures = drive(
                 [
@@ -196,11 +211,16 @@ def main() -> None:
                         "room": str(blocks[n].pk),
                         "token": token,
                     },
+                    {
+                        "name": "floor",
+                        "url": f"ws://127.0.0.1:{floor_port}/",
+                        "room": f"bench-{n}",
+                    },
                 ],
                 args,
                 n,
             )
-            rows.append((n, figures["SimpleServer"], figures["ours"]))
+            rows.append((n, figures["SimpleServer"], figures["ours"], figures["floor"]))
         if args.rooms:
             room_figures = drive_rooms(
                 [
@@ -215,12 +235,17 @@ def main() -> None:
                         "rooms": [str(blocks[key].pk) for key in room_keys],
                         "token": token,
                     },
+                    {
+                        "name": "floor",
+                        "url": f"ws://127.0.0.1:{floor_port}/",
+                        "rooms": [f"room-{k}" for k in range(args.rooms)],
+                    },
                 ],
                 args,
-                {"SimpleServer": simple.pid, "ours": ours.pid},
+                {"SimpleServer": simple.pid, "ours": ours.pid, "floor": floor.pid},
             )
     finally:
-        for proc in (ours, simple):
+        for proc in (ours, simple, floor):
             proc.terminate()
             proc.wait(timeout=10)
 
@@ -236,8 +261,8 @@ def main() -> None:
         f" {'edits/s':>8}"
     )
     print(header)
-    for n, reference, mine in rows:
-        for name, r in (("SimpleServer", reference), ("ours", mine)):
+    for n, reference, mine, bare in rows:
+        for name, r in (("SimpleServer", reference), ("ours", mine), ("floor", bare)):
             print(
                 f"{n:>7} {name:<13} {r['p50']:>7.2f} {r['p95']:>7.2f}"
                 f" {r['p99']:>7.2f} {r['edits_per_s']:>8.1f}"
@@ -250,6 +275,11 @@ def main() -> None:
             + (f" (target <= {target}: {verdict})" if target else "")
             + f"; our p99 {mine['p99']:.1f} ms (target < {TARGET_P99_MS:g}:"
             f" {'met' if mine['p99'] < TARGET_P99_MS else 'MISSED'})"
+        )
+        print(
+            f"{'':>7} p50 ratio ours/floor = {mine['p50'] / bare['p50']:.2f}"
+            f"; floor/SimpleServer = {bare['p50'] / reference['p50']:.2f}"
+            " (above 1: this stack alone is slower than the reference)"
         )
         stored = block_document_load(block=blocks[n]).get_text("content").to_string()
         missing = [t for t in range(args.edits) if f"|{t}|" not in stored]
@@ -267,15 +297,19 @@ def main() -> None:
             f"{'server':<13} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7}"
             f" {'RSS MiB':>8} {'KiB/room':>9}"
         )
-        for name in ("SimpleServer", "ours"):
+        for name in ("SimpleServer", "ours", "floor"):
             r = room_figures[name]
             print(
                 f"{name:<13} {r['p50']:>7.2f} {r['p95']:>7.2f} {r['p99']:>7.2f}"
                 f" {r['rss_mib']:>8.1f} {r['kib_per_room']:>9.1f}"
             )
         ratio = room_figures["ours"]["p50"] / room_figures["SimpleServer"]["p50"]
+        floor_p50 = room_figures["floor"]["p50"]
         print(
             f"p50 ratio ours/SimpleServer = {ratio:.2f}"
+            f"; ours/floor = {room_figures['ours']['p50'] / floor_p50:.2f}"
+            f"; floor/SimpleServer = "
+            f"{floor_p50 / room_figures['SimpleServer']['p50']:.2f}"
             f"; refused updates: {len(room_figures['ours']['errors'])}"
         )
     shutil.rmtree(data_dir, ignore_errors=True)

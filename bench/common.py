@@ -54,17 +54,20 @@ def percentile(values: list[float], q: float) -> float:
 
 
 @contextmanager
-def daphne_running() -> Iterator[int]:
+def daphne_running(application: str | None = None) -> Iterator[int]:
     """A Daphne serving this project (and this process's environment, so its
     throwaway database) on a free port, for the ``with`` block; yields the
-    port."""
+    port.  ``application``: another ASGI app (``module:name``) to serve."""
     from pattern_site.processes import daphne_command, free_port, wait_for_port
 
     port = free_port()
+    command = daphne_command(port=port)
+    if application is not None:
+        command[-1] = application
     proc = subprocess.Popen(
-        daphne_command(port=port),
+        command,
         cwd=REPO,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -54,7 +54,11 @@ class Batcher(Generic[K, V]):
         with self._lock:
             for key, value in items:
                 self._pending[key] = self._merge(self._pending.get(key), value)
-            if len(self._pending) >= self._max_items or self._eager():
+            if len(self._pending) >= self._max_items:
+                return False
+            # A timer runs only when tasks were not inline as it started;
+            # the setting is read (it costs) only when none runs.
+            if self._timer is None and self._eager():
                 return False
             if self._timer is None and self._pending:
                 self._timer = threading.Timer(self._delay, self._flush_logged)

@@ -103,6 +103,19 @@ class RoomPeer:
             self.received(version)
 
 
+def _peers_sent(peers: list[RoomPeer], version: int) -> None:
+    """Tell ``peers`` their frames of the change at ``version`` went out.
+
+    Run as a timer of no delay, from :meth:`_RoomHub.deliver`: asyncio runs
+    the timers that are due after the socket writes its poll found ready,
+    so this comes after the frames are on their way, not before."""
+    for peer in peers:
+        try:
+            peer.sent(version)
+        except Exception:
+            logger.exception("recording what a block room's peer was sent")
+
+
 async def block_room_join(*, block_id: uuid.UUID | str, peer: RoomPeer) -> None:
     """Add ``peer`` to the block's room in this process; from now on every
     committed change of the block reaches it (held until ``peer.open()``)."""
@@ -263,9 +276,15 @@ class _RoomHub:
         self, key: str, updates: list[bytes], origin: Any, version: int | None = None
     ) -> None:
         """Send ``updates`` (the block at ``version``) to the block's peers
-        but ``origin``, each distinct room id encoded once."""
+        but ``origin``, each distinct room id encoded once.
+
+        The peers are told what they were sent (``RoomPeer.sent``) only once
+        every peer's frames are written: the server writes them to the
+        sockets when this step ends, so anything done per peer in between
+        would delay every peer's frames."""
         frames: dict[str, list[bytes]] = {}
         batch_id = sp.new_batch_id()
+        sent: list[RoomPeer] = []
         for peer in list(self.rooms.get(key, ())):
             if peer.origin == origin:
                 continue
@@ -284,7 +303,9 @@ class _RoomHub:
             except Exception:
                 logger.exception("relaying an update of block %s failed", key)
                 continue
-            peer.sent(version)
+            sent.append(peer)
+        if version is not None and sent:
+            self.loop.call_later(0, _peers_sent, sent, version)
 
     # --- from any thread ----------------------------------------------------
 

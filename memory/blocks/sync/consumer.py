@@ -434,7 +434,9 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         await self._send_frame(sp.encode(message))
 
     async def _send_frame(self, frame: bytes) -> None:
-        await self.send(bytes_data=frame)
+        # Straight to the server (what ``self.send`` comes down to): a
+        # relayed change calls this once per socket of the room.
+        await self.base_send({"type": "websocket.send", "bytes": frame})
 
     async def _ack(
         self, message: Any, batch_id: bytes, status: sp.UpdateStatus

@@ -121,6 +121,37 @@ async def test_frames_carry_the_room_id_as_each_client_named_it():
         assert isinstance(message, sp.DocUpdate) and message.room_id == room_id
 
 
+async def test_peers_are_told_what_they_were_sent_once_every_peer_was_sent_it():
+    block_id = uuid.uuid4()
+    events: list[tuple[str, str]] = []
+    told = asyncio.Event()
+    names = ["a", "b", "c"]
+    for name in names:
+
+        async def send(frame: bytes, name: str = name) -> None:
+            events.append(("sent", name))
+
+        def received(version: int, name: str = name) -> None:
+            events.append(("told", f"{name}@{version}"))
+            if sum(kind == "told" for kind, _ in events) == len(names):
+                told.set()
+
+        peer = RoomPeer(str(block_id), name, send, received=received)
+        await block_room_join(block_id=block_id, peer=peer)
+        await peer.open()
+
+    await sync_to_async(block_broadcast)(
+        block_id=block_id, updates=[b"x"], origin=None, version=7
+    )
+    await asyncio.wait_for(told.wait(), timeout=5)
+
+    kinds = [kind for kind, _ in events]
+    assert kinds == ["sent"] * len(names) + ["told"] * len(names)
+    assert sorted(what for kind, what in events if kind == "told") == [
+        f"{name}@7" for name in names
+    ]
+
+
 async def test_a_peer_that_left_gets_nothing():
     block_id = uuid.uuid4()
     peer, alice = await _joined(block_id, "alice")
