@@ -34,7 +34,7 @@ from memory.blocks.changes import BlockChangesSince, block_changes_for_agent
 from memory.blocks.models import BlockType, MemoryBlock
 from memory.blocks.permissions import block_permission_label
 from memory.blocks.seen import blocks_seen_record_later
-from memory.blocks.selectors import block_list_for_actor, block_shared_from
+from memory.blocks.selectors import block_list_for_agent, block_shared_from
 from memory.longterm.compose import (
     HistoryConfig,
     estimate_tokens,
@@ -273,7 +273,7 @@ def context_build(
     limits = history.limits(model)
     count = token_counter(model)
     batch = {str(b) for b in batch_block_ids}
-    blocks = list(block_list_for_actor(actor=actor).order_by("block_type", "label"))
+    blocks = block_list_for_agent(agent=agent)
     core = [b for b in blocks if b.block_type in (BlockType.CORE, BlockType.LOG)]
     working = [
         b

@@ -1,19 +1,36 @@
 """The per-constellation daily LLM token budget: check before, add after."""
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from activity.llm.models import LLMUsage
+from pattern_site.kernel.db.compiled import CompiledQuery
 from pattern_site.kernel.errors import LimitExceeded
+
+# Read before every model call (compiled once); the day goes in prepared,
+# through RawSQL, as a date column's value.
+_TOKENS_ON = CompiledQuery(
+    lambda constellation_id, day: (
+        LLMUsage.objects.filter(
+            constellation_id=constellation_id, day=RawSQL("%s", (day,))
+        )
+        .order_by()
+        .values_list("tokens")[:1]
+    ),
+    constellation_id=-730_301,
+    day="\x00day",
+)
 
 
 def llm_tokens_used_today(*, constellation_id: int) -> int:
-    row = LLMUsage.objects.filter(
-        constellation_id=constellation_id, day=timezone.now().date()
-    ).first()
-    return row.tokens if row else 0
+    day = LLMUsage._meta.get_field("day").get_db_prep_value(
+        timezone.now().date(), connection
+    )
+    row = _TOKENS_ON.first_row(constellation_id=constellation_id, day=day)
+    return row[0] if row else 0
 
 
 def llm_budget_check(*, constellation_id: int, tokens: int) -> None:

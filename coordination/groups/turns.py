@@ -25,7 +25,10 @@ committed with the started event before the tool runs).  Its result
 (``completed``) is stored in one transaction with its tool message and its
 completed event.  So a re-run of the turn after a crash runs the calls
 never begun, reports the ones begun as of unknown outcome (never running
-them again), and goes on.
+them again), and goes on.  A step of calls without text is the calls
+recorded and nothing else: its assistant message is stored with the
+first result (one append a step, not two), and a re-run rebuilds it from
+the recorded calls when no result was stored.
 
 What a turn reads once is kept between its steps (``TurnState``): the
 agent, its conversation row as the last append left it, the history
@@ -78,6 +81,7 @@ from memory.context import (
 from memory.longterm.compose import HistoryConfig, history_config_for
 from memory.longterm.models import Conversation
 from memory.longterm.schemas import SEND_MESSAGE
+from memory.longterm.selectors import batch_answers_count
 from memory.longterm.services import conversation_current, messages_append
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent
@@ -142,6 +146,9 @@ class TurnState:
     # A tool that may write ran since ``built``: built again before the
     # next request, keeping its sections about others.
     stale: bool = False
+    # The step's assistant message (calls, no text), stored with the first
+    # of its results.
+    unstored: dict[str, Any] | None = None
     beat_at: float = 0.0
     touched_at: float | None = None
 
@@ -277,25 +284,17 @@ def _step_record(
     next), the others as pending."""
     turn = state.turn
     recorded: list[AgentToolCall] = []
+    message = _calls_message(text, [(c.id, c.name, c.arguments) for c in calls])
 
     def record() -> None:
         turn.steps += 1
         turn.heartbeat_at = timezone.now()
         turn.save(update_fields=["steps", "heartbeat_at"])
         state.beat_at = time.monotonic()
-        _store(
-            state,
-            [
-                {
-                    "role": "assistant",
-                    "content": text,
-                    "tool_calls": [
-                        {"id": c.id, "name": c.name, "arguments": c.arguments}
-                        for c in calls
-                    ],
-                }
-            ],
-        )
+        if text or not calls:
+            _store(state, [message])
+        else:
+            state.unstored = message
         recorded[:] = AgentToolCall.objects.bulk_create(
             [
                 AgentToolCall(
@@ -318,26 +317,37 @@ def _step_record(
     return recorded
 
 
+def _calls_message(text: str, calls: list[tuple[str, str, str]]) -> dict[str, Any]:
+    """A step's assistant message: its text and its (id, name, arguments)
+    calls."""
+    return {
+        "role": "assistant",
+        "content": text,
+        "tool_calls": [
+            {"id": id_, "name": name, "arguments": arguments}
+            for id_, name, arguments in calls
+        ],
+    }
+
+
 def _call_complete(
     state: TurnState, call: AgentToolCall, ok: bool, result: str, stream: Stream
 ) -> None:
-    """The result recorded with its tool message and its completed event,
-    in one transaction."""
+    """The result recorded with its tool message (after its step's
+    assistant message when that is not stored yet) and its completed
+    event, in one transaction."""
 
     def record() -> None:
         call.status, call.ok, call.result = ToolCallStatus.COMPLETED, ok, result
         call.save(update_fields=["status", "ok", "result"])
         _heartbeat(state)
-        _store(
-            state,
-            [
-                {
-                    "role": "tool",
-                    "content": result or "(empty)",
-                    "tool_call_id": call.call_id,
-                }
-            ],
-        )
+        answer = {
+            "role": "tool",
+            "content": result or "(empty)",
+            "tool_call_id": call.call_id,
+        }
+        _store(state, [state.unstored, answer] if state.unstored else [answer])
+        state.unstored = None
         event_record(
             actor=state.actor,
             event_type=EventType.TOOL_EXECUTED,
@@ -489,6 +499,8 @@ def _resume(state: TurnState, stream: Stream) -> list[AgentToolCall]:
     """Calls begun by a worker that stopped get an unknown-outcome result;
     those never begun are returned, to run now."""
     unfinished = list(state.turn.tool_calls.exclude(status=ToolCallStatus.COMPLETED))
+    if unfinished:
+        state.unstored = _step_unstored(state, step=unfinished[0].step)
     for call in unfinished:
         if call.status == ToolCallStatus.STARTED:
             _call_complete(state, call, False, UNKNOWN_OUTCOME, stream)
@@ -496,6 +508,22 @@ def _resume(state: TurnState, stream: Stream) -> list[AgentToolCall]:
         status=ToolCallStatus.COMPLETED
     ).values_list("name", flat=True)
     return [c for c in unfinished if c.status == ToolCallStatus.PENDING]
+
+
+def _step_unstored(state: TurnState, *, step: int) -> dict[str, Any] | None:
+    """The assistant message of a step whose calls a stopped worker left
+    unfinished, rebuilt from its recorded calls when it is not stored (a
+    step without text, no result stored yet).  Every step stores one
+    assistant message, so step ``step``'s is stored once the batch holds
+    ``step`` of them (call ids alone may repeat from step to step)."""
+    turn = state.turn
+    stored = batch_answers_count(
+        conversation_id=turn.conversation_id, batch_id=turn.batch_id
+    )
+    if stored >= step:
+        return None
+    calls = turn.tool_calls.filter(step=step).order_by("id")
+    return _calls_message("", [(c.call_id, c.name, c.arguments) for c in calls])
 
 
 def _run_calls(

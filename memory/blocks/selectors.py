@@ -62,6 +62,23 @@ def block_list_for_actor(
     return blocks_visible(qs, actor=actor, agent_id=agent_id)
 
 
+# An agent's blocks, compiled once: the permission filter's subqueries cost
+# its every context build several times the query itself to put together.
+_AGENT_BLOCKS = CompiledQuery(
+    lambda agent_id, constellation_id: block_list_for_actor(
+        actor=Actor.for_agent(Agent(pk=agent_id, constellation_id=constellation_id))
+    ).order_by("block_type", "label"),
+    agent_id=-7_406_301,
+    constellation_id=-7_406_302,
+)
+
+
+def block_list_for_agent(*, agent: Agent) -> list[MemoryBlock]:
+    """The blocks ``agent`` may see, as ``block_list_for_actor`` gives an
+    agent (``shared_access`` set), by type then label."""
+    return _AGENT_BLOCKS.all(agent_id=agent.pk, constellation_id=agent.constellation_id)
+
+
 def block_get_for_actor(*, actor: Actor, block_id: object) -> MemoryBlock:
     block = block_list_for_actor(actor=actor).filter(pk=_parse_id(block_id)).first()
     if block is None:

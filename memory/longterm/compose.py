@@ -140,15 +140,38 @@ class TokenCounter:
     kind: str
 
 
+# Every request counts the history it keeps again (each step of a turn
+# composes it anew), so the counts of recent texts are kept, per encoding:
+# at most this many texts of at most this many characters.
+COUNTS_KEPT = 2048
+COUNTED_TEXT_CHARS = 4000
+
+
+@lru_cache(maxsize=16)
+def _counts_kept(encoding: Any) -> Callable[[str], int]:
+    """Counting with ``encoding`` (None: the estimate), recent texts'
+    counts kept."""
+
+    def measure(text: str) -> int:
+        if encoding is None:
+            return estimate_tokens(text)
+        return len(encoding.encode_ordinary(text))
+
+    kept = lru_cache(maxsize=COUNTS_KEPT)(measure)
+
+    def count(text: str) -> int:
+        return measure(text) if len(text) > COUNTED_TEXT_CHARS else kept(text)
+
+    return count
+
+
 def token_counter(model_name: str) -> TokenCounter:
     """The model's own BPE tokenizer for OpenAI families, else the
     estimate."""
     encoding = _encoding(_base_model(model_name)) if model_name else None
     if encoding is None:
-        return TokenCounter(estimate_tokens, "heuristic (words/4 + symbols)")
-    return TokenCounter(
-        lambda text: len(encoding.encode_ordinary(text)), f"bpe {encoding.name}"
-    )
+        return TokenCounter(_counts_kept(None), "heuristic (words/4 + symbols)")
+    return TokenCounter(_counts_kept(encoding), f"bpe {encoding.name}")
 
 
 # What a chat format adds around each message (role, separators).

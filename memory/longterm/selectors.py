@@ -15,6 +15,7 @@ from memory.longterm.models import (
     Conversation,
     ConversationStatus,
     Message,
+    MessageRole,
     RetrievalConfig,
 )
 from memory.longterm.permissions import (
@@ -266,3 +267,10 @@ def conversation_latest(*, agent: Agent) -> Conversation | None:
         .order_by("-started_at", "-id")
         .first()
     )
+
+
+def batch_answers_count(*, conversation_id: int, batch_id: str) -> int:
+    """How many assistant messages the batch holds."""
+    return Message.objects.filter(
+        conversation_id=conversation_id, batch_id=batch_id, role=MessageRole.ASSISTANT
+    ).count()

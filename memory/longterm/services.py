@@ -56,6 +56,7 @@ from memory.search.registry import EmbeddingState
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent, Constellation
 from pattern_site.kernel.agents.selectors import actor_names
+from pattern_site.kernel.db.compiled import CompiledQuery
 from pattern_site.kernel.errors import (
     Conflict,
     InvalidInput,
@@ -511,9 +512,35 @@ def _message_fields(item: dict[str, Any]) -> tuple[str, str, list[dict[str, str]
 
 def message_index_text(message: Message) -> str:
     """What search finds a message by: its text, or the calls it made."""
-    if message.content:
-        return message.content
-    return " ".join(f"{c['name']}({c['arguments']})" for c in message.tool_calls)
+    return _index_text(message.content, message.tool_calls)
+
+
+def _index_text(content: str, tool_calls: list[dict[str, Any]]) -> str:
+    if content:
+        return content
+    return " ".join(f"{c['name']}({c['arguments']})" for c in tool_calls)
+
+
+# Every append locks its conversation and reads the messages before it (for
+# their keyword-index context): both compiled once.
+_CONVERSATION_LOCKED = CompiledQuery(
+    lambda conversation_id: (
+        Conversation.objects.select_for_update(of=("self",))
+        .select_related("agent")
+        .filter(pk=conversation_id)
+        .order_by()[:1]
+    ),
+    conversation_id=-520_101,
+)
+_TEXTS_BEFORE = CompiledQuery(
+    lambda conversation_id, position: (
+        Message.objects.filter(conversation_id=conversation_id, position__lt=position)
+        .order_by("-position")
+        .values_list("content", "tool_calls")[:CONTEXT_ROWS]
+    ),
+    conversation_id=-520_102,
+    position=2_052_010_301,
+)
 
 
 @transaction.atomic
@@ -536,11 +563,11 @@ def messages_append(
         )
     # With its agent, whose events the messages make (the agent's row is
     # read, not locked).
-    locked = (
-        Conversation.objects.select_for_update(of=("self",))
-        .select_related("agent")
-        .get(pk=conversation.pk)
-    )
+    locked = _CONVERSATION_LOCKED.first(conversation_id=conversation.pk)
+    if locked is None:
+        raise Conversation.DoesNotExist(
+            f"conversation {conversation.pk} does not exist"
+        )
     if locked.status == ConversationStatus.ARCHIVED:
         raise Conflict(f"conversation {locked.pk} is archived; start a new one")
     created: list[Message] = []
@@ -578,7 +605,7 @@ def messages_append(
                 conversation=locked, position__gt=locked.message_count
             )
         )
-    _messages_texts_put(locked, created)
+    _messages_texts_put(locked, created, new=True)
     embedding_schedule(kind="message", row_ids=[m.pk for m in created])
     locked.message_count += len(created)
     fields = ["message_count", "updated_at"]
@@ -672,18 +699,19 @@ _MESSAGE_EVENTS = {
 }
 
 
-def _messages_texts_put(conversation: Conversation, messages: list[Message]) -> None:
-    """Index consecutive ``messages`` of ``conversation`` (position order)."""
+def _messages_texts_put(
+    conversation: Conversation, messages: list[Message], *, new: bool = False
+) -> None:
+    """Index consecutive ``messages`` of ``conversation`` (position order);
+    ``new``: just inserted, never indexed."""
     # Each message's context: the messages just before it in the
     # conversation (earlier appends, then this one's).
-    texts = list(
-        map(
-            message_index_text,
-            Message.objects.filter(
-                conversation=conversation, position__lt=messages[0].position
-            ).order_by("-position")[:CONTEXT_ROWS],
+    texts = [
+        _index_text(content, tool_calls)
+        for content, tool_calls in _TEXTS_BEFORE.rows(
+            conversation_id=conversation.pk, position=messages[0].position
         )
-    )[::-1]
+    ][::-1]
     contexts: dict[int, str] = {}
     for message in messages:
         contexts[message.pk] = context_text(texts)
@@ -696,6 +724,7 @@ def _messages_texts_put(conversation: Conversation, messages: list[Message]) -> 
         ],
         contexts=contexts,
         dates={m.pk: m.created_at.date() for m in messages},
+        new=new,
     )
 
 

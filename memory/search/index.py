@@ -97,11 +97,14 @@ def index_put_texts(
     rows: Sequence[tuple[int, int, int, str]],
     contexts: Mapping[int, str] | None = None,
     dates: Mapping[int, date] | None = None,
+    new: bool = False,
 ) -> None:
     """Store (row_id, scope_id, owner_id, text) rows, replacing old ones.
 
     ``contexts``: each row's context text by row id (``context_text`` of the
-    rows before it); ``dates``: each row's date.  Absent: none.
+    rows before it); ``dates``: each row's date.  Absent: none.  ``new``:
+    the rows were just inserted under ids never used before (an
+    autoincrement key), so there are no old ones to look for.
     """
     if not backend_available() or not rows:
         return
@@ -121,9 +124,11 @@ def index_put_texts(
         pg_put_texts(index, rows=full)
         return
     with connection.cursor() as cur:
-        cur.executemany(
-            f"DELETE FROM {index.fts_table} WHERE rowid = %s", [[r[0]] for r in rows]
-        )
+        if not new:
+            cur.executemany(
+                f"DELETE FROM {index.fts_table} WHERE rowid = %s",
+                [[r[0]] for r in rows],
+            )
         cur.executemany(
             f"INSERT INTO {index.fts_table}(rowid, scope_id, owner_id, content,"
             " context, dated) VALUES (%s, %s, %s, %s, %s, %s)",

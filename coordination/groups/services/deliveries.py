@@ -32,6 +32,7 @@ from coordination.groups.services.runs import (
     _wake_after_commit,
 )
 from pattern_site.kernel.agents.models import Agent
+from pattern_site.kernel.db.compiled import CompiledQuery
 from pattern_site.kernel.errors import Conflict, InvalidInput, LimitExceeded, NotFound
 
 MAX_CHUNK_CHARS = 20_000
@@ -113,9 +114,23 @@ def _delivery_start(
     delivery.run = run
 
 
+# Read again under the run's lock at every piece of output (compiled once).
+_DELIVERY = CompiledQuery(
+    lambda delivery_id: (
+        RunDelivery.objects.select_related("agent")
+        .filter(pk=delivery_id)
+        .order_by()[:1]
+    ),
+    delivery_id=-730_204,
+)
+
+
 def _lock_open_delivery(delivery: RunDelivery) -> tuple[RunDelivery, GroupRun]:
     run = _lock_run(delivery.run_id)
-    delivery = RunDelivery.objects.select_related("agent").get(pk=delivery.pk)
+    found = _DELIVERY.first(delivery_id=delivery.pk)
+    if found is None:
+        raise RunDelivery.DoesNotExist(f"delivery {delivery.pk} does not exist")
+    delivery = found
     if run.status != RunStatus.RUNNING:
         raise Conflict(f"run {run.pk} has ended ({run.status}); nothing more is taken")
     if delivery.status not in OPEN_DELIVERY_STATUSES:

@@ -47,6 +47,7 @@ from coordination.groups.selectors import (
     run_delivery_views,
 )
 from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.db.compiled import CompiledQuery
 from pattern_site.kernel.events import EventType, Importance, event_record
 
 MAX_MESSAGE_CHARS = 20_000
@@ -188,14 +189,25 @@ def _start_run(
     return run
 
 
-def _lock_run(run_id: int) -> GroupRun:
-    # The run's row only (``of``): on PostgreSQL a plain FOR UPDATE locks
-    # the joined group row as well, which every run of the group shares.
-    return (
+# The run's row only (``of``): on PostgreSQL a plain FOR UPDATE locks the
+# joined group row as well, which every run of the group shares.  Compiled
+# once: every event an agent's output adds locks its run.
+_RUN_LOCKED = CompiledQuery(
+    lambda run_id: (
         GroupRun.objects.select_for_update(of=("self",))
         .select_related("group")
-        .get(pk=run_id)
-    )
+        .filter(pk=run_id)
+        .order_by()[:1]
+    ),
+    run_id=-730_203,
+)
+
+
+def _lock_run(run_id: int) -> GroupRun:
+    run = _RUN_LOCKED.first(run_id=run_id)
+    if run is None:
+        raise GroupRun.DoesNotExist(f"run {run_id} does not exist")
+    return run
 
 
 def _context(run: GroupRun, members: tuple[Member, ...]) -> RunContext:

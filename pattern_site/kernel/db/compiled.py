@@ -11,8 +11,10 @@ also used by ``memory.search.permitted.PermittedRows``; Django 5.2 internals:
 ``compiler.klass_info``, ``apply_converters`` and ``get_related_populators``).
 
 Markers are ints and strings, which reach the parameters unchanged on
-SQLite and PostgreSQL; the values passed to ``first`` go into the statement
-as they are (an id, not a model).  A field whose preparation changes the
+SQLite and PostgreSQL (a marker may land in several places, e.g. an agent
+named in a filter and in a subquery: each gets the value); the values
+passed to ``first`` go into the statement as they are (an id, not a
+model).  A field whose preparation changes the
 value (a UUID key) takes its marker through ``RawSQL("%s", (marker,))`` and
 its value already prepared (``field.get_db_prep_value``).
 """
@@ -44,6 +46,8 @@ class RowReader:
     # Django's per-column converters (None: ``results_iter`` works them out,
     # e.g. for composite keys).
     converters: dict | None
+    # The queryset's annotations: attribute name to column.
+    annotations: dict[str, int]
 
     @classmethod
     def of(cls, compiler: Any, db: str) -> RowReader:
@@ -63,6 +67,7 @@ class RowReader:
             converters=None
             if compiler.has_composite_fields(columns)
             else compiler.get_converters(columns),
+            annotations=dict(compiler.annotation_col_map or {}),
         )
 
     def instances(self, rows: list[tuple]) -> Iterator[Model]:
@@ -81,6 +86,8 @@ class RowReader:
             )
             for populator in self.populators:
                 _populate_shared(populator, row, obj, shared)
+            for name, column in self.annotations.items():
+                setattr(obj, name, row[column])
             yield obj
 
 
@@ -115,7 +122,7 @@ def _populate_shared(
 class _Statement:
     sql: str
     params: tuple
-    slots: dict[str, int]
+    slots: dict[str, tuple[int, ...]]
     # None for a ``values_list`` queryset: its rows are tuples, through
     # ``values`` (the compiler and its per-column converters).
     reader: RowReader | None
@@ -127,7 +134,7 @@ class CompiledQuery:
     ``all(**values)`` run it (``first_row`` for a ``values_list`` queryset).
 
     ``markers`` maps each parameter name to a marker value of its kind
-    (int or str) that appears nowhere else in the query.
+    (int or str) that no other value of the query equals.
     """
 
     def __init__(self, build: Callable[..., QuerySet], **markers: int | str) -> None:
@@ -143,10 +150,14 @@ class CompiledQuery:
         models = issubclass(qs._iterable_class, ModelIterable)
         slots = {}
         for name, marker in self._markers.items():
-            found = [i for i, p in enumerate(params) if p == marker]
-            if len(found) != 1 or type(params[found[0]]) is not type(marker):
-                raise ValueError(f"marker {name}={marker!r} is not one parameter")
-            slots[name] = found[0]
+            found = tuple(
+                i
+                for i, p in enumerate(params)
+                if type(p) is type(marker) and p == marker
+            )
+            if not found:
+                raise ValueError(f"marker {name}={marker!r} is not a parameter")
+            slots[name] = found
         return _Statement(
             sql=sql,
             params=tuple(params),
@@ -174,7 +185,8 @@ class CompiledQuery:
         st = self._statement(db)
         params = list(st.params)
         for name, value in values.items():
-            params[st.slots[name]] = value
+            for slot in st.slots[name]:
+                params[slot] = value
         with connections[db].cursor() as cursor:
             cursor.execute(st.sql, params)
             return st, getattr(cursor, fetch)()

@@ -9,10 +9,13 @@ HTTP endpoint calls, so the agent's rights are the ones HTTP checks."""
 import json
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from activity.llm.models import LLMUsage
 from activity.stream.models import ActivityEvent, EventType
+from coordination.groups import turns
 from coordination.groups.llm import delivery_llm_answer
 from coordination.groups.models import (
     AgentToolCall,
@@ -23,7 +26,7 @@ from coordination.groups.models import (
 )
 from coordination.groups.services import group_message_route
 from coordination.groups.tasks import delivery_llm_answer_task
-from coordination.groups.turns import agent_loop_config_update
+from coordination.groups.turns import UNKNOWN_OUTCOME, agent_loop_config_update
 from memory.blocks.models import MemoryBlock
 from memory.blocks.services import block_create
 from memory.longterm.models import Message
@@ -544,3 +547,87 @@ def test_a_right_taken_away_mid_turn_holds_for_the_next_call(
     assert results["c3"].startswith("error:")
     block.refresh_from_db()
     assert "tea" in block.rendered and "cake" not in block.rendered
+
+
+# The loop's own queries for one step of ``core_memory_append`` (a tool that
+# writes, so the context is built again): model call, the step and its call
+# recorded, the tool, its result, both run events and both messages.  What
+# the loop queues (embedding, activity events) runs after it, not counted.
+QUERIES_PER_STEP = 48
+
+
+def test_a_steps_queries_stay_bounded_however_long_the_turn(
+    flux, ask, llm, monkeypatch
+):
+    """The queries of the turn's work (``agent_turn_run``) grow by a fixed
+    number per tool step: nothing a step does is read again for every
+    earlier step, and a step costs at most ``QUERIES_PER_STEP``."""
+    block_create(actor=Actor.system(), label="notes", owner=flux, char_limit=10_000)
+    counted: list[int] = []
+    run = turns.agent_turn_run
+
+    def counting(*, delivery):
+        with CaptureQueriesContext(connection) as captured:
+            answer = run(delivery=delivery)
+        counted.append(len(captured))
+        return answer
+
+    monkeypatch.setattr(turns, "agent_turn_run", counting)
+
+    def turn(steps: int, tag: str) -> None:
+        for i in range(steps):
+            llm.answer_tools(
+                (
+                    f"{tag}{i}",
+                    "core_memory_append",
+                    {"label": "notes", "content": f"{tag} {i}"},
+                )
+            )
+        llm.answer_tools((f"{tag}x", "send_message", {"message": "Noted."}))
+        assert ask().status == RunStatus.COMPLETED
+
+    turn(1, "w")
+    turn(2, "a")
+    turn(8, "b")
+
+    per_step = (counted[2] - counted[1]) / 6
+    assert per_step <= QUERIES_PER_STEP, (per_step, counted)
+
+
+@pytest.mark.parametrize("text", ["", "Checking."])
+def test_a_rerun_stores_the_crashed_steps_calls_once_before_their_results(
+    ask, llm, tools, settings, text
+):
+    """A step of calls alone is stored with its first result; a worker that
+    stopped before any result leaves it to the re-run, which stores it
+    from the recorded calls (a step with text was stored as recorded, and
+    is not stored twice)."""
+    tools.crash_on = "fail"
+    llm.answer_tools(("c1", "fail", {}), ("c2", "lookup", {"q": "tea"}), text=text)
+    with pytest.raises(Crash):
+        ask()
+    tools.crash_on = ""
+    llm.answer_streamed(["Recovered."])
+    delivery = AgentTurn.objects.get().delivery
+    settings.AGENT_TURN_RESUME_AFTER_SECONDS = 0
+    delivery_llm_answer_task(delivery.pk)
+
+    stored = list(Message.objects.order_by("position"))
+    assert [(m.role, m.content, m.tool_call_id) for m in stored] == [
+        ("user", "note that I like tea", ""),
+        ("assistant", text, ""),
+        ("tool", UNKNOWN_OUTCOME, "c1"),
+        ("tool", "found tea", "c2"),
+        ("assistant", "Recovered.", ""),
+    ]
+    assert [(c["id"], c["name"]) for c in stored[1].tool_calls] == [
+        ("c1", "fail"),
+        ("c2", "lookup"),
+    ]
+    assert [m["role"] for m in llm.requests[1]["body"]["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+    ]

@@ -2,6 +2,7 @@
 
 import pytest
 from django.db import connection
+from django.db.models import Count
 
 from coordination.models import Agent, AgentToken
 from pattern_site.kernel.agents.services import agent_create
@@ -52,16 +53,46 @@ def test_all_returns_every_row_in_order_with_related_rows(constellation):
     assert in_constellation.all(constellation_id=constellation.pk + 1) == []
 
 
-def test_a_marker_that_is_not_one_parameter_is_refused(constellation):
-    twice = CompiledQuery(
+def test_a_marker_in_several_places_takes_the_value_in_each(constellation):
+    either = CompiledQuery(
         lambda key: (
             AgentToken.objects.filter(key_hash=key)
             | AgentToken.objects.filter(prefix=key)
-        ),
+        ).order_by("pk"),
         key="\x00key",
     )
-    with pytest.raises(ValueError, match="not one parameter"):
-        twice.first(key="x")
+    flux, _ = agent_create(constellation=constellation, name="Flux")
+    AgentToken.objects.all().delete()
+    by_hash = AgentToken.objects.create(agent=flux, prefix="p1", key_hash="k1")
+    by_prefix = AgentToken.objects.create(agent=flux, prefix="k2", key_hash="h2")
+    assert [t.pk for t in either.all(key="k1")] == [by_hash.pk]
+    assert [t.pk for t in either.all(key="k2")] == [by_prefix.pk]
+    assert either.all(key="zz") == []
+
+
+def test_a_marker_that_is_no_parameter_is_refused(constellation):
+    missing = CompiledQuery(
+        lambda key: AgentToken.objects.filter(key_hash="fixed"), key="\x00key"
+    )
+    with pytest.raises(ValueError, match="not a parameter"):
+        missing.first(key="x")
+
+
+def test_an_annotation_is_set_on_each_instance(constellation):
+    with_tokens = CompiledQuery(
+        lambda constellation_id: (
+            Agent.objects.filter(constellation_id=constellation_id)
+            .annotate(token_count=Count("tokens"))
+            .order_by("name")
+        ),
+        constellation_id=-91_004,
+    )
+    flux, _ = agent_create(constellation=constellation, name="Flux")
+    agent_create(constellation=constellation, name="Anchor")
+    AgentToken.objects.all().delete()
+    AgentToken.objects.create(agent=flux, prefix="p1", key_hash="h1")
+    found = with_tokens.all(constellation_id=constellation.pk)
+    assert [(a.name, a.token_count) for a in found] == [("Anchor", 0), ("Flux", 1)]
 
 
 def test_rows_of_one_related_row_share_its_instance_with_nested_rows(
