@@ -153,7 +153,9 @@ class CompiledQuery:
             found = tuple(
                 i
                 for i, p in enumerate(params)
-                if type(p) is type(marker) and p == marker
+                # psycopg's integer wrappers (Int8 for a big integer
+                # column) subclass int: the driver adapts by that type.
+                if isinstance(p, type(marker)) and p == marker
             )
             if not found:
                 raise ValueError(f"marker {name}={marker!r} is not a parameter")
@@ -186,7 +188,10 @@ class CompiledQuery:
         params = list(st.params)
         for name, value in values.items():
             for slot in st.slots[name]:
-                params[slot] = value
+                kind = type(st.params[slot])
+                # Keep the driver's integer wrapper (see _compile).
+                wrap = kind is not int and issubclass(kind, int)
+                params[slot] = kind(value) if wrap and type(value) is int else value
         with connections[db].cursor() as cursor:
             cursor.execute(st.sql, params)
             return st, getattr(cursor, fetch)()

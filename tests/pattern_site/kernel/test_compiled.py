@@ -144,3 +144,35 @@ def test_a_values_query_returns_rows_with_each_column_converted(constellation):
     )
     assert latest.first_row(constellation_id=constellation.pk + 1) is None
     assert latest.rows(constellation_id=constellation.pk + 1) == []
+
+
+def test_a_big_integer_column_s_marker_is_found_and_takes_values(constellation):
+    # PostgreSQL's driver wraps a big integer column's parameter (psycopg's
+    # Int8, an int subclass): the marker must still be found, and each
+    # value passed the same way.
+    from memory.longterm.services import conversation_start, messages_append
+    from memory.models import Message
+
+    agent, _ = agent_create(constellation=constellation, name="Flux")
+    conversation = conversation_start(agent=agent)
+    messages_append(
+        conversation=conversation,
+        messages=[{"role": "user", "content": f"m{n}"} for n in range(4)],
+    )
+    before = CompiledQuery(
+        lambda conversation_id, position: (
+            Message.objects.filter(
+                conversation_id=conversation_id, position__lt=position
+            )
+            .order_by("position")
+            .values_list("content", flat=True)
+        ),
+        conversation_id=-91_011,
+        position=2_052_010_301,
+    )
+    third = Message.objects.filter(conversation=conversation).order_by("position")[2]
+
+    assert before.rows(conversation_id=conversation.pk, position=third.position) == [
+        ("m0",),
+        ("m1",),
+    ]
