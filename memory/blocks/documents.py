@@ -1224,9 +1224,17 @@ def snapshot(doc: LoroDoc) -> bytes:
     return doc.export(ExportMode.Snapshot())
 
 
+_NO_VERSION = Frontiers().encode()
+
+
 def shallow_snapshot(doc: LoroDoc, since: Frontiers) -> bytes:
     """The document with its history before ``since`` folded away (a Loro
-    shallow snapshot): the state there, and every change after it."""
+    shallow snapshot): the state there, and every change after it.  Before
+    the empty version (an empty block's creation) there is nothing to fold:
+    the whole snapshot, as Loro's shallow one from there says it is not
+    shallow yet refuses ``fork_at``."""
+    if since.encode() == _NO_VERSION:
+        return snapshot(doc)
     return doc.export(ExportMode.ShallowSnapshot(since))
 
 

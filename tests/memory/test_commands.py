@@ -5,7 +5,11 @@ from django.core.management import call_command
 from django.test import Client
 
 from coordination.models import Agent
-from memory.blocks.selectors import block_value
+from memory.blocks.selectors import (
+    block_history_numbered,
+    block_value,
+    block_version_view,
+)
 from memory.models import MemoryBlock
 from pattern_site.kernel.agents.roles import role_template_get
 
@@ -57,6 +61,23 @@ def test_login_page_of_a_site_without_the_demo_names_no_login(settings, tmp_path
     settings.DATA_DIR = tmp_path
     page = Client().get("/login/").content.decode()
     assert "demo site" not in page
+
+
+def test_every_seeded_block_starts_at_its_creation_version_1():
+    run("seed_demo")
+    blocks = list(MemoryBlock.objects.all())
+    assert blocks
+    for block in blocks:
+        [created] = block_history_numbered(block=block)
+        assert (created.number, created.row.summary) == (1, "created"), block.label
+        # Nothing changed since: version 1 is the block as seeded.
+        view = block_version_view(block=block, version_id=created.row.id)
+        assert view.value == block_value(block=block), block.label
+    scratchpad = MemoryBlock.objects.get(owner__name="Flux", label="scratchpad")
+    client = Client()
+    client.force_login(scratchpad.constellation.partner)
+    page = client.get(f"/memory/blocks/{scratchpad.pk}/").content.decode()
+    assert "(1 version)" in page
 
 
 def test_seeded_agent_sees_its_persona_and_the_shared_task_board():

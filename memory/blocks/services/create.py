@@ -9,7 +9,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from loro import Frontiers, LoroDoc
+from loro import Frontiers, LoroDoc, VersionVector
 
 from memory.blocks import documents
 from memory.blocks.models import BlockType, MemoryBlock, Permission
@@ -104,6 +104,7 @@ def block_create(
             change_type="create",
         )
     else:
+        _block_record_empty(block=block, actor=actor)
         _block_event(actor=actor, block=block, change_type="create", summary="created")
     return block
 
@@ -122,6 +123,22 @@ def _label_free(block: MemoryBlock, *, exclude: Any = None) -> None:
             f"{where} already has a block labelled {block.label!r}",
             extra={"field": "label"},
         )
+
+
+def _block_record_empty(*, block: MemoryBlock, actor: Actor) -> None:
+    """Record an empty block's creation as its first version, so that its
+    history starts there and a rollback can return it to empty.  Its row
+    holds the (empty) document's update like any other: a row without
+    bytes reads as one folded into the snapshot."""
+    doc = LoroDoc()
+    _block_record(
+        block=block,
+        doc=doc,
+        actor=actor,
+        summary="created",
+        data=documents.updates_since(doc, VersionVector()),
+        rendered=block.rendered,
+    )
 
 
 def _block_adopt_snapshot(*, block: MemoryBlock, actor: Actor, snapshot: bytes) -> None:

@@ -307,6 +307,28 @@ def test_versions_are_numbered_per_block_and_rollback_takes_the_number(
     assert both.status_code == 422
 
 
+def test_a_block_created_empty_through_the_api_has_version_1(agent_client, agent):
+    made = post(agent_client, "/api/blocks", {"agent_id": agent.pk, "label": "notes"})
+    assert made.status_code == 201, made.content
+    url = f"/api/blocks/{made.json()['id']}"
+    history = agent_client.get(f"{url}/history").json()
+    assert [(v["number"], v["summary"], v["actor_id"]) for v in history] == [
+        (1, "created", str(agent.pk))
+    ]
+    post(
+        agent_client,
+        f"{url}/operations",
+        {"operations": [{"op": "append_text", "text": "hi"}]},
+    )
+    assert post(agent_client, f"{url}/rollback", {"version": 1}).status_code == 200
+    assert agent_client.get(url).json()["rendered"] == ""
+    assert [v["number"] for v in agent_client.get(f"{url}/history").json()] == [
+        3,
+        2,
+        1,
+    ]
+
+
 def test_share_and_unshare_through_the_api(
     agent_client, other_client, make_block, other_agent
 ):

@@ -108,7 +108,8 @@ def test_blame_after_a_rollback_gives_restored_text_to_the_rollback(
     rollback = max(v.number for v in blame.versions)
     spans = [(s.text, s.version) for s in blame.parts[0].spans]
     assert "".join(t for t, _ in spans) == "keep this"
-    assert spans[0] == ("keep ", 1)
+    # Version 1 is the empty block's creation, 2 the append.
+    assert spans[0] == ("keep ", 2)
     assert spans[-1][1] == rollback
     assert "this".endswith(spans[-1][0])
     assert all(b_id != str(other_agent.pk) for _, b_id in _who(blame))
@@ -349,12 +350,13 @@ def test_blame_endpoint_gives_a_map_block_a_part_per_field(agent_client, card, a
     assert data["parts"] == [
         {
             "name": "name",
-            "spans": [{"start": 0, "text": "Sam", "version": 1, "folded_before": None}],
+            "spans": [{"start": 0, "text": "Sam", "version": 2, "folded_before": None}],
         },
         {"name": "preferences", "spans": []},
         {"name": "context", "spans": []},
     ]
-    assert [v["number"] for v in data["versions"]] == [1]
+    # Version 1, the empty card's creation, wrote nothing still there.
+    assert [v["number"] for v in data["versions"]] == [2]
     assert data["versions"][0]["actor_id"] == str(agent.pk)
 
 
@@ -373,12 +375,12 @@ def test_blame_endpoint_shows_spans_and_versions_and_hides_others_blocks(
         {
             "name": None,
             "spans": [
-                {"start": 0, "text": "hello", "version": 1, "folded_before": None}
+                {"start": 0, "text": "hello", "version": 2, "folded_before": None}
             ],
         }
     ]
     assert data["versions"][0]["actor_id"] == str(agent.pk)
-    assert data["versions"][0]["number"] == 1
+    assert data["versions"][0]["number"] == 2
     assert agent_client.get(f"/api/blocks/{hidden.pk}/blame").status_code == 404
 
 
@@ -418,7 +420,7 @@ def test_block_page_shows_who_set_each_field_of_a_map_block(
     assert 'data-testid="blame-toggle"' in page.content.decode()
     assert 'data-blame-part="name"' in fragment
     assert ">Sam</span>" in fragment
-    assert "Version 1 · Entropy (agent)" in fragment
+    assert "Version 2 · Entropy (agent)" in fragment
     assert 'data-blame-part="context"' in fragment
 
 
@@ -430,7 +432,7 @@ def test_block_page_renders_blame_without_javascript(partner_client, agent, make
     fragment = partner_client.get(f"/memory/blocks/{block.pk}/blame/")
 
     assert 'data-testid="blame"' in page
-    assert "Version 1 · Entropy (agent)" in fragment.content.decode()
+    assert "Version 2 · Entropy (agent)" in fragment.content.decode()
     assert ">hello</span>" in fragment.content.decode()
 
 
@@ -439,19 +441,20 @@ def test_history_contains_finds_where_a_text_appeared_and_disappeared(
 ):
     block = make_block("notes", template="custom", schema={"kind": "text"})
     a = Actor.for_agent(agent)
-    block_append(actor=a, block=block, content="alpha")  # 1
-    block_append(actor=a, block=block, content="beta")  # 2: appears
-    block_replace(actor=a, block=block, old="beta", new="gamma")  # 3: gone
-    block_append(actor=a, block=block, content="delta")  # 4
-    block_replace(actor=a, block=block, old="gamma", new="beta")  # 5: back
+    # 1: the (empty) block's creation
+    block_append(actor=a, block=block, content="alpha")  # 2
+    block_append(actor=a, block=block, content="beta")  # 3: appears
+    block_replace(actor=a, block=block, old="beta", new="gamma")  # 4: gone
+    block_append(actor=a, block=block, content="delta")  # 5
+    block_replace(actor=a, block=block, old="gamma", new="beta")  # 6: back
 
     url = f"/api/blocks/{block.pk}/history?contains=beta"
     found = agent_client.get(url).json()
 
     assert [(v["number"], v["contains"]) for v in found] == [
-        (2, "appeared"),
-        (3, "disappeared"),
-        (5, "appeared"),
+        (3, "appeared"),
+        (4, "disappeared"),
+        (6, "appeared"),
     ]
     assert found[0]["summary"] == "append: beta"
     assert (

@@ -187,7 +187,9 @@ def test_changes_endpoint_lists_only_readable_blocks_and_peeks(
     assert [b["label"] for b in peeked["blocks"]] == ["notes"]
     assert peeked["advanced"] is False
     assert peeked["blocks"] == taken["blocks"]
-    change = taken["blocks"][0]["changes"][0]
+    created, change = taken["blocks"][0]["changes"]
+    # The block's creation (empty: nothing inserted), then the append.
+    assert (created["summary"], created["diff"]["spans"]) == ("created", [])
     assert change["actor_kind"] == "system"
     assert change["diff"]["spans"] == [{"op": "insert", "at": 0, "text": "hello"}]
     assert again["blocks"] == []

@@ -156,6 +156,34 @@ def test_folding_keeps_the_window_and_lists_every_version(make_block, agent, win
     assert block_value(block=block) == before[22] + "\nafter"
 
 
+def test_folding_up_to_an_empty_blocks_creation_keeps_it_readable(
+    make_block, agent, window
+):
+    block = make_block(char_limit=100_000, block_type="working")
+    for n in range(2, 7):
+        block_append(actor=Actor.for_agent(agent), block=block, content=f"v{n}")
+    backdate(block, first=6, days=3)
+
+    # Six versions, five kept: the horizon is the creation itself.
+    assert block_history_fold(block=block) == 1
+    block.refresh_from_db()
+    created = block_version_by_number(block=block, number=1)
+    assert block.history_from == created.pk
+    doc_cache.clear()
+    assert block_version_view(block=block, version_id=created.pk).rendered == ""
+    block_rollback(actor=Actor.for_agent(agent), block=block, version_id=created.pk)
+    assert block_value(block=block) == ""
+
+    # Once folded past, the creation is listed without its content.
+    backdate(block, first=7, days=3)
+    assert block_history_fold(block=block) == 1
+    with pytest.raises(HistoryFolded, match="version 1 "):
+        block_version_view(block=block, version_id=created.pk)
+    assert block_history_numbered(block=block, limit=100)[-1].row.summary == "created"
+    doc_cache.clear()
+    assert block_value(block=block) == ""
+
+
 def test_the_history_api_marks_folded_versions(make_block, agent, window, agent_client):
     block = text_block_with_versions(make_block, agent, 12)
     backdate(block, first=8, days=3)

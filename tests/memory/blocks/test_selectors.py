@@ -77,8 +77,11 @@ def test_history_pages_newest_first_and_counts(agent):
     assert [row.summary for row in first] == ["edit 4", "edit 3"]
     older = block_history(block=block, limit=2, before=first[-1].id)
     assert [row.summary for row in older] == ["edit 2", "edit 1"]
+    oldest = block_history(block=block, limit=10, before=older[-1].id)
+    assert [row.summary for row in oldest] == ["edit 0", "created"]
     assert first[0].created_at.tzinfo is not None
-    assert block_history_count(block=block) == 5
+    # The five edits and the block's creation, its version 1.
+    assert block_history_count(block=block) == 6
 
 
 def test_shared_from_names_the_owner_for_agents_only(agent, other_agent, partner):

@@ -5,7 +5,7 @@ import base64
 
 import pytest
 
-from memory.blocks import documents
+from memory.blocks import doc_cache, documents
 from memory.blocks.permissions import block_access_for_actor
 from memory.blocks.selectors import (
     approval_get_for_decision,
@@ -13,6 +13,7 @@ from memory.blocks.selectors import (
     block_document_load,
     block_get_for_actor,
     block_history,
+    block_history_numbered,
     block_list_for_actor,
     block_value,
     block_version_view,
@@ -353,8 +354,11 @@ def test_log_blocks_are_system_maintained_and_prune_to_max_entries(make_block, a
             block=log,
             operations=[{"op": "append_log_entry", "entry": {"message": "x"}}],
         )
-    # Pruned entries stay in the history.
-    first = block_history(block=log, limit=10)[-1]
+    # Pruned entries stay in the history: the first append's version (the
+    # one after the log's creation) still shows e0.
+    created, first = block_history(block=log, limit=10)[:-3:-1]
+    assert created.summary == "created"
+    assert block_version_view(block=log, version_id=created.id).rendered == ""
     assert "e0" in block_version_view(block=log, version_id=first.id).rendered
 
 
@@ -405,6 +409,75 @@ def test_history_view_diff_and_rollback(make_block, agent, partner):
     # Versions are numbered per block: the first is 1, whatever its row id.
     assert change.update.summary == "rolled back to version 1"
     assert len(block_history(block=block)) == 4
+
+
+def test_an_empty_blocks_creation_is_its_version_1(agent, partner):
+    creator = Actor.for_user(partner)
+    block = block_create(actor=creator, owner=agent, label="plans")
+
+    [created] = block_history_numbered(block=block)
+    assert created.number == 1
+    assert (created.row.summary, created.row.actor_kind, created.row.actor_id) == (
+        "created",
+        "human",
+        creator.id,
+    )
+    assert block_version_view(block=block, version_id=created.row.id).rendered == ""
+    # Read back from the database, not from the cache the creation left.
+    doc_cache.clear()
+    assert block_value(block=block) == ""
+    block_operate(actor=Actor.for_agent(agent), block=block, operations=APPEND)
+    doc_cache.clear()
+    assert block_value(block=block) == " more"
+    assert [v.number for v in block_history_numbered(block=block)] == [2, 1]
+
+
+# Compacting at every version (the creation's row folded at once), at the
+# first edit after it, and never in this test.
+@pytest.mark.parametrize("compact_every", [1, 2, 1000])
+@pytest.mark.parametrize(
+    ("template", "edits"),
+    [
+        ("custom", [APPEND, [{"op": "replace_text", "old": "more", "new": "less"}]]),
+        (
+            "human",
+            [
+                [{"op": "set_field", "field": "name", "value": "Sam"}],
+                [
+                    {
+                        "op": "append_to_list_field",
+                        "field": "preferences",
+                        "value": "tea",
+                    }
+                ],
+            ],
+        ),
+    ],
+)
+def test_rollback_to_version_1_empties_a_block_after_edits(
+    make_block, agent, settings, compact_every, template, edits
+):
+    settings.MEMORY_COMPACT_UPDATES = compact_every
+    block = make_block(label="plans", template=template)
+    empty_value, empty_rendered = block_value(block=block), block.rendered
+    actor = Actor.for_agent(agent)
+    for operations in edits:
+        block_operate(actor=actor, block=block, operations=operations)
+    assert block_value(block=block) != empty_value
+    first = block_history(block=block)[-1]
+
+    diff = block_diff(block=block, from_version=first.id)
+    assert diff != block_diff(
+        block=block, from_version=block_history(block=block)[0].id
+    )
+    change = block_rollback(actor=actor, block=block, version_id=first.id)
+
+    assert change.update.summary == "rolled back to version 1"
+    assert block_value(block=block) == empty_value
+    assert block.rendered == empty_rendered
+    doc_cache.clear()
+    assert block_value(block=block) == empty_value
+    assert [v.number for v in block_history_numbered(block=block)] == [4, 3, 2, 1]
 
 
 def test_field_level_diff_for_structured_blocks(make_block, partner):

@@ -143,6 +143,25 @@ def test_edit_and_rollback_from_the_dashboard(web, make_block):
     assert block_history(block=block)[0].summary == "rolled back to version 1"
 
 
+def test_an_empty_blocks_page_lists_its_creation_and_rolls_back_to_it(web, make_block):
+    block = make_block(label="notes")
+    page = web.get(f"/memory/blocks/{block.pk}/").content.decode()
+    assert "(1 version)" in page and 'data-version="1"' in page
+    web.post(f"/memory/blocks/{block.pk}/edit", {"content": "two\r\nlines"})
+
+    page = web.get(f"/memory/blocks/{block.pk}/?version=1").content.decode()
+    assert "(2 versions)" in page
+    version = page[page.index('data-testid="version-view"') :]
+    assert "Content at version 1" in version
+    assert '<pre class="block-rendered"></pre>' in version
+    diff = web.get(f"/memory/blocks/{block.pk}/?from=1").content.decode()
+    assert "Changes from version 1 to now" in diff
+    assert '<td class="diff-text">lines</td>' in diff
+    web.post(f"/memory/blocks/{block.pk}/rollback", {"version": 1})
+    assert block_value(block=block) == ""
+    assert block_history(block=block)[0].summary == "rolled back to version 1"
+
+
 @pytest.mark.parametrize(
     "target", ["//evil.example/", "https://evil.example/", "javascript:alert(1)"]
 )
