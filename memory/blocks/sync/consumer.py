@@ -44,7 +44,9 @@ version is older than the kept history gets ``JoinError`` ``APP_ERROR``
 with app code :data:`HISTORY_FOLDED`: the client must start again from a
 fresh snapshot (join with an empty version and a new document).  An
 update that still builds on folded history refuses (``invalid_update``)
-and the client is evicted from the block's rooms, with the same advice.
+and the client is evicted from the block's rooms, with the same advice:
+a ``RoomError`` has no app code, so its message starts with
+``history_folded:``.
 
 An agent token the socket authenticated with (on connecting or in a join)
 that dies - revoked, rotated away, its agent deactivated - ends the socket:
@@ -735,7 +737,7 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             # Refused for good: out of the room, so that the client starts
             # again from a fresh snapshot rather than resending.
             await self._ack(message, batch_id, sp.UpdateStatus.INVALID_UPDATE)
-            await self._evict(room.room_id, exc.message)
+            await self._evict(room.room_id, f"{HISTORY_FOLDED}: {exc.message}")
             return
         except ApplicationError as exc:
             await self._ack(message, batch_id, update_error_status(exc))
