@@ -248,12 +248,12 @@ def _backfill(
     and recorded under the fold's lock, so that no fold passes it between
     the check and the record."""
     with peer_join_lock(block=block):
-        return _backfill_unfolded(
+        return _backfill_locked(
             block=block, client_version=client_version, socket=socket
         )
 
 
-def _backfill_unfolded(
+def _backfill_locked(
     *, block: MemoryBlock, client_version: bytes, socket: str
 ) -> tuple[bytes, bytes, int] | None:
     doc, counter = block_document_versioned(block=block)
