@@ -66,7 +66,11 @@ from loro import (
 
 from memory.blocks import documents
 from memory.blocks.models import BlockUpdate, MemoryBlock
-from memory.blocks.selectors import block_document_versioned, block_history_from
+from memory.blocks.selectors import (
+    block_document_versioned,
+    block_folded_before,
+    block_history_from,
+)
 from pattern_site.kernel.db.rows import rows_fetch
 from pattern_site.kernel.errors import InvalidInput
 
@@ -446,15 +450,6 @@ def _parts(
     return out
 
 
-def _folded_before(rows: list[tuple[int, bytes]]) -> datetime | None:
-    """When the first version after the oldest held one was made: what the
-    folded history wrote was written before it (the oldest held itself,
-    when no version followed)."""
-    ids = [row[0] for row in rows[:2]]
-    times = dict(BlockUpdate.objects.filter(pk__in=ids).values_list("pk", "created_at"))
-    return times.get(ids[-1]) if ids else None
-
-
 def block_blame(*, block: MemoryBlock, doc: LoroDoc | None = None) -> Blame:
     """Who wrote each part of the block's current content; see the module
     doc.  ``InvalidInput`` for log blocks."""
@@ -479,7 +474,9 @@ def block_blame(*, block: MemoryBlock, doc: LoroDoc | None = None) -> Blame:
     offset = (
         BlockUpdate.objects.filter(block=block, pk__lt=start).count() if start else 0
     )
-    before = _folded_before(rows) if start else None
+    before = (
+        block_folded_before(block_id=block.pk, history_from=start) if start else None
+    )
 
     def folded(kind: str, index: int | None) -> bool:
         # The oldest held row holds the folded history; a field's setter

@@ -27,7 +27,11 @@ from loro import Frontiers, LoroDoc
 
 from memory.blocks import diffs, documents
 from memory.blocks.models import BlockUpdate, MemoryBlock
-from memory.blocks.selectors import block_history_document, block_list_for_actor
+from memory.blocks.selectors import (
+    block_folded_before,
+    block_history_document,
+    block_list_for_actor,
+)
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent
 from pattern_site.kernel.db.compiled import CompiledQuery
@@ -75,6 +79,9 @@ class BlockChangesSince:
     changes: list[SeenChange] = field(default_factory=list)
     earlier: int = 0
     mark: SeenMark | None = None
+    # Said when the changes reach into history retention folded (a change
+    # without its diff, a deletion of folded text): since when.
+    folded: str | None = None
 
 
 _EMPTY = Frontiers().encode()
@@ -224,6 +231,7 @@ def _changes(
                 kept.append((before, row))
         theirs = kept
         if not theirs:
+            _folded_note(result)
             return result
     # Past versions only are read: the cached document serves, uncopied.
     doc = block_history_document(block=block, upto=upto)
@@ -238,6 +246,7 @@ def _changes(
                     documents.frontiers_decode(bytes(row[1])),
                 )
                 result.changes.append(_change(row, {"kind": "text", "spans": spans}))
+        _folded_note(result)
         return result
     values: dict[bytes | None, Any] = {}
 
@@ -253,7 +262,27 @@ def _changes(
             block.schema, value_at(before), value_at(bytes(row[1]))
         )
         result.changes.append(_change(row, diff))
+    _folded_note(result)
     return result
+
+
+def _folded_note(result: BlockChangesSince) -> None:
+    """Say since when history was folded, when a reported change reaches
+    into it: without its diff, or deleting text whose writing was folded."""
+    block = result.block
+    reaches = any(
+        change.diff.get("kind") == FOLDED_DIFF["kind"]
+        or any(span.get("folded") for span in change.diff.get("spans", ()))
+        for change in result.changes
+    )
+    if not block.history_from or not reaches:
+        return
+    when = block_folded_before(block_id=block.pk, history_from=block.history_from)
+    if when is not None:
+        result.folded = (
+            f"changes before {when:%Y-%m-%d %H:%M} UTC were folded by history "
+            "retention: their content is not shown"
+        )
 
 
 def _change(row: tuple[Any, ...], diff: dict[str, Any]) -> SeenChange:

@@ -1316,7 +1316,9 @@ def text_change_spans(
     grow with the history): ``{"op": "insert" | "delete", "at", "text"}``
     in the order they were made, ``at`` a position in the text as its
     author saw it; a deleted text is read from the operations that had
-    inserted it."""
+    inserted it.  A deletion of text whose insertion history retention
+    folded says so (``"folded": True``, its ``length``, ``text`` the part
+    still held) rather than showing an empty or partial deletion."""
     if not history_reaches(doc, before):
         raise InvalidInput("the history before this change was folded")
     spans = id_spans_between(doc, before, after)
@@ -1336,20 +1338,19 @@ def text_change_spans(
                     {"op": "insert", "at": content["pos"], "text": content["text"]}
                 )
             elif content.get("type") == "delete" and "start_id" in content:
-                out.append(
-                    {
-                        "op": "delete",
-                        "at": content["pos"],
-                        "text": _deleted_text(doc, content["start_id"], content["len"]),
-                    }
-                )
+                text, held = _deleted_text(doc, content["start_id"], content["len"])
+                span = {"op": "delete", "at": content["pos"], "text": text}
+                if not held:
+                    span.update(folded=True, length=abs(content["len"]))
+                out.append(span)
     return out
 
 
-def _deleted_text(doc: LoroDoc, start_id: str, length: int) -> str:
+def _deleted_text(doc: LoroDoc, start_id: str, length: int) -> tuple[str, bool]:
     """The characters with ids ``start_id`` on (``length`` of them; a
     negative length counts backwards), from the operations that inserted
-    them."""
+    them, and whether all of them were found (not when history retention
+    folded those operations into the shallow snapshot)."""
     counter, peer = (int(part) for part in start_id.split("@"))
     low = counter if length > 0 else counter + length + 1
     count = abs(length)
@@ -1364,4 +1365,4 @@ def _deleted_text(doc: LoroDoc, start_id: str, length: int) -> str:
                 for offset, char in enumerate(content["text"]):
                     if low <= op["counter"] + offset < low + count:
                         chars[op["counter"] + offset] = char
-    return "".join(chars[key] for key in sorted(chars))
+    return "".join(chars[key] for key in sorted(chars)), len(chars) == count

@@ -548,6 +548,11 @@ class BlockChangesOut(Schema):
     label: str
     changes: list[SeenChangeOut] = Field(description="Oldest first.")
     earlier: int = Field(description="Older changes left out.")
+    folded: str | None = Field(
+        default=None,
+        description="Set when the changes reach into history retention "
+        "folded: since when their content is not shown.",
+    )
 
 
 class ChangesOut(Schema):

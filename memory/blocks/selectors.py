@@ -391,6 +391,18 @@ def block_history_from(*, block: MemoryBlock) -> int:
     return found or 0
 
 
+def block_folded_before(*, block_id: Any, history_from: int) -> datetime | None:
+    """When the first version after the oldest held one (``history_from``)
+    was made: what the folded history wrote was written before it (the
+    oldest held itself, when no version followed)."""
+    times = list(
+        BlockUpdate.objects.filter(block_id=block_id, pk__gte=history_from)
+        .order_by("pk")
+        .values_list("created_at", flat=True)[:2]
+    )
+    return times[-1] if times else None
+
+
 def block_version_held_check(
     *, block: MemoryBlock, version: BlockUpdate, doing: str
 ) -> None:

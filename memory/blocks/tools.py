@@ -284,6 +284,7 @@ def block_changes_tool(*, actor: Actor, args: ChangesIn) -> dict[str, Any]:
                 "label": b.block.label,
                 "changes": b.changes,
                 "earlier": b.earlier,
+                "folded": b.folded,
             }
             for b in found
             if b.changes or b.earlier

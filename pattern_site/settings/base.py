@@ -318,6 +318,11 @@ MEMORY_HISTORY_KEEP_VERSIONS = _per_block_type(
 # connected) keeps the version it joined with: history is never folded past
 # it.  One away longer starts again from a fresh snapshot.
 MEMORY_HISTORY_PEER_HOURS = env.float("PATTERN_MEMORY_HISTORY_PEER_HOURS", default=72.0)
+# How often a connected client is marked seen again (well under the peer
+# hours), so that a client connected for longer keeps its version.
+MEMORY_HISTORY_PEER_REFRESH_SECONDS = env.float(
+    "PATTERN_MEMORY_HISTORY_PEER_REFRESH_SECONDS", default=3600.0
+)
 # Every block's history is folded to its window this often (writes also
 # ask for a fold when a block's history grew well past it).
 MEMORY_HISTORY_FOLD_MINUTES = env.float(

@@ -11,17 +11,24 @@ why, its number) without its content.
 
 A shallow document refuses an update that builds on history before its
 horizon, so the horizon never passes the version a co-editing client
-joined with while it is connected or was seen within
-``MEMORY_HISTORY_PEER_HOURS`` (``BlockPeer``); it stops at the newest
-version every such client holds.  A client older than the horizon is told
-to start again from a fresh snapshot when it joins
-(``memory.blocks.sync.consumer``).
+joined with while it was seen within ``MEMORY_HISTORY_PEER_HOURS``
+(``BlockPeer``); it stops at the newest version every such client holds.
+A client is seen when it joins, every
+``MEMORY_HISTORY_PEER_REFRESH_SECONDS`` while its socket is open, and when
+it leaves: a connected client never lapses, one whose server process died
+lapses the peer hours after its last refresh.  A join records its version
+under the block's row lock, the lock the fold holds while it reads the
+versions to keep, so a fold never passes a version a client joined with as
+it ran.  A client older than the horizon is told to start again from a
+fresh snapshot when it joins (``memory.blocks.sync.consumer``).
 
 Folding is idempotent: a block already folded to its window is left alone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -204,7 +211,9 @@ def block_history_fold_wanted(*, block: MemoryBlock, now: datetime) -> bool:
 
 def peer_record(*, block_id: Any, socket: str, version: bytes) -> None:
     """A co-editing client joined the block with ``version``: keep it from
-    being folded away while the client is connected or lately seen."""
+    being folded away while the client is connected or lately seen.  Called
+    with the block's row locked (``_lock``) where the block folds, after
+    reading the document the version was checked against."""
     BlockPeer.objects.update_or_create(
         block_id=block_id,
         socket=socket,
@@ -217,3 +226,25 @@ def peer_left(*, block_id: Any, socket: str) -> None:
     BlockPeer.objects.filter(block_id=block_id, socket=socket).update(
         seen_at=timezone.now()
     )
+
+
+def peers_seen(*, socket: str, block_ids: list[Any]) -> int:
+    """The socket is still connected to these blocks: their clients' versions
+    stay kept the peer hours from now; how many were refreshed."""
+    return BlockPeer.objects.filter(socket=socket, block_id__in=block_ids).update(
+        seen_at=timezone.now()
+    )
+
+
+@contextmanager
+def peer_join_lock(*, block: MemoryBlock) -> Iterator[None]:
+    """A transaction holding the block's row lock, the fold's own, for a join
+    to read the document, check its version against the horizon and record
+    it (``peer_record``) with no fold in between; nothing for a block whose
+    type keeps its whole history (it never folds)."""
+    if history_window(block.block_type) is None:
+        yield
+        return
+    with transaction.atomic():
+        _lock(block)
+        yield

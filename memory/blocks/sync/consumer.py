@@ -36,12 +36,17 @@ becomes 1011 after a timeout and a traceback).
 
 History retention (``memory.blocks.services.retention``) keeps each
 client's join version (``BlockPeer``): the block's kept history is never
-folded past it while the client is connected or seen lately.  A join whose
+folded past it while the client is connected or seen lately.  A socket
+marks its clients seen every ``MEMORY_HISTORY_PEER_REFRESH_SECONDS`` while
+it is in a block's room, so a client connected for longer than the peer
+hours keeps its version all the same.  A join whose
 version is older than the kept history gets ``JoinError`` ``APP_ERROR``
 with app code :data:`HISTORY_FOLDED`: the client must start again from a
 fresh snapshot (join with an empty version and a new document).  An
 update that still builds on folded history refuses (``invalid_update``)
-and the client is evicted from the block's rooms, with the same advice.
+and the client is evicted from the block's rooms, with the same advice:
+a ``RoomError`` has no app code, so its message starts with
+``history_folded:``.
 
 An agent token the socket authenticated with (on connecting or in a join)
 that dies - revoked, rotated away, its agent deactivated - ends the socket:
@@ -86,7 +91,12 @@ from memory.blocks.permissions import block_access_for_actor
 from memory.blocks.seen import blocks_seen_flush, blocks_seen_received_nowait
 from memory.blocks.selectors import block_document_versioned, block_get_for_actor
 from memory.blocks.services import block_update_import
-from memory.blocks.services.retention import peer_left, peer_record
+from memory.blocks.services.retention import (
+    peer_join_lock,
+    peer_left,
+    peer_record,
+    peers_seen,
+)
 from memory.blocks.sync import protocol as sp
 from memory.blocks.sync.broadcast import (
     RoomPeer,
@@ -234,7 +244,18 @@ def _backfill(
     cannot be read.  ``HistoryFolded`` when the client's version is older
     than the start of the block's held history: it must start again from a
     fresh snapshot.  The version the client joined with is recorded
-    (``BlockPeer``), so that retention does not fold past it."""
+    (``BlockPeer``), so that retention does not fold past it: read, checked
+    and recorded under the fold's lock, so that no fold passes it between
+    the check and the record."""
+    with peer_join_lock(block=block):
+        return _backfill_locked(
+            block=block, client_version=client_version, socket=socket
+        )
+
+
+def _backfill_locked(
+    *, block: MemoryBlock, client_version: bytes, socket: str
+) -> tuple[bytes, bytes, int] | None:
     doc, counter = block_document_versioned(block=block)
     server_version = doc.oplog_vv
     client_vv = None
@@ -343,6 +364,7 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         self._counted: tuple[dict[str, int], str] | None = None
         self._ending = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._pins: asyncio.TimerHandle | None = None  # next refresh of them
         await self.accept()
         if not await self._authenticated(self.scope.get("actor")):
             return
@@ -356,6 +378,8 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             self._reaper.cancel()
         if getattr(self, "_idle", None) is not None:
             self._idle.cancel()
+        if getattr(self, "_pins", None) is not None:
+            self._pins.cancel()
         for token_id in getattr(self, "_tokens", ()):
             token_unwatch(token_id=token_id, on_dead=self._token_dead)
         if getattr(self, "_counted", None) is not None:
@@ -508,6 +532,38 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         await self._send_updates(room, [missing], sp.new_batch_id())
         peer.sent(counter)
         await peer.open()
+        self._pins_schedule()
+
+    def _pins_schedule(self) -> None:
+        """Refresh this socket's join versions (``BlockPeer``) in the peer
+        refresh seconds, unless a refresh is due already."""
+        if self._pins is None and not self._ending:
+            self._pins = asyncio.get_running_loop().call_later(
+                settings.MEMORY_HISTORY_PEER_REFRESH_SECONDS, self._pins_due
+            )
+
+    def _pins_due(self) -> None:
+        self._pins = None
+        self._spawn(self._pins_refresh())
+
+    async def _pins_refresh(self) -> None:
+        """Mark this socket's clients of blocks seen now; again later while it
+        is in a block's room (a socket in none stops until its next join)."""
+        block_ids = [
+            room.block.pk
+            for room in self.rooms.values()
+            if room.crdt == sp.CrdtType.LORO and room.block is not None
+        ]
+        if not block_ids:
+            return
+        try:
+            await database_sync_to_async(peers_seen)(
+                socket=self.channel_name, block_ids=block_ids
+            )
+        except Exception:
+            # Tried again at the next refresh, well within the peer hours.
+            logger.exception("refreshing a sync socket's join versions failed")
+        self._pins_schedule()
 
     def _received(self, agent_id: int, block_id: str, counter: int) -> None:
         """Agent ``agent_id``'s client got block ``block_id`` at version
@@ -683,7 +739,7 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
             # Refused for good: out of the room, so that the client starts
             # again from a fresh snapshot rather than resending.
             await self._ack(message, batch_id, sp.UpdateStatus.INVALID_UPDATE)
-            await self._evict(room.room_id, exc.message)
+            await self._evict(room.room_id, f"{HISTORY_FOLDED}: {exc.message}")
             return
         except ApplicationError as exc:
             await self._ack(message, batch_id, update_error_status(exc))

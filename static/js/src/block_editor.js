@@ -9,13 +9,16 @@ import { EditorView, basicSetup } from "codemirror";
 import { EditorState } from "@codemirror/state";
 import { LoroExtensions, getCursorEphemeralKey, getUserEphemeralKey } from "loro-codemirror";
 import { LoroWebsocketClient } from "loro-websocket";
+import { MessageType } from "loro-protocol";
 import { LoroAdaptor, LoroEphemeralAdaptor } from "loro-adaptors/loro";
 import { socketUrl } from "./lib/live.js";
 import { requestJson } from "./lib/request.js";
 
 const PRESENCE_TIMEOUT_MS = 30000;
 // The server's JoinError app code for a copy older than the block's kept
-// history (docs/coediting.md): start again from a fresh snapshot.
+// history (docs/coediting.md): start again from a fresh snapshot.  A
+// RoomError has no app code: an eviction for an edit built on folded
+// history has a message starting with it and a colon.
 const HISTORY_FOLDED = "history_folded";
 const stashKey = (blockId) => `pattern-folded-edits-${blockId}`;
 const REFRESH_DELAY_MS = 150;
@@ -123,6 +126,21 @@ class BlockEditor {
       if (msg.appCode === HISTORY_FOLDED && msg.roomId === this.blockId) this.historyFolded = true;
       return handleJoinError(msg, pending, id);
     };
+    // An eviction because the edit just refused built on folded history:
+    // the client drops the room's status listener before it reports the
+    // eviction, so it is acted on here.
+    const handleMessage = this.client.handleMessage.bind(this.client);
+    this.client.handleMessage = async (msg) => {
+      await handleMessage(msg);
+      if (
+        msg.type === MessageType.RoomError &&
+        msg.roomId === this.blockId &&
+        msg.message.startsWith(`${HISTORY_FOLDED}:`)
+      ) {
+        this.historyFolded = true;
+        this.restartFresh();
+      }
+    };
     const onRoomStatus = (status) => {
       this.roomStatus = status;
       if (status === "joined") this.pending = 0;
@@ -139,15 +157,20 @@ class BlockEditor {
     });
   }
 
-  // This copy is older than the block's kept history (it was offline while
-  // the server folded the history it builds on): reload the page, which
-  // starts from a fresh snapshot.  Edits made offline cannot merge into it;
-  // their text is kept for the reloaded page to show (showStashedEdits).
+  // This copy is older than the block's kept history (the server folded the
+  // history it builds on: it was offline, or the server stopped keeping its
+  // version): reload the page, which starts from a fresh snapshot.  Edits
+  // not stored - made offline, or refused - cannot merge into it; their text
+  // is kept for the reloaded page to show (showStashedEdits).
   restartFresh() {
     if (this.restarting) return;
     this.restarting = true;
-    if (this.pending && this.root.dataset.mode !== "rendered") {
-      sessionStorage.setItem(stashKey(this.blockId), this.doc.getText(this.textContainer).toString());
+    if ((this.pending || this.error) && this.root.dataset.mode !== "rendered") {
+      // As the page goes: what is typed until then is kept too.
+      const stash = () =>
+        sessionStorage.setItem(stashKey(this.blockId), this.doc.getText(this.textContainer).toString());
+      stash();
+      addEventListener("pagehide", stash);
     }
     location.reload();
   }
@@ -162,7 +185,7 @@ class BlockEditor {
     box.dataset.testid = "folded-edits";
     const summary = document.createElement("summary");
     summary.textContent =
-      "Your edits made offline could not be merged: the block's history they built on was folded while you were away. The block was reloaded; your text then is below to copy back.";
+      "Your latest edits could not be merged: the block's history they built on was folded (history retention) while your copy was out of date. The block was reloaded from a fresh snapshot; your text then is below to copy back.";
     const pre = document.createElement("pre");
     pre.className = "block-rendered";
     pre.textContent = text;

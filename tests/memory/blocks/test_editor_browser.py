@@ -15,7 +15,7 @@ from memory.blocks.services.retention import block_history_fold
 from memory.models import BlockPeer, BlockUpdate
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.services import agent_token_issue
-from tests.conftest import daphne, free_port, wait_until
+from tests.conftest import daphne, daphne_process, free_port, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -23,10 +23,19 @@ EDITOR = "[data-block-editor]"
 
 
 def _page(
-    browser, base_url, user, path, *, viewport=None, ready=True, color_scheme="light"
+    browser,
+    base_url,
+    user,
+    path,
+    *,
+    viewport=None,
+    ready=True,
+    color_scheme="light",
+    sockets=None,
 ):
     """A page signed in as ``user`` at ``path``; with ``ready``, once the
-    block editor has started."""
+    block editor has started.  ``sockets``: a Playwright websocket route
+    handler for the page's sockets."""
     client = Client()
     client.force_login(user)
     context = browser.new_context(
@@ -42,6 +51,8 @@ def _page(
         ]
     )
     page = context.new_page()
+    if sockets is not None:
+        page.route_web_socket("**/ws/sync/**", sockets)
     logs: list[str] = []
     page.on("console", lambda message: logs.append(message.text))
     page.on("pageerror", lambda error: logs.append(str(error)))
@@ -212,6 +223,73 @@ def test_a_page_offline_across_a_fold_of_its_history_reloads_from_a_fresh_snapsh
         page.keyboard.press("Control+End")
         page.keyboard.type("!")
         _wait_text(page, "t.endsWith('a5!')")
+        wait_until(
+            lambda: (
+                block_document_load(block=block)
+                .get_text("content")
+                .to_string()
+                .endswith("a5!")
+            )
+        )
+
+
+def test_a_page_whose_edit_builds_on_folded_history_reloads_and_keeps_its_text(
+    built_assets, plan_block, browser, partner, agent, settings, transactional_db
+):
+    """The page is connected, but its copy fell behind (what the server sent
+    it is held back) and the server stopped keeping its version: its next
+    edit is refused as built on folded history, and the page starts again
+    from a fresh snapshot, showing the refused text to copy back."""
+    settings.MEMORY_HISTORY_KEEP_DAYS = {"core": 1.0, "working": 1.0}
+    settings.MEMORY_HISTORY_KEEP_VERSIONS = {"core": 3, "working": 3}
+    block = plan_block
+    holding = {"on": False}
+    held: list[bytes] = []
+
+    def sockets(route) -> None:
+        server = route.connect_to_server()
+
+        def to_page(message) -> None:
+            # Pongs pass: the socket stays up, the copy only falls behind.
+            if holding["on"] and isinstance(message, bytes):
+                held.append(message[:4])
+            else:
+                route.send(message)
+
+        server.on_message(to_page)
+
+    with daphne_process() as base_url:
+        page = _page(
+            browser, base_url, partner, f"/memory/blocks/{block.pk}/", sockets=sockets
+        )
+        page.wait_for_selector("[data-editor-status][data-status=connected]")
+        holding["on"] = True
+        for n in range(6):
+            _agent_operates(
+                base_url, agent, block, {"op": "append_text", "text": f"\na{n}"}
+            )
+        # Evaluating lets Playwright deliver the socket's messages meanwhile.
+        wait_until(lambda: page.evaluate("1") and held.count(b"%LOR") >= 6)
+        BlockUpdate.objects.filter(block=block).update(
+            created_at=timezone.now() - timedelta(days=3)
+        )
+        BlockPeer.objects.all().delete()  # its version is no longer kept
+        assert block_history_fold(block=block) > 0
+        holding["on"] = False
+
+        page.click(".cm-content")
+        page.keyboard.press("Control+End")
+        page.keyboard.type(" mine")
+        stash = page.wait_for_selector("[data-testid=folded-edits]", timeout=60_000)
+        assert "hello mine" in stash.inner_text()
+        page.wait_for_selector(f"{EDITOR}[data-ready=true]")
+        _wait_text(page, "t.endsWith('a5')")
+        assert "mine" not in _text(page)
+        # The reloaded page goes on editing the folded block.
+        page.wait_for_selector("[data-editor-status][data-status=connected]")
+        page.click(".cm-content")
+        page.keyboard.press("Control+End")
+        page.keyboard.type("!")
         wait_until(
             lambda: (
                 block_document_load(block=block)

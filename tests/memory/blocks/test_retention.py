@@ -25,6 +25,7 @@ from memory.blocks.selectors import (
 from memory.blocks.services import (
     block_append,
     block_log_append,
+    block_replace,
     block_rollback,
     block_share,
     block_update_import,
@@ -346,6 +347,42 @@ def test_changes_since_a_look_before_the_horizon_tell_folded_ones_without_diffs(
     # Versions 4 to 7 start from folded content; 8 to 12 are diffed as ever.
     assert kinds == ["folded"] * 4 + ["text"] * 5
     assert told["changes"][-1].diff["spans"][-1]["text"] == "\nv12"
+
+
+def test_a_deletion_of_folded_text_says_the_changes_before_a_date_were_folded(
+    make_block, agent, other_agent, window
+):
+    block = text_block_with_versions(make_block, agent, 3)
+    block_share(
+        actor=Actor.system(), block=block, agent=other_agent, access="read_write"
+    )
+    take_changes(other_agent)  # its look: version 3
+    for n in range(4, 13):
+        block_append(actor=Actor.for_agent(agent), block=block, content=f"v{n}")
+    backdate(block, first=8, days=3)
+    block_history_fold(block=block)  # content kept from version 7 on
+    first_kept = block_version_by_number(block=block, number=8)
+    doc_cache.clear()
+    # Text written in the folded history is deleted after the horizon.
+    block_replace(actor=Actor.for_agent(agent), block=block, old="v2\n", new="")
+
+    [told] = take_changes(other_agent, peek=True)["blocks"]
+    deletion = told["changes"][-1].diff["spans"]
+    assert [span["op"] for span in deletion] == ["delete"]
+    # Not an empty deletion: what it removed was folded, and that is said.
+    assert deletion[0]["folded"] is True
+    assert deletion[0]["length"] == 3
+    when = f"{first_kept.created_at:%Y-%m-%d %H:%M} UTC"
+    assert told["folded"] == (
+        f"changes before {when} were folded by history retention: "
+        "their content is not shown"
+    )
+    # A span within the window says nothing of the kind.
+    take_changes(other_agent)
+    block_append(actor=Actor.for_agent(agent), block=block, content="v13")
+    [recent] = take_changes(other_agent, peek=True)["blocks"]
+    assert recent["folded"] is None
+    assert "folded" not in recent["changes"][-1].diff["spans"][-1]
 
 
 def test_the_block_page_says_a_version_was_folded(make_block, agent, window, partner):
