@@ -627,9 +627,16 @@ def run_ceiling(stored: list[dict], domain: str) -> dict:
 def temporal_reach(conversations: list[dict]) -> None:
     """What the time stage can read from the temporal questions: how many
     name a date (``question_spans`` at the conversation's ``now``), how many
-    ask when (``asks_when``) and of those how many have an evidence turn
-    that tells a time (``tells_when``); the rest it cannot help."""
-    from memory.search.when import asks_when, question_spans, tells_when
+    ask when or how long (``time_asked``) and of those how many have an
+    evidence turn that tells that kind of time (``tells_time``); the rest
+    it cannot help."""
+    from memory.search.when import (
+        HOW_LONG,
+        WHEN,
+        question_spans,
+        tells_time,
+        time_asked,
+    )
 
     counts: Counter[str] = Counter()
     for conv in conversations:
@@ -640,17 +647,21 @@ def temporal_reach(conversations: list[dict]) -> None:
                 continue
             counts["all"] += 1
             dated = bool(question_spans(question["q"], today=today))
-            asked = asks_when(question["q"])
+            asked = time_asked(question["q"])
             counts["dated"] += dated
-            counts["asks"] += asked
+            counts[asked] += bool(asked)
             counts["neither"] += not (dated or asked)
-            told = any(tells_when(texts.get(e, "")) for e in question["evidence"])
-            counts["asks, told"] += asked and told
+            told = any(
+                tells_time(asked, texts.get(e, "")) for e in question["evidence"]
+            )
+            counts[f"{asked}, told"] += bool(asked) and told
     if counts["all"]:
         print(
-            f"\ntemporal questions: {counts['all']}; name a date {counts['dated']},"
-            f" ask when {counts['asks']} (an evidence turn tells a time:"
-            f" {counts['asks, told']}), neither {counts['neither']}"
+            f"\ntemporal questions: {counts['all']}; name a date {counts['dated']};"
+            f" ask {WHEN} {counts[WHEN]} (an evidence turn tells a time:"
+            f" {counts[WHEN + ', told']}); ask {HOW_LONG} {counts[HOW_LONG]}"
+            f" (one tells a length of time: {counts[HOW_LONG + ', told']});"
+            f" none of these {counts['neither']}"
         )
 
 
