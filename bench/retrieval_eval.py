@@ -19,8 +19,8 @@ throwaway data directory is used (never var/).
 With ``--variant NAME:key=value,...`` (repeatable) the default mode is
 also asked under other retrieval settings of the constellation (the fields
 of ``RetrievalConfig``: fusion, keyword_weight, context_weight,
-candidate_depth, rerank_enabled, time_weight, late_weight), each shown as
-a row ``auto:NAME``; the
+candidate_depth, rerank_enabled, time_weight, when_weight, late_weight),
+each shown as a row ``auto:NAME``; the
 plain modes run with the model's defaults.
 
 With ``--reranker DIR|URL|llm`` the default mode is also asked with the
@@ -500,6 +500,7 @@ def main() -> None:
         if server is not None:
             server.stop()
     report(results, rows)
+    temporal_reach(conversations)
     if args.dump:
         args.dump.write_text("".join(json.dumps(d) + "\n" for d in DUMP))
     if args.reranker:
@@ -621,6 +622,47 @@ def run_ceiling(stored: list[dict], domain: str) -> dict:
         ]
         tally(scores, CEILING_ROW, half, question, ranked, evidence, ms)
     return scores
+
+
+def temporal_reach(conversations: list[dict]) -> None:
+    """What the time stage can read from the temporal questions: how many
+    name a date (``question_spans`` at the conversation's ``now``), how many
+    ask when or how long (``time_asked``) and of those how many have an
+    evidence turn that tells that kind of time (``tells_time``); the rest
+    it cannot help."""
+    from memory.search.when import (
+        HOW_LONG,
+        WHEN,
+        question_spans,
+        tells_time,
+        time_asked,
+    )
+
+    counts: Counter[str] = Counter()
+    for conv in conversations:
+        today = conversation_now(conv).date()
+        texts = {t["dia_id"]: t["text"] for t in conv["turns"]}
+        for question in conv["queries"]:
+            if question["category"] != "temporal" or not question["evidence"]:
+                continue
+            counts["all"] += 1
+            dated = bool(question_spans(question["q"], today=today))
+            asked = time_asked(question["q"])
+            counts["dated"] += dated
+            counts[asked] += bool(asked)
+            counts["neither"] += not (dated or asked)
+            told = any(
+                tells_time(asked, texts.get(e, "")) for e in question["evidence"]
+            )
+            counts[f"{asked}, told"] += bool(asked) and told
+    if counts["all"]:
+        print(
+            f"\ntemporal questions: {counts['all']}; name a date {counts['dated']};"
+            f" ask {WHEN} {counts[WHEN]} (an evidence turn tells a time:"
+            f" {counts[WHEN + ', told']}); ask {HOW_LONG} {counts[HOW_LONG]}"
+            f" (one tells a length of time: {counts[HOW_LONG + ', told']});"
+            f" none of these {counts['neither']}"
+        )
 
 
 def report(scores: dict, modes: list[str]) -> None:

@@ -323,6 +323,13 @@ class RetrievalConfig(models.Model):
         help_text="Share of the best score added to an entry dated within the"
         " dates a query names (0: off).",
     )
+    when_weight = models.FloatField(
+        default=0.1,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Share of the best score added to an entry that tells the"
+        " kind of time a query asks for: when (yesterday, last week, a date)"
+        " or how long (three years) (0: off).",
+    )
     late_weight = models.FloatField(
         default=0.0,
         validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],

@@ -523,6 +523,7 @@ class RetrievalConfigIn(InputSchema):
     )
     reranker_depth: int | None = Field(None, ge=5, le=200, examples=[50])
     time_weight: float | None = Field(None, ge=0.0, le=1.0, examples=[0.5])
+    when_weight: float | None = Field(None, ge=0.0, le=1.0, examples=[0.0])
     late_weight: float | None = Field(None, ge=0.0, le=1.0, examples=[0.0])
 
 
@@ -541,6 +542,7 @@ class RetrievalConfigOut(Schema):
     reranker: str
     reranker_depth: int
     time_weight: float
+    when_weight: float
     late_weight: float
 
 

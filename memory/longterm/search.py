@@ -52,7 +52,7 @@ from memory.search.engine import (
 )
 from memory.search.late import LateInteraction
 from memory.search.rerank import RerankStage, reranker_for
-from memory.search.when import question_spans
+from memory.search.when import question_spans, time_asked
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Constellation
 from pattern_site.kernel.agents.selectors import (
@@ -460,14 +460,21 @@ def _query_stages(
     config: RetrievalConfig, *, query: str, now: datetime | None
 ) -> tuple[TimeStage | None, LateInteraction | None]:
     """The time stage when the config gives it a weight and ``query``
-    names dates, and the late-interaction stage when the config turns it
+    names dates or asks when, and the late-interaction stage when the config turns it
     on."""
     when = None
+    spans = []
     if config.time_weight > 0:
         today = (_utc(now) or timezone.now()).date()
         spans = question_spans(query, today=today)
-        if spans:
-            when = TimeStage(tuple(spans), config.time_weight)
+    asked = time_asked(query) if config.when_weight > 0 else ""
+    if spans or asked:
+        when = TimeStage(
+            tuple(spans),
+            config.time_weight,
+            asked=asked,
+            told_weight=config.when_weight,
+        )
     late = LateInteraction(config.late_weight) if config.late_weight > 0 else None
     return when, late
 

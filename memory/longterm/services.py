@@ -778,6 +778,7 @@ def retrieval_config_update(
     reranker: str | None = None,
     reranker_depth: int | None = None,
     time_weight: float | None = None,
+    when_weight: float | None = None,
     late_weight: float | None = None,
 ) -> RetrievalConfig:
     """Change the given settings (None: keep); invalid values store nothing."""
@@ -796,6 +797,7 @@ def retrieval_config_update(
         "reranker": reranker,
         "reranker_depth": reranker_depth,
         "time_weight": time_weight,
+        "when_weight": when_weight,
         "late_weight": late_weight,
     }
     fields = []

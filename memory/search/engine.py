@@ -69,7 +69,7 @@ from memory.search.query import (
     render_snippet,
 )
 from memory.search.rerank import RerankFailed, RerankStage
-from memory.search.when import DateSpan
+from memory.search.when import DateSpan, tells_time
 
 SEARCH_MODES: tuple[str, ...] = ("fts", "vector", "hybrid", "auto")
 
@@ -220,14 +220,24 @@ class TimeStage:
     """Rows dated within the spans a question names (``memory.search.when``),
     or up to ``TOLD_AFTER_DAYS`` after one, gain ``weight`` times the best
     fused score; on SQLite the keyword matches dated within short spans
-    join the candidates first."""
+    join the candidates first.  When the question asks for a time
+    (``asked``: ``memory.search.when.time_asked``), the rows whose text
+    tells that kind of time (``tells_time``) gain ``told_weight`` times the
+    best fused score."""
 
     spans: tuple[DateSpan, ...]
     weight: float
+    asked: str = ""
+    told_weight: float = 0.0
 
     def favours(self, day: date) -> bool:
         after = timedelta(days=TOLD_AFTER_DAYS)
         return any(span.start <= day <= span.end + after for span in self.spans)
+
+    def favours_text(self, text: str) -> bool:
+        return (
+            bool(self.asked) and self.told_weight > 0 and tells_time(self.asked, text)
+        )
 
     def match_days(self) -> list[date]:
         """The days whose rows are searched apart (none for long spans)."""
@@ -239,11 +249,19 @@ class TimeStage:
         return list(dict.fromkeys(days))[:MATCH_DAYS_MAX]
 
     def describe(self) -> str:
-        named = "; ".join(span.describe() for span in self.spans)
-        return (
-            f"{named}; rows dated within (or {TOLD_AFTER_DAYS} days after)"
-            f" +{self.weight:g} of the best score"
-        )
+        parts = []
+        if self.spans:
+            named = "; ".join(span.describe() for span in self.spans)
+            parts.append(
+                f"{named}; rows dated within (or {TOLD_AFTER_DAYS} days after)"
+                f" +{self.weight:g} of the best score"
+            )
+        if self.asked and self.told_weight > 0:
+            parts.append(
+                f"asks {self.asked}: rows that tell one"
+                f" +{self.told_weight:g} of the best score"
+            )
+        return "; ".join(parts)
 
 
 def fts_candidates(
@@ -529,7 +547,7 @@ def search(
         texts.update({row_id: pending.texts[row_id] for row_id, *_ in fts_hits})
     ordered, vectors, snippets = _fused(fts_hits, vec_hits, texts, fusion=fusion)
     if when is not None:
-        _time_favoured(index, ordered, when, timings)
+        _time_favoured(index, ordered, when, texts, timings)
     if late is not None:
         failed = _late_rescored(ordered, late, text=text, texts=texts, timings=timings)
         degraded = "; ".join(part for part in (degraded, failed) if part)
@@ -717,18 +735,22 @@ def _time_favoured(
     index: TextIndex,
     ordered: list[Hit],
     when: TimeStage,
+    texts: dict[int, str],
     timings: dict[str, float],
 ) -> None:
-    """Add the time stage's share to the candidates it favours (their
+    """Add the time stage's shares to the candidates it favours (their
     ``time_part``, in the fused score) and re-order ``ordered`` in place."""
     if not ordered:
         return
     t0 = time.perf_counter()
-    dates = index_dates(index, row_ids=[h.row for h in ordered])
-    share = when.weight * max(h.fused_score for h in ordered)
+    dates = index_dates(index, row_ids=[h.row for h in ordered]) if when.spans else {}
+    best = max(h.fused_score for h in ordered)
     for hit in ordered:
         day = dates.get(hit.row)
-        if day is not None and when.favours(day):
+        share = when.weight * best if day is not None and when.favours(day) else 0.0
+        if when.favours_text(texts[hit.row]):
+            share += when.told_weight * best
+        if share:
             hit.time_part = share
             hit.fused_score += share
             hit.score = hit.fused_score

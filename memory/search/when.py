@@ -369,3 +369,76 @@ def _season_year(match: re.Match[str]) -> str | None:
     if year is None:
         return None
     return match.group(0)[match.start("y") - match.start() :].strip()
+
+
+# What a question asks for when it asks for a time, and what a row says
+# that answers it, as question answering types its answers: "When did Kate
+# start skiing?" is answered by "I started skiing last winter", "How long
+# was the trip?" by "about a week and a half", seldom by a row that names
+# no time at all.
+WHEN = "when"
+HOW_LONG = "how long"
+_ASKS_WHEN = re.compile(
+    r"(?:^|[,;:]\s*)(?:since\s+|until\s+|till\s+|by\s+)?when\b"
+    r"|\b(?:what|which)\s+(?:date|day|year|month|week(?:end)?|season)\b"
+    r"|\bhow\s+long\s+ago\b|\bhow\s+many\s+(?:days|weeks|months|years)\s+ago\b",
+    re.I,
+)
+_ASKS_HOW_LONG = re.compile(
+    r"\bhow\s+long\b|\bhow\s+much\s+time\b"
+    r"|\bhow\s+many\s+(?:minutes|hours|days|weeks|months|years)\b",
+    re.I,
+)
+_WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
+_MONTH_WORD = (
+    r"(?:january|february|march|april|june|july|august|september|october"
+    r"|november|december|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)"
+)
+_QUANTITY = (
+    r"(?:\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven"
+    r"|twelve|few|couple(?:\s+of)?|several|many)"
+)
+_TELLS_WHEN = re.compile(
+    r"\b(?:today|tonight|yesterday|tomorrow|the\s+other\s+day|earlier\s+today"
+    r"|(?:this|last|next|past|coming)\s+(?:morning|afternoon|evening|night"
+    rf"|week(?:end)?|month|year|time|{_WEEKDAY}|spring|summer|fall|autumn|winter"
+    r"|semester)"
+    rf"|(?:on|this|last|next)\s+{_WEEKDAY}s?"
+    rf"|{_QUANTITY}\s+(?:days?|weeks?|months?|years?)\s+(?:ago|back|before|earlier|later)"
+    r"|(?:a\s+)?(?:while|long\s+time)\s+ago|recently|just\s+now"
+    rf"|(?:in|since|during|until|by|of|early|late|mid)\s+(?:{_MONTH_WORD}|may|(?:19|20)\d\d)"
+    rf"|{_MONTH_WORD}\s+\d{{1,2}}(?:st|nd|rd|th)?"
+    rf"|\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH_WORD}"
+    r"|\d{1,2}[./]\d{1,2}[./](?:19|20)?\d\d|(?:19|20)\d\d-\d{1,2}-\d{1,2}"
+    r"|new\s+year'?s?(?:\s+eve)?|christmas|thanksgiving|halloween|easter"
+    r"|spring\s+break|birthday|anniversary)\b",
+    re.I,
+)
+_TELLS_HOW_LONG = re.compile(
+    rf"\b{_QUANTITY}\s+(?:and\s+a\s+half\s+)?"
+    r"(?:minutes?|hours?|days?|weeks?|months?|years?)\b"
+    r"|\bsince\b|\ball\s+(?:day|night|week|month|year)\b|\bhalf\s+an?\s+(?:hour|year)\b",
+    re.I,
+)
+# Asked in this order: "how long ago" asks when.
+_KINDS = ((WHEN, _ASKS_WHEN, _TELLS_WHEN), (HOW_LONG, _ASKS_HOW_LONG, _TELLS_HOW_LONG))
+
+
+def time_asked(text: str) -> str:
+    """What kind of time the question ``text`` asks for: ``WHEN`` ("When
+    did ...", "Since when ...", "What year ...", "How long ago ..."),
+    ``HOW_LONG`` ("How long ...", "How much time ...", "How many years
+    ..."), or "" (none)."""
+    text = text.strip()
+    return next((kind for kind, asks, _tells in _KINDS if asks.search(text)), "")
+
+
+def tells_time(asked: str, text: str) -> bool:
+    """Whether ``text`` tells the kind of time ``asked``: for ``WHEN`` a
+    relative day or week ("yesterday", "last Friday", "two weeks ago",
+    "this morning", "next month"), a month or a year ("in May", "since
+    2019"), a date or a day of the year ("New Year's Eve", "my birthday");
+    for ``HOW_LONG`` a length of time ("three years", "about a week and a
+    half", "all day", "since")."""
+    tells = next((t for kind, _asks, t in _KINDS if kind == asked), None)
+    return tells is not None and bool(tells.search(text))

@@ -459,6 +459,7 @@ def test_partner_tunes_decay_but_agents_cannot(
         "reranker": "off",
         "reranker_depth": 50,
         "time_weight": 0.5,
+        "when_weight": 0.1,
         "late_weight": 0.0,
     }
     denied = agent_client.put(url, body, content_type="application/json")
@@ -477,6 +478,7 @@ def test_partner_sets_fusion_stages_and_bad_values_are_a_422(
         "reranker": "http",
         "reranker_depth": 20,
         "time_weight": 0.2,
+        "when_weight": 0.3,
         "late_weight": 0.2,
     }
     tuned = partner_api.put(
@@ -491,6 +493,7 @@ def test_partner_sets_fusion_stages_and_bad_values_are_a_422(
         {"reranker": "colbert"},
         {"reranker_depth": 4},
         {"time_weight": 1.5},
+        {"when_weight": 1.5},
         {"late_weight": -0.1},
     ):
         response = partner_api.put(

@@ -15,7 +15,14 @@ from memory.longterm.services import archival_entry_create, retrieval_config_upd
 from memory.longterm.tools import search_tool
 from memory.search.engine import Hit, _late_rescored
 from memory.search.late import LateInteraction, maxsim, token_encoder
-from memory.search.when import MAX_SPANS, question_spans
+from memory.search.when import (
+    HOW_LONG,
+    MAX_SPANS,
+    WHEN,
+    question_spans,
+    tells_time,
+    time_asked,
+)
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.errors import InvalidInput
 
@@ -132,6 +139,119 @@ def test_a_row_told_of_the_day_after_counts_as_that_day(agent: Any):
         constellation=agent.constellation, time_weight=0.5, date_weight=0
     )
     assert _ids(agent, "noodles for lunch on 5 Jan 2024")[:2] == [next_day, other]
+
+
+# --- Questions asking when ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "When did Kate start skiing?",
+        "when is the concert",
+        "Kate, when did you move?",
+        "Since when has Moon been in different families?",
+        "What year did Paola move to New York?",
+        "Which month was the trip?",
+        "How long ago did Akib visit Japan?",
+    ],
+)
+def test_a_question_asking_when_is_told_apart(question: str):
+    assert time_asked(question) == WHEN
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "How long did Akib's last visit to Japan last?",
+        "For how long did Vanessa date her partner?",
+        "How much time does Mohamed spend on the road to work?",
+        "How many years has Paola lived in New York?",
+    ],
+)
+def test_a_question_asking_how_long_is_told_apart(question: str):
+    assert time_asked(question) == HOW_LONG
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What helps Paola when she's tired?",
+        "What does Paola like to do when traveling?",
+        "Where did Elise celebrate the New Year?",
+        "What are Kate's hobbies?",
+    ],
+)
+def test_when_as_a_conjunction_asks_for_no_time(question: str):
+    assert time_asked(question) == ""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I went skiing yesterday",
+        "Two weeks ago I started a new job",
+        "This morning, I started with a gentle cleanser",
+        "last Friday was fun",
+        "We moved there in May",
+        "since 2019 I live here",
+        "the party on 10.01.2024",
+        "See you on January 6th!",
+        "We spent New Year's Eve in Miami",
+    ],
+)
+def test_a_text_that_tells_when_is_told_apart(text: str):
+    assert tells_time(WHEN, text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I love skiing in the Alps",
+        "You may want to try it",
+        "Fall asleep early, it helps",
+        "I have 3 cats",
+    ],
+)
+def test_a_text_without_a_time_tells_none(text: str):
+    assert not tells_time(WHEN, text)
+    assert not tells_time(HOW_LONG, text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I was only there for about a week and a half",
+        "It lasted for about an hour",
+        "We dated for 3 years",
+        "I have been here since the summer",
+    ],
+)
+def test_a_text_that_tells_how_long_is_told_apart(text: str):
+    assert tells_time(HOW_LONG, text)
+
+
+def test_a_row_that_tells_a_time_is_favoured_when_the_question_asks_when(
+    agent: Any,
+):
+    # The keywords favour the row that names more of the question's words;
+    # the one telling when ("last winter") answers it.
+    plain = _entry(agent, "Kate: skiing at the start of the day", "2023-06-02")
+    told = _entry(agent, "Kate took up skiing last winter", "2023-06-01")
+    query = "When did Kate start skiing?"
+
+    retrieval_config_update(constellation=agent.constellation, when_weight=0)
+    assert _ids(agent, query)[:2] == [plain, told]
+
+    retrieval_config_update(constellation=agent.constellation, when_weight=1.0)
+    result = memory_search(
+        actor=Actor.for_agent(agent), query=query, mode="fts", now=NOW
+    )
+    assert [hit.row.pk for _kind, hit in result.hits][:2] == [told, plain]
+    assert result.hits[0][1].time_part is not None
+    assert "asks when" in next(s.detail for s in result.stages if s.name == "time")
+    # A question that asks for no time keeps the keyword order.
+    assert _ids(agent, "Does Kate like skiing?")[:2] == [plain, told]
 
 
 # --- Late interaction --------------------------------------------------------
