@@ -1,16 +1,20 @@
 """KNN read straight from vec0's chunk storage (version-gated): exact over
 the float table, and the quantised path's coarse Hamming pass over the
-binary one."""
+binary one, whose bits a process holds in memory per scope."""
 
 import functools
+import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from django.db import connection
 
-from memory.search.index import TextIndex
+from memory.search.index import TextIndex, vectors_generation
 
 # sqlite-vec versions whose vec0 storage ``chunks_exact_knn`` reads, and
 # the shadow-table columns it relies on (checked once per table and
@@ -19,7 +23,7 @@ CHUNK_LAYOUT_VERSIONS = frozenset({"v0.1.9"})
 
 
 _CHUNK_COLUMNS = {
-    "chunks": {"chunk_id", "partition00", "validity", "rowids"},
+    "chunks": {"chunk_id", "size", "partition00", "validity", "rowids"},
     "vector_chunks00": {"rowid", "vectors"},
     "metadatachunks00": {"rowid", "data"},
 }
@@ -28,7 +32,7 @@ _CHUNK_COLUMNS = {
 @functools.cache
 def chunks_readable(index: TextIndex, *, binary: bool = False) -> bool:
     """Whether this sqlite-vec stores ``index.vec_table`` (with ``binary``:
-    ``index.bin_table``) the way ``chunks_exact_knn`` (``chunks_hamming_knn``)
+    ``index.bin_table``) the way ``chunks_exact_knn`` (``held_hamming_knn``)
     reads it."""
     table = index.bin_table if binary else index.vec_table
     with connection.cursor() as cur:
@@ -83,7 +87,7 @@ def chunks_exact_knn(
         chunks = _live_chunks(
             cur, raw, index.vec_table, scope_id, owner_ids, row_bytes=row_bytes
         )
-        for slots, valid, live, data in chunks:
+        for slots, valid, live, data, _owners in chunks:
             used = len(valid)
             matrix = np.frombuffer(data, dtype=np.float32).reshape(used, index.dim)
             score = matrix @ unit
@@ -103,65 +107,142 @@ def chunks_exact_knn(
     ]
 
 
-def chunks_hamming_knn(
+@dataclass(frozen=True)
+class _HeldBits:
+    """A scope's live binary vectors as read under ``generation``: their
+    row ids, owners and bits (``words[i]``: the i-th 64 bits of every row,
+    one contiguous array, so each word is one pass)."""
+
+    generation: tuple
+    ids: np.ndarray
+    owners: np.ndarray
+    words: np.ndarray
+
+
+# Held scopes by (database, binary table, scope), least recently used
+# first; at most ``HELD_ROWS_MAX`` rows in all (about 64 bytes a row at 384
+# dimensions: 128 MB).  A larger scope is searched by vec0's KNN.
+_HELD: OrderedDict[tuple[str, str, int], _HeldBits] = OrderedDict()
+
+
+HELD_ROWS_MAX = 2_000_000
+
+
+_HELD_LOCK = threading.Lock()
+
+
+def held_forget() -> None:
+    """Drop every held scope (tests, benchmarks)."""
+    with _HELD_LOCK:
+        _HELD.clear()
+
+
+def held_hamming_knn(
     index: TextIndex,
     *,
-    query: bytes,
+    vector: np.ndarray,
     scope_id: int,
     owner_ids: Sequence[int] | None,
     k: int,
-) -> list[tuple[int, bytes]]:
+) -> list[tuple[int, bytes]] | None:
     """(row id, float vector blob) of the ``k`` rows whose binary vectors
-    are nearest ``query`` (a vector as ``vec_quantize_binary`` makes it)
-    by Hamming distance, nearest first, over every shard of the scope.
+    are nearest ``vector``'s sign bits by Hamming distance, nearest first,
+    over every shard of the scope; None when the scope is too large to
+    hold (``HELD_ROWS_MAX``).
 
-    The binary table's chunks are laid out as the float table's (see
-    :func:`chunks_exact_knn`), ``dim / 8`` bytes a slot; the scope's chunks
-    are read whole (48 KB each at 384 dimensions) into one array and
-    compared at once: an XOR and a popcount per 64 bits, so the cost
-    hardly depends on ``k`` (vec0's own top-k selection grows with it).
-    The float vectors of the ``k`` found are read from the auxiliary
-    column in the same read transaction."""
-    table = index.bin_table
-    words = np.frombuffer(query, dtype=np.uint64)
-    ids: list[np.ndarray] = []
-    blobs: list[bytes] = []
-    masks: list[np.ndarray] = []
+    The scope's bits are read from the binary table's chunks (laid out as
+    the float table's, see :func:`chunks_exact_knn`, ``dim / 8`` bytes a
+    slot) once, and held while the scope's vector generation
+    (``memory.search.index.vectors_generation``) stays what it was: a
+    search then costs an XOR and a popcount per 64 bits held and a
+    histogram of the distances, in memory, whatever ``k`` (vec0's top-k
+    selection grows with it, and reading the chunks costs more than the
+    scan).  The float
+    vectors of the ``k`` found are read from the auxiliary column in the
+    same read transaction as the generation."""
+    query = np.packbits(vector > 0, bitorder="little").view(np.uint64)
     with connection.cursor() as cur, read_snapshot() as raw:
-        chunks = _live_chunks(
-            cur, raw, table, scope_id, owner_ids, row_bytes=index.dim // 8
-        )
-        for slots, valid, _live, data in chunks:
-            blobs.append(data)
-            ids.append(slots[: len(valid)])
-            masks.append(valid)
-        if not ids:
+        held = _held(cur, raw, index, scope_id=scope_id)
+        if held is None:
+            return None
+        distance = np.bitwise_count(held.words[0] ^ query[0]).astype(np.int16)
+        for column in range(1, len(query)):
+            distance += np.bitwise_count(held.words[column] ^ query[column])
+        # Rows of other owners lie beyond every real distance (0 to dim).
+        beyond = index.dim + 1
+        if owner_ids is not None:
+            owners = np.asarray(list(owner_ids), dtype=np.int64)
+            # One owner (the usual case): a comparison, far cheaper than np.isin.
+            mask = (
+                held.owners == owners[0]
+                if len(owners) == 1
+                else np.isin(held.owners, owners)
+            )
+            distance[~mask] = beyond
+        # The k nearest without a partial sort: distances are small
+        # integers, so a histogram gives the distance of the k-th, and the
+        # rows up to it are few.
+        counts = np.bincount(distance, minlength=beyond + 1)[:beyond]
+        n = min(k, int(counts.sum()))
+        if n == 0:
             return []
-        bits = np.frombuffer(b"".join(blobs), dtype=np.uint64)
-        # XOR against the query repeated (a flat operation, faster than a
-        # broadcast over rows of 6 words), and the popcounts summed column
-        # by column (a reduction along rows this short is slower).
-        counts = np.bitwise_count(bits ^ np.tile(words, len(bits) // len(words)))
-        counts = counts.reshape(-1, len(words))
-        distance = counts[:, 0].astype(np.int32)
-        for column in range(1, len(words)):
-            distance += counts[:, column]
-        mask = np.concatenate(masks)
-        distance[~mask] = np.iinfo(np.int32).max
-        all_ids = np.concatenate(ids)
-        n = min(k, int(mask.sum()))
-        top = np.argpartition(distance, n - 1)[:n] if n < len(distance) else None
-        if top is None:
-            top = np.flatnonzero(mask)
-        top = top[np.argsort(distance[top], kind="stable")]
-        found = [int(i) for i in all_ids[top]]
-        marks = ", ".join(["%s"] * len(found))
+        cutoff = int(np.searchsorted(np.cumsum(counts), n))
+        near = np.flatnonzero(distance <= cutoff)
+        top = near[np.argsort(distance[near], kind="stable")[:n]]
+        found = held.ids[top].tolist()
         cur.execute(
-            f"SELECT rowid, value00 FROM {table}_auxiliary WHERE rowid IN ({marks})",
-            found,
+            f"SELECT rowid, value00 FROM {index.bin_table}_auxiliary"
+            " WHERE rowid IN (SELECT value FROM json_each(%s))",
+            [json.dumps(found)],
         )
         vectors = dict(cur.fetchall())
     return [(row_id, vectors[row_id]) for row_id in found if row_id in vectors]
+
+
+def _held(cur: Any, raw: Any, index: TextIndex, *, scope_id: int) -> _HeldBits | None:
+    """The scope's held bits, read again when its generation has changed
+    (inside the read transaction of ``cur`` and ``raw``)."""
+    generation = vectors_generation(cur, index, scope_id=scope_id)
+    key = (str(connection.settings_dict["NAME"]), index.bin_table, scope_id)
+    with _HELD_LOCK:
+        held = _HELD.get(key)
+        if held is not None and held.generation == generation:
+            _HELD.move_to_end(key)
+            return held
+    cur.execute(
+        f"SELECT sum(size) FROM {index.bin_table}_chunks WHERE partition00 = %s",
+        [scope_id],
+    )
+    if (cur.fetchone()[0] or 0) > HELD_ROWS_MAX:
+        return None
+    ids: list[np.ndarray] = []
+    owners: list[np.ndarray] = []
+    bits: list[np.ndarray] = []
+    words = index.dim // 64
+    chunks = _live_chunks(
+        cur, raw, index.bin_table, scope_id, None, row_bytes=index.dim // 8
+    )
+    for slots, valid, live, data, owner_column in chunks:
+        ids.append(slots[live])
+        owners.append(owner_column[live])
+        slot_bits = np.frombuffer(data, dtype=np.uint64).reshape(len(valid), words)
+        bits.append(slot_bits[live])
+    held = _HeldBits(
+        generation=generation,
+        ids=np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64),
+        owners=np.concatenate(owners) if owners else np.zeros(0, dtype=np.int64),
+        words=np.ascontiguousarray(
+            (np.concatenate(bits) if bits else np.zeros((0, words), np.uint64)).T
+        ),
+    )
+    with _HELD_LOCK:
+        _HELD.pop(key, None)
+        _HELD[key] = held
+        total = sum(len(h.ids) for h in _HELD.values())
+        while total > HELD_ROWS_MAX and len(_HELD) > 1:
+            _key, dropped = _HELD.popitem(last=False)
+            total -= len(dropped.ids)
+    return held
 
 
 def _live_chunks(
@@ -172,33 +253,31 @@ def _live_chunks(
     owner_ids: Sequence[int] | None,
     *,
     row_bytes: int,
-) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, bytes]]:
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, bytes, np.ndarray]]:
     """The chunks of vec0 table ``table`` in scope ``scope_id`` holding a
     live row of ``owner_ids`` (None: any owner), each as (the rowid of
     every slot, which slots up to the last live one are live rows of those
-    owners, their indexes, the vectors' bytes up to the last live slot),
+    owners, their indexes, the vectors' bytes up to the last live slot, the
+    owner of every slot),
     read inside the read transaction of ``cur`` and ``raw``
     (:func:`read_snapshot`).  Each vector is ``row_bytes`` long."""
-    by_owner = owner_ids is not None
     sql = (
-        f"SELECT c.validity, c.rowids, x._rowid_{', m.data' if by_owner else ''}"
+        "SELECT c.validity, c.rowids, x._rowid_, m.data"
         f" FROM {table}_chunks c JOIN {table}_vector_chunks00 x"
-        " ON x.rowid = c.chunk_id"
+        f" ON x.rowid = c.chunk_id JOIN {table}_metadatachunks00 m"
+        " ON m.rowid = c.chunk_id WHERE c.partition00 = %s"
     )
-    if by_owner:
-        sql += f" JOIN {table}_metadatachunks00 m ON m.rowid = c.chunk_id"
-    sql += " WHERE c.partition00 = %s"
     owners = np.asarray(list(owner_ids or ()), dtype=np.int64)
     cur.execute(sql, [scope_id])
-    for validity, rowids, blob_rowid, *meta in cur.fetchall():
+    for validity, rowids, blob_rowid, meta in cur.fetchall():
         slots = np.frombuffer(rowids, dtype=np.int64)
         valid = np.unpackbits(
             np.frombuffer(validity, dtype=np.uint8),
             count=len(slots),
             bitorder="little",
         ).view(bool)
-        if by_owner:
-            column = np.frombuffer(meta[0], dtype=np.int64)[: len(slots)]
+        column = np.frombuffer(meta, dtype=np.int64)[: len(slots)]
+        if owner_ids is not None:
             # One owner (the usual case): a comparison, far cheaper than np.isin.
             valid &= (
                 column == owners[0] if len(owners) == 1 else np.isin(column, owners)
@@ -214,7 +293,7 @@ def _live_chunks(
             data = blob.read(used * row_bytes)
         finally:
             blob.close()
-        yield slots, valid[:used], live, data
+        yield slots, valid[:used], live, data, column
 
 
 @contextmanager

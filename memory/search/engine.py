@@ -37,8 +37,8 @@ from django.db.models import Model, Q, QuerySet
 
 from memory.search.chunks import (
     chunks_exact_knn,
-    chunks_hamming_knn,
     chunks_readable,
+    held_hamming_knn,
 )
 from memory.search.index import (
     TextIndex,
@@ -335,9 +335,10 @@ def vector_candidates(
     the storage is not one ``chunks_readable`` knows.
     Quantised: the ``k * SEARCH_QUANTISED_OVERSAMPLE`` rows nearest by
     Hamming distance over the binary vectors (ranked by numpy over the
-    chunks vec0 stores, ``chunks_hamming_knn``; or with "vec0", or a
-    storage it does not know, by vec0's KNNs, one per shard) are re-scored
-    exactly against their float vectors; all re-scored ones are returned.
+    scope's bits held in memory, ``held_hamming_knn``; or with "vec0", a
+    storage it does not know or a scope too large to hold, by vec0's KNNs,
+    one per shard) are re-scored exactly against their float vectors; all
+    re-scored ones are returned.
     On PostgreSQL: pgvector's HNSW index, re-scored exactly
     (``memory.search.postgres``); ``quantised`` has no meaning there.
     """
@@ -372,23 +373,26 @@ def vector_candidates(
                 )
                 for row_id, distance, blob in cur.fetchall()
             ]
-    blob = as_blob(vector)
     coarse_k = min(k * settings.SEARCH_QUANTISED_OVERSAMPLE, MAX_CANDIDATES)
+    coarse = None
     if numpy_knn and chunks_readable(index, binary=True):
-        with connection.cursor() as cur:
-            cur.execute("SELECT vec_quantize_binary(%s)", [blob])
-            bits = cur.fetchone()[0]
-        coarse = chunks_hamming_knn(
-            index, query=bits, scope_id=scope_id, owner_ids=owner_ids, k=coarse_k
+        coarse = held_hamming_knn(
+            index, vector=vector, scope_id=scope_id, owner_ids=owner_ids, k=coarse_k
         )
-    else:
+    if coarse is None:
         coarse = _vec0_hamming_knn(
-            index, blob=blob, scope_id=scope_id, owner_ids=owner_ids, k=coarse_k
+            index,
+            blob=as_blob(vector),
+            scope_id=scope_id,
+            owner_ids=owner_ids,
+            k=coarse_k,
         )
     if not coarse:
         return []
     keys = [row_id for row_id, _blob in coarse]
-    matrix = np.stack([np.frombuffer(b, dtype=np.float32) for _id, b in coarse])
+    matrix = np.frombuffer(b"".join(b for _id, b in coarse), dtype=np.float32).reshape(
+        len(coarse), -1
+    )
     norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(vector) or 1.0)
     distances = 1.0 - (matrix @ vector) / np.where(norms == 0, 1.0, norms)
     return [(keys[i], float(distances[i]), matrix[i]) for i in np.argsort(distances)]

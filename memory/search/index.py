@@ -9,6 +9,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
+from typing import Any
 
 import numpy as np
 from django.db import connection
@@ -217,6 +218,7 @@ def index_put_vectors(
             " VALUES (%s, vec_quantize_binary(%s), %s, %s, %s, %s)",
             [(*p, p[0] % index.shards, p[1]) for p in params],
         )
+        _vectors_changed(cur, index, scope_ids={r[1] for r in rows})
 
 
 def index_delete(index: TextIndex, *, row_ids: Sequence[int]) -> None:
@@ -229,6 +231,7 @@ def index_delete(index: TextIndex, *, row_ids: Sequence[int]) -> None:
     with connection.cursor() as cur:
         for table in (index.fts_table, index.vec_table, index.bin_table):
             cur.executemany(f"DELETE FROM {table} WHERE rowid = %s", ids)
+        _vectors_changed(cur, index, scope_ids={EVERY_SCOPE})
 
 
 def index_clear(index: TextIndex) -> None:
@@ -241,6 +244,39 @@ def index_clear(index: TextIndex) -> None:
     with connection.cursor() as cur:
         for table in (index.fts_table, index.vec_table, index.bin_table):
             cur.execute(f"DELETE FROM {table}")
+        _vectors_changed(cur, index, scope_ids={EVERY_SCOPE})
+
+
+# Vector generations (SQLite): one random token per index and scope, and
+# one for the whole index (``EVERY_SCOPE``: deletes, by row id, do not know
+# the scope), replaced in the transaction of every write to the vectors.
+# A token names one committed state of the scope's vectors (a rolled-back
+# write leaves the token it replaced), so what was read under it may be
+# kept while it is current (``memory.search.chunks.held_hamming_knn``).
+GENERATION_TABLE = "memory_search_generation"
+
+
+EVERY_SCOPE = -1
+
+
+def _vectors_changed(cur: Any, index: TextIndex, *, scope_ids: set[int]) -> None:
+    cur.executemany(
+        f"INSERT INTO {GENERATION_TABLE}(table_name, scope_id, token)"
+        " VALUES (%s, %s, random()) ON CONFLICT (table_name, scope_id)"
+        " DO UPDATE SET token = excluded.token",
+        [(index.bin_table, scope_id) for scope_id in sorted(scope_ids)],
+    )
+
+
+def vectors_generation(cur: Any, index: TextIndex, *, scope_id: int) -> tuple:
+    """The tokens of ``index``'s vectors in ``scope_id`` as they stand in
+    the cursor's snapshot (see ``GENERATION_TABLE``)."""
+    cur.execute(
+        f"SELECT scope_id, token FROM {GENERATION_TABLE}"
+        " WHERE table_name = %s AND scope_id IN (%s, %s) ORDER BY scope_id",
+        [index.bin_table, EVERY_SCOPE, scope_id],
+    )
+    return tuple(cur.fetchall())
 
 
 def index_vectors(index: TextIndex, *, row_ids: Sequence[int]) -> dict[int, np.ndarray]:

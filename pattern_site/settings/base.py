@@ -406,15 +406,17 @@ PATTERN_SYNC_SOCKETS_PER_ACTOR = env.int("PATTERN_SYNC_SOCKETS_PER_ACTOR", defau
 # this: the nearest rows are returned whether related or not.
 SEARCH_WEAK_DISTANCE = env.float("PATTERN_SEARCH_WEAK_DISTANCE", default=0.65)
 SEARCH_VECTOR_QUANTISED = env.bool("PATTERN_SEARCH_QUANTISED", default=False)
-SEARCH_QUANTISED_OVERSAMPLE = env.int("PATTERN_SEARCH_QUANTISED_OVERSAMPLE", default=20)
+SEARCH_QUANTISED_OVERSAMPLE = env.int("PATTERN_SEARCH_QUANTISED_OVERSAMPLE", default=12)
 # Hybrid (and auto) searches take the quantised path anyway once the
 # constellation holds more than this many rows of the searched table: exact
 # KNN grows with the rows, the quantised pass far slower (docs/memory.md, "Long-term
 # memory"); 0 never switches.
 SEARCH_QUANTISED_ABOVE = env.int("PATTERN_SEARCH_QUANTISED_ABOVE", default=20_000)
-# Who computes exact KNN: "numpy" (memory.search.chunks reads the vectors vec0
-# stores, chunk by chunk, and ranks them with one matrix product each) or
-# "vec0" (sqlite-vec's own KNN, whose scalar distance loop is slower).
+# Who computes exact KNN and the quantised path's Hamming pass: "numpy"
+# (memory.search.chunks reads the vectors vec0 stores, chunk by chunk, and
+# ranks them with one matrix product each; the Hamming pass scans the scope's
+# bits held in memory) or "vec0" (sqlite-vec's own KNN, whose scalar distance
+# loop and top-k selection are slower).
 # numpy falls back to vec0 by itself on a sqlite-vec whose storage it does
 # not know.
 SEARCH_EXACT_KNN = env.str("PATTERN_SEARCH_EXACT_KNN", default="numpy")

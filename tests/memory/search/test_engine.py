@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from memory.longterm.indexes import ARCHIVAL_INDEX
 from memory.longterm.search import memory_search
@@ -379,10 +379,10 @@ def test_column_weights_rank_text_context_and_date_the_same_on_either_database(
 def test_quantised_knn_finds_the_nearest_by_hamming_across_shards_owners_and_deletes(
     db: None, settings: Any
 ):
-    """The quantised path's coarse pass reads vec0's binary chunks itself:
-    over several chunks of every shard, two scopes and three owners, with
-    deleted rows, it re-scores the rows whose sign bits are nearest the
-    query's (vec0's KNN, one per shard, may miss some of them)."""
+    """The quantised path's coarse pass scans the bits read from vec0's
+    binary chunks: over several chunks of every shard, two scopes and three
+    owners, with deleted rows, it re-scores the rows whose sign bits are
+    nearest the query's (vec0's KNN, one per shard, may miss some of them)."""
     assert chunks_readable(ARCHIVAL_INDEX, binary=True)
     settings.SEARCH_QUANTISED_OVERSAMPLE = 4
     rng = np.random.default_rng(12)
@@ -420,3 +420,55 @@ def test_quantised_knn_finds_the_nearest_by_hamming_across_shards_owners_and_del
             # Re-scored by cosine, nearest first.
             distances = [d for _r, d, _v in found]
             assert distances == sorted(distances)
+
+
+@pytest.mark.sqlite
+def test_held_bits_follow_every_write_to_the_scope_even_one_rolled_back(
+    db: None, settings: Any, monkeypatch: pytest.MonkeyPatch
+):
+    """The quantised coarse pass holds a scope's bits between searches: a
+    vector replaced, a row deleted, a scope cleared and a write rolled back
+    are each seen by the next search, and a scope larger than the process
+    may hold is searched by vec0's KNN with the same answer."""
+    assert chunks_readable(ARCHIVAL_INDEX, binary=True)
+    settings.SEARCH_QUANTISED_OVERSAMPLE = 4
+    rng = np.random.default_rng(5)
+    rows = [(r, 1, 10, rng.standard_normal(384)) for r in range(1, 3001)]
+    index_put_vectors(ARCHIVAL_INDEX, rows=rows)
+    query = rng.standard_normal(384).astype(np.float32)
+
+    def first() -> int | None:
+        found = vector_candidates(
+            ARCHIVAL_INDEX,
+            vector=query,
+            scope_id=1,
+            owner_ids=[10],
+            k=10,
+            quantised=True,
+        )
+        return found[0][0] if found else None
+
+    before = first()
+    assert before is not None and chunks._HELD
+    # Row 77 takes the query's own vector: the nearest by any measure.
+    index_put_vectors(ARCHIVAL_INDEX, rows=[(77, 1, 10, query)])
+    assert first() == 77
+    with pytest.raises(RuntimeError), transaction.atomic():
+        index_delete(ARCHIVAL_INDEX, row_ids=[77])
+        assert first() != 77
+        raise RuntimeError("roll back")
+    assert first() == 77
+    # A write to another scope leaves this one's held bits as they were.
+    held = dict(chunks._HELD)
+    index_put_vectors(ARCHIVAL_INDEX, rows=[(5001, 2, 10, query)])
+    assert first() == 77
+    assert all(chunks._HELD[key] is kept for key, kept in held.items())
+    monkeypatch.setattr(chunks, "HELD_ROWS_MAX", 100)
+    chunks.held_forget()
+    assert first() == 77  # by vec0's KNN, one per shard
+    assert not chunks._HELD
+    monkeypatch.undo()
+    index_delete(ARCHIVAL_INDEX, row_ids=[77])
+    assert first() not in (None, 77)
+    index_clear(ARCHIVAL_INDEX)
+    assert first() is None
