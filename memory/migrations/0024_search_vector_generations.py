@@ -24,7 +24,7 @@ def drop(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memory", "0022_retrieval_time_and_late_weights"),
+        ("memory", "0023_retrieval_when_weight"),
     ]
 
     operations = [
