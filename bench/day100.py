@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import sqlite3
 import sys
 import time
@@ -217,6 +218,7 @@ class Sim:
         self.planted: list[tuple[int, int]] = []  # (duplicate id, original id)
         self.fact_of: dict[int, int] = {}  # entry id -> fact number
         self.facts = 0
+        self.fact_words: set[tuple[str, ...]] = set()
         self.report: dict[int, dict[str, Any]] = {}
         self.rows_dated = {"entries": 0, "messages": 0, "conversations": 0}
         self.reference = Reference(random.Random(seed + 1))
@@ -299,7 +301,7 @@ class Sim:
             text = near_duplicate(content, rng)
             fact = self.fact_of[original]
         else:
-            original, text, fact = None, fact_text(rng), self.facts
+            original, text, fact = None, self.new_fact_text(), self.facts
             self.facts += 1
         entry = self.attempt(
             "archival insert",
@@ -315,6 +317,16 @@ class Sim:
         self.fact_of[entry.pk] = fact
         if original is not None:
             self.planted.append((entry.pk, original))
+
+    def new_fact_text(self) -> str:
+        """A fact no earlier fact states in the same words: two draws of
+        the same slots are one fact, and merging them is right."""
+        while True:
+            text = fact_text(self.rng)
+            words = tuple(re.findall(r"\w+", text.lower()))
+            if words not in self.fact_words:
+                self.fact_words.add(words)
+                return text
 
     def conversation(self, agent: Any) -> None:
         conversation = conversation_start(agent=agent, title=fact_text(self.rng)[:60])
@@ -488,14 +500,16 @@ class Sim:
 
         missed = [(d, o) for d, o in self.planted if root(d) != root(o)]
         for dup, original in missed[:5]:
-            explain_missed(dup, original)
+            explain_pair("missed pair", dup, original)
         merged = len(self.planted) - len(missed)
-        wrong = sum(
-            1
+        wrong = [
+            (pk, by)
             for pk, (by, reason, fact) in rows.items()
             if reason == "merged" and by is not None and rows[by][2] != fact
-        )
-        return merged, wrong
+        ]
+        for pk, by in wrong[:5]:
+            explain_pair("distinct facts merged", pk, by)
+        return merged, len(wrong)
 
     def restorable(self) -> tuple[int, int]:
         """(superseded entries, those restored without error), in a
@@ -515,15 +529,16 @@ class Sim:
         return len(superseded), restored
 
 
-def explain_missed(dup: int, original: int) -> None:
-    """Print a planted pair consolidation left apart: texts, states, cosine."""
+def explain_pair(what: str, dup: int, original: int) -> None:
+    """Print a pair consolidation decided wrongly (a planted pair left
+    apart, two facts merged): texts, states, cosine."""
     entries = ArchivalEntry.objects.in_bulk([dup, original])
     vectors = index_vectors(ARCHIVAL_INDEX, row_ids=[dup, original])
     cosine = "no vectors"
     if len(vectors) == 2:
         a, b = vectors[dup], vectors[original]
         cosine = f"{float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b))):.3f}"
-    print(f"  missed pair (cosine {cosine}):")
+    print(f"  {what} (cosine {cosine}):")
     for pk in (original, dup):
         e = entries[pk]
         state = e.superseded_reason or e.lifetime
