@@ -94,14 +94,16 @@ def agent_api_request(request: HttpRequest) -> bool:
 class _BrowserOnly(MiddlewareMixin):
     """Middleware for a browser's requests (session, CSRF cookie, session
     user, flash messages), left out of an agent's tool-API calls, which use
-    none of them: their work was a good part of such a call's.  The user of
-    an agent's call is anonymous."""
+    none of them: their work was a good part of such a call's."""
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if agent_api_request(request):
-            request.user = AnonymousUser()  # type: ignore[assignment]
+            self.left_out(request)
             return self.get_response(request)  # type: ignore[no-any-return]
         return super().__call__(request)  # type: ignore[no-any-return]
+
+    def left_out(self, request: HttpRequest) -> None:
+        """What an agent's call gets instead of this middleware's work."""
 
 
 class SessionMiddleware(_BrowserOnly, sessions.SessionMiddleware):
@@ -113,7 +115,8 @@ class CsrfViewMiddleware(_BrowserOnly, csrf.CsrfViewMiddleware):
 
 
 class AuthenticationMiddleware(_BrowserOnly, auth.AuthenticationMiddleware):
-    pass
+    def left_out(self, request: HttpRequest) -> None:
+        request.user = AnonymousUser()  # an agent's call has no session user
 
 
 class MessageMiddleware(_BrowserOnly, messages.MessageMiddleware):
