@@ -51,6 +51,8 @@ class SyncChainASGIHandler(ASGIHandler):
         self.executor = ThreadPoolExecutor(
             max_workers=settings.HTTP_THREADS, thread_name_prefix="http"
         )
+        # Made once: making one inspects the function, each request anew.
+        self._respond_in_thread = self._in_thread(self._respond)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -63,19 +65,18 @@ class SyncChainASGIHandler(ASGIHandler):
         except RequestAborted:
             return
         try:
-            response = await self._in_thread(self._respond, scope, body_file)
+            response = await self._respond_in_thread(scope, body_file)
             try:
                 await self.send_response(response, send)
             finally:
                 if response.streaming and response.is_async:
-                    await self._in_thread(response.close)
+                    await self._in_thread(response.close)()
         finally:
             body_file.close()
 
-    def _in_thread(self, func: Any, *args: Any) -> Any:
-        return sync_to_async(func, thread_sensitive=False, executor=self.executor)(
-            *args
-        )
+    def _in_thread(self, func: Any) -> Any:
+        """``func`` as a coroutine function run on one of the threads."""
+        return sync_to_async(func, thread_sensitive=False, executor=self.executor)
 
     def _respond(self, scope: dict, body_file: Any) -> HttpResponseBase:
         set_script_prefix(get_script_prefix(scope))

@@ -9,9 +9,16 @@ same ``{"detail", "code"}`` body.
 
 from collections.abc import Callable
 
+from django.contrib.auth import middleware as auth
+from django.contrib.auth.models import AnonymousUser
+from django.contrib.messages import middleware as messages
+from django.contrib.sessions import middleware as sessions
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.middleware import csrf
 from django.shortcuts import render
+from django.utils.deprecation import MiddlewareMixin
 
+from pattern_site.kernel.auth import request_bearer
 from pattern_site.kernel.errors import ApplicationError
 
 API_PREFIX = "/api/"
@@ -74,3 +81,43 @@ class ApiJsonErrorMiddleware:
         ):
             return _api_error(request, response)
         return response
+
+
+def agent_api_request(request: HttpRequest) -> bool:
+    """Whether ``request`` is an agent's call of the tool API: under /api/
+    with an ``Authorization: Bearer`` header, which authenticates it alone
+    (``pattern_site.kernel.auth``: a bearer token is never joined by, nor
+    falls back to, a session)."""
+    return request.path.startswith(API_PREFIX) and request_bearer(request) is not None
+
+
+class _BrowserOnly(MiddlewareMixin):
+    """Middleware for a browser's requests (session, CSRF cookie, session
+    user, flash messages), left out of an agent's tool-API calls, which use
+    none of them: their work was a good part of such a call's."""
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if agent_api_request(request):
+            self.left_out(request)
+            return self.get_response(request)  # type: ignore[no-any-return]
+        return super().__call__(request)  # type: ignore[no-any-return]
+
+    def left_out(self, request: HttpRequest) -> None:
+        """What an agent's call gets instead of this middleware's work."""
+
+
+class SessionMiddleware(_BrowserOnly, sessions.SessionMiddleware):
+    pass
+
+
+class CsrfViewMiddleware(_BrowserOnly, csrf.CsrfViewMiddleware):
+    pass
+
+
+class AuthenticationMiddleware(_BrowserOnly, auth.AuthenticationMiddleware):
+    def left_out(self, request: HttpRequest) -> None:
+        request.user = AnonymousUser()  # an agent's call has no session user
+
+
+class MessageMiddleware(_BrowserOnly, messages.MessageMiddleware):
+    pass

@@ -10,12 +10,15 @@ from typing import Any
 
 from django.apps import apps
 from django.core.exceptions import ImproperlyConfigured
-from django.http import HttpRequest
-from ninja import Body, Query, Router, Status
+from django.http import HttpRequest, HttpResponse
+from ninja import Body, Query, Router
 
 from pattern_site.kernel.apitypes import error_responses
 from pattern_site.kernel.auth import request_actor
 from pattern_site.kernel.tools import AgentTool, tools_all
+
+# The content type of ninja's JSON answers (``NinjaAPI.get_content_type``).
+JSON = "application/json; charset=utf-8"
 
 
 def _view(tool: AgentTool) -> Callable[..., Any]:
@@ -27,7 +30,10 @@ def _view(tool: AgentTool) -> Callable[..., Any]:
             response = tool.respond(request, answer)
             if response is not None:
                 return response
-        return Status(tool.status, answer)
+        # The body MCP and in-process callers get (``AgentTool.answer``),
+        # shaped once by the tool's schema: ninja would validate the answer
+        # again inside a wrapper of its own.
+        return HttpResponse(tool.answer(answer), status=tool.status, content_type=JSON)
 
     keyword = inspect.Parameter.POSITIONAL_OR_KEYWORD
     params = [inspect.Parameter("request", keyword, annotation=HttpRequest)]

@@ -19,6 +19,7 @@ from pattern_site.kernel.apitypes import (
     LINE_MAX,
     NAME_MAX,
     TEXT_MAX,
+    DictSchema,
     Id,
     InputSchema,
     Label,
@@ -284,7 +285,7 @@ class OperationsIn(InputSchema):
         return list(self._renamed)
 
 
-class ChangeOut(Schema):
+class ChangeOut(DictSchema):
     status: Literal["applied", "unchanged", "pending_approval", "moved"]
     message: str
     block_id: UUID
@@ -543,7 +544,7 @@ class SeenChangeOut(Schema):
     diff: dict[str, Any]
 
 
-class BlockChangesOut(Schema):
+class BlockChangesOut(DictSchema):
     block_id: UUID
     label: str
     changes: list[SeenChangeOut] = Field(description="Oldest first.")
@@ -555,7 +556,7 @@ class BlockChangesOut(Schema):
     )
 
 
-class ChangesOut(Schema):
+class ChangesOut(DictSchema):
     blocks: list[BlockChangesOut]
     advanced: bool = Field(description="Whether your look moved to now.")
 

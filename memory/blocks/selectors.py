@@ -39,7 +39,12 @@ from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent
 from pattern_site.kernel.agents.selectors import agent_get_private
 from pattern_site.kernel.db.compiled import CompiledQuery
-from pattern_site.kernel.db.rows import row_field_size, rows_fetch
+from pattern_site.kernel.db.rows import (
+    row_field_size,
+    row_lock,
+    row_mark_locked,
+    rows_fetch,
+)
 from pattern_site.kernel.errors import HistoryFolded, InvalidInput, NotFound
 
 
@@ -93,19 +98,36 @@ _OWN_BLOCK_BY_LABEL = CompiledQuery(
     owner_id=-7_406_193,
     label="\x00label",
 )
+_OWN_BLOCK_BY_LABEL_LOCKED = CompiledQuery(
+    lambda owner_id, label: (
+        MemoryBlock.objects.select_for_update()
+        .filter(owner_id=owner_id, label=label)
+        .order_by()[:1]
+    ),
+    owner_id=-7_406_194,
+    label="\x00label",
+)
 
 
-def block_get_by_label_for_agent(*, agent: Agent, label: str) -> MemoryBlock:
+def block_get_by_label_for_agent(
+    *, agent: Agent, label: str, lock: bool = False
+) -> MemoryBlock:
     """The block an agent means by ``label``: its own, else shared, else the
-    constellation's."""
+    constellation's.
+
+    With ``lock`` (in a transaction) the block is read under its row lock
+    and marked so (``row_is_locked``): a change in the same transaction
+    takes it as the locked row, with no second read.
+    """
     # The common case, answered by the unique index; no joins (the agent
     # and its constellation are at hand), no ordering, compiled once.
-    own = _OWN_BLOCK_BY_LABEL.first(owner_id=agent.pk, label=label)
+    query = _OWN_BLOCK_BY_LABEL_LOCKED if lock else _OWN_BLOCK_BY_LABEL
+    own = query.first(owner_id=agent.pk, label=label)
     if own is not None:
         own.owner = agent
         if Agent.constellation.is_cached(agent):
             own.constellation = agent.constellation
-        return own
+        return row_mark_locked(own) if lock else own
     candidates = list(
         block_list_for_actor(actor=Actor.for_agent(agent)).filter(label=label)
     )
@@ -117,7 +139,13 @@ def block_get_by_label_for_agent(*, agent: Agent, label: str) -> MemoryBlock:
             return 0
         return 1 if getattr(block, "shared_access", None) else 2
 
-    return min(candidates, key=rank)
+    found = min(candidates, key=rank)
+    if not lock:
+        return found
+    locked = row_lock(MemoryBlock, found.pk)
+    if locked is None:
+        raise NotFound(f"you have no block labelled {label!r}")
+    return locked
 
 
 def block_get_by_label_for_actor(

@@ -9,6 +9,7 @@ its output schema (``ChangeOut``, ``BlockOut``).  Domain errors propagate
 for the caller's transport to present.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
@@ -112,6 +113,18 @@ def _labelled(actor: Actor, label: str) -> tuple[Agent, MemoryBlock]:
     return agent, block_get_by_label_for_agent(agent=agent, label=label)
 
 
+@transaction.atomic
+def _change_labelled(
+    actor: Actor, label: str, change: Callable[[MemoryBlock], BlockChange]
+) -> dict[str, Any]:
+    """``change`` of the block an agent means by ``label``, as ``ChangeOut``:
+    the block is found under its row lock in the change's own transaction,
+    so that one read finds and locks it."""
+    agent = block_tool_agent(actor)
+    block = block_get_by_label_for_agent(agent=agent, label=label, lock=True)
+    return block_change_payload(change(block))
+
+
 def block_detail(*, actor: Actor, block: MemoryBlock) -> dict[str, Any]:
     """A block as ``BlockOut``: its facts for ``actor`` and its content."""
     return {
@@ -141,19 +154,32 @@ def context_tool(*, actor: Actor, args: ContextToolIn) -> dict[str, Any]:
         )
     if not args.label:
         raise InvalidInput(f"{op} needs 'label', the block to act on")
-    agent, block = _labelled(actor, args.label)
     if op == "append":
-        change = block_append(
-            actor=actor, block=block, content=args.content or "", section=args.section
+        return _change_labelled(
+            actor,
+            args.label,
+            lambda block: block_append(
+                actor=actor,
+                block=block,
+                content=args.content or "",
+                section=args.section,
+            ),
         )
-        return block_change_payload(change)
     if op == "replace":
-        if args.old is None or args.new is None:
-            raise InvalidInput("replace needs 'old' and 'new'")
-        change = block_replace(
-            actor=actor, block=block, old=args.old, new=args.new, section=args.section
-        )
-        return block_change_payload(change)
+
+        def replace(block: MemoryBlock) -> BlockChange:
+            if args.old is None or args.new is None:
+                raise InvalidInput("replace needs 'old' and 'new'")
+            return block_replace(
+                actor=actor,
+                block=block,
+                old=args.old,
+                new=args.new,
+                section=args.section,
+            )
+
+        return _change_labelled(actor, args.label, replace)
+    agent, block = _labelled(actor, args.label)
     if op == "archive":
         moved = block_move(actor=actor, block=block, to_type=BlockType.ARCHIVAL)
         return _moved_out(moved, "archival")
@@ -175,54 +201,66 @@ def context_tool(*, actor: Actor, args: ContextToolIn) -> dict[str, Any]:
 def core_memory_update_tool(
     *, actor: Actor, args: CoreMemoryUpdateIn
 ) -> dict[str, Any]:
-    _, block = _labelled(actor, args.label)
-    change = block_rewrite(actor=actor, block=block, content=args.content)
-    return block_change_payload(change)
+    return _change_labelled(
+        actor,
+        args.label,
+        lambda block: block_rewrite(actor=actor, block=block, content=args.content),
+    )
 
 
 def core_memory_append_tool(*, actor: Actor, args: CoreMemoryIn) -> dict[str, Any]:
-    _, block = _labelled(actor, args.label)
-    change = block_append(
-        actor=actor, block=block, content=args.content, section=args.section
+    return _change_labelled(
+        actor,
+        args.label,
+        lambda block: block_append(
+            actor=actor, block=block, content=args.content, section=args.section
+        ),
     )
-    return block_change_payload(change)
 
 
 def core_memory_replace_tool(
     *, actor: Actor, args: CoreMemoryReplaceIn
 ) -> dict[str, Any]:
-    _, block = _labelled(actor, args.label)
-    change = block_replace(
-        actor=actor,
-        block=block,
-        old=args.old_content,
-        new=args.new_content,
-        section=args.section,
-        every=True,
+    return _change_labelled(
+        actor,
+        args.label,
+        lambda block: block_replace(
+            actor=actor,
+            block=block,
+            old=args.old_content,
+            new=args.new_content,
+            section=args.section,
+            every=True,
+        ),
     )
-    return block_change_payload(change)
 
 
 def memory_insert_tool(*, actor: Actor, args: MemoryInsertIn) -> dict[str, Any]:
-    _, block = _labelled(actor, args.label)
-    change = block_insert(
-        actor=actor, block=block, content=args.new_str, line=args.insert_line
+    return _change_labelled(
+        actor,
+        args.label,
+        lambda block: block_insert(
+            actor=actor, block=block, content=args.new_str, line=args.insert_line
+        ),
     )
-    return block_change_payload(change)
 
 
 def memory_replace_tool(*, actor: Actor, args: MemoryReplaceIn) -> dict[str, Any]:
-    _, block = _labelled(actor, args.label)
-    change = block_replace(
-        actor=actor, block=block, old=args.old_str, new=args.new_str, once=True
+    return _change_labelled(
+        actor,
+        args.label,
+        lambda block: block_replace(
+            actor=actor, block=block, old=args.old_str, new=args.new_str, once=True
+        ),
     )
-    return block_change_payload(change)
 
 
 def memory_rethink_tool(*, actor: Actor, args: MemoryRethinkIn) -> dict[str, Any]:
-    _, block = _labelled(actor, args.label)
-    change = block_rewrite(actor=actor, block=block, content=args.new_memory)
-    return block_change_payload(change)
+    return _change_labelled(
+        actor,
+        args.label,
+        lambda block: block_rewrite(actor=actor, block=block, content=args.new_memory),
+    )
 
 
 @transaction.atomic

@@ -24,7 +24,23 @@ from pattern_site.kernel.agents.services import (
 from pattern_site.kernel.errors import ApplicationError
 
 
+def request_bearer(request: HttpRequest) -> str | None:
+    """The token a request's ``Authorization: Bearer`` header carries (""
+    when it is empty), read as ninja's ``HttpBearer`` reads it; None
+    without such a header.  From ``META``: ``request.headers`` would build
+    a dict of every header for the one."""
+    value = request.META.get("HTTP_AUTHORIZATION")
+    if not value:
+        return None
+    scheme, *rest = value.split(" ")
+    return " ".join(rest) if scheme.lower() == "bearer" else None
+
+
 class AgentTokenAuth(HttpBearer):
+    def __call__(self, request: HttpRequest) -> Actor | None:
+        token = request_bearer(request)
+        return None if token is None else self.authenticate(request, token)
+
     def authenticate(self, request: HttpRequest, token: str) -> Actor | None:
         return Actor.for_agent(agent_token_authenticate(raw=token))
 

@@ -85,11 +85,13 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "pattern_site.middleware.ApiJsonErrorMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    # These four leave out an agent's tool-API call (a bearer token):
+    # pattern_site.middleware.agent_api_request.
+    "pattern_site.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "pattern_site.middleware.CsrfViewMiddleware",
+    "pattern_site.middleware.AuthenticationMiddleware",
+    "pattern_site.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "pattern_site.middleware.ApplicationErrorMiddleware",
 ]

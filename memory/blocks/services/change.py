@@ -50,9 +50,9 @@ from memory.blocks.services.storage import (
 from memory.blocks.sync.broadcast import block_broadcast
 from memory.blocks.tasks import block_history_fold_task
 from pattern_site.kernel.actors import Actor
+from pattern_site.kernel.db.rows import row_is_locked
 
 
-@transaction.atomic
 def _block_change(
     *,
     block: MemoryBlock,
@@ -80,7 +80,38 @@ def _block_change(
     when it is at the locked row's version; it goes back into the cache only
     when this transaction commits, so a failed or rolled-back change never
     leaves a changed document behind.
+
+    A block the caller found under its row lock, in the transaction it
+    holds open for this change (``row_is_locked``), is not read again, and
+    the change takes no savepoint of its own (two statements more): should
+    it fail, the caller's whole transaction rolls back.
     """
+    with transaction.atomic(savepoint=not row_is_locked(block)):
+        return _block_change_locked(
+            block=block,
+            actor=actor,
+            summary=summary,
+            change=change,
+            access=access,
+            origin=origin,
+            change_type=change_type,
+            burst=burst,
+            request=request,
+        )
+
+
+def _block_change_locked(
+    *,
+    block: MemoryBlock,
+    actor: Actor,
+    summary: str,
+    change: Callable[[LoroDoc], list[Any] | None],
+    access: str | None,
+    origin: str | None,
+    change_type: str,
+    burst: bool,
+    request: list[dict[str, Any]] | None,
+) -> BlockChange:
     locked = _lock(block)
     if access is None:
         # From the locked row, never ``block``: a caller (an open socket)

@@ -35,6 +35,7 @@ from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.db.compiled import CompiledQuery
 from pattern_site.kernel.db.rows import (
     row_insert,
+    row_is_locked,
     row_lock,
     row_update,
     rows_set_in_range,
@@ -44,7 +45,10 @@ from pattern_site.kernel.errors import NotFound
 
 def _lock(block: MemoryBlock) -> MemoryBlock:
     """The block's row, locked for this transaction (SQLite: the IMMEDIATE
-    transaction's write lock; PostgreSQL: ``FOR UPDATE``)."""
+    transaction's write lock; PostgreSQL: ``FOR UPDATE``): ``block`` itself
+    when the caller read it under the lock in this transaction."""
+    if row_is_locked(block):
+        return block
     locked = row_lock(MemoryBlock, block.pk)
     if locked is None:
         raise NotFound(f"block {block.label!r} no longer exists")

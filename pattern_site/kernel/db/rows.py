@@ -14,7 +14,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, connections, models
+from django.db.backends.base.operations import BaseDatabaseOperations as BaseOperations
 from django.db.models import Field, Model
 from django.db.models.expressions import RawSQL
 
@@ -42,26 +43,74 @@ def _insert_columns(
 
 
 @functools.cache
-def _insert_statement(model: type[Model], vendor: str) -> tuple[str, list[Field]]:
+def _insert_statement(
+    model: type[Model], vendor: str
+) -> tuple[str, tuple[_Column, ...]]:
     conn = _connection()
     meta = model._meta
     names = tuple(f.name for f in meta.concrete_fields if not f.primary_key)
     sql, fields = _insert_columns(model, names, vendor)
     if conn.features.can_return_columns_from_insert:
         sql += f" RETURNING {conn.ops.quote_name(meta.pk.column)}"
-    return sql, fields
+    return sql, _columns(fields)
+
+
+# Fields whose preparation for the database (``get_db_prep_save``) gives a
+# string back unchanged, on every backend, and those that give an int back
+# unchanged where the backend does not adapt ints (PostgreSQL's psycopg 3
+# wraps them): the Django classes themselves, not subclasses, which may
+# prepare otherwise.
+_STRINGS = (models.CharField, models.TextField)
+_INTS = (
+    models.IntegerField,
+    models.BigIntegerField,
+    models.SmallIntegerField,
+    models.PositiveIntegerField,
+    models.PositiveBigIntegerField,
+    models.PositiveSmallIntegerField,
+)
+
+
+# (attribute name, the type its values keep, the field)
+_Column = tuple[str, type | None, Field]
+
+
+def _columns(fields: list[Field]) -> tuple[_Column, ...]:
+    ops = type(_connection().ops)
+    ints = ops.adapt_integerfield_value is BaseOperations.adapt_integerfield_value
+    return tuple(
+        (
+            f.attname,
+            str if type(f) in _STRINGS else int if ints and type(f) in _INTS else None,
+            f,
+        )
+        for f in fields
+    )
+
+
+def _prepared(instance: Model, columns: tuple[_Column, ...], conn: Any) -> list[Any]:
+    """The values of ``columns`` of ``instance``, each prepared for the
+    database by its field, except the strings and ints that preparation
+    would give back as they are: a hot write's values cost no calls."""
+    values = []
+    for attname, kept, field in columns:
+        value = getattr(instance, attname)
+        if type(value) is not kept:
+            value = field.get_db_prep_save(value, conn)
+        values.append(value)
+    return values
 
 
 @functools.cache
 def _update_statement(
     model: type[Model], names: tuple[str, ...], vendor: str
-) -> tuple[str, list[Field]]:
+) -> tuple[str, tuple[_Column, ...]]:
     meta = model._meta
     fields = [meta.get_field(name) for name in names]
     quote = _connection().ops.quote_name
     sets = ", ".join(f"{quote(f.column)} = %s" for f in fields)
     sql = f"UPDATE {quote(meta.db_table)} SET {sets} WHERE {quote(meta.pk.column)} = %s"
-    return sql, fields
+    return sql, _columns(fields)
 
 
 @functools.cache
@@ -86,8 +135,8 @@ def _range_statement(
 def row_insert(instance: Model) -> int:
     """INSERT ``instance`` (every concrete field but the auto id); its id."""
     conn = _connection()
-    sql, fields = _insert_statement(type(instance), conn.vendor)
-    values = [f.get_db_prep_save(getattr(instance, f.attname), conn) for f in fields]
+    sql, columns = _insert_statement(type(instance), conn.vendor)
+    values = _prepared(instance, columns, conn)
     with conn.cursor() as cursor:
         cursor.execute(sql, values)
         if conn.features.can_return_columns_from_insert:
@@ -141,8 +190,8 @@ def row_update(instance: Model, names: tuple[str, ...]) -> int:
     """UPDATE the named fields of ``instance``'s row to its values; the
     number of rows changed (0 or 1)."""
     conn = _connection()
-    sql, fields = _update_statement(type(instance), names, conn.vendor)
-    values = [f.get_db_prep_save(getattr(instance, f.attname), conn) for f in fields]
+    sql, columns = _update_statement(type(instance), names, conn.vendor)
+    values = _prepared(instance, columns, conn)
     values.append(instance._meta.pk.get_db_prep_value(instance.pk, conn))
     with conn.cursor() as cursor:
         cursor.execute(sql, values)
@@ -220,6 +269,36 @@ def locked_row_query(model: type[Model]) -> CompiledQuery:
 
 
 def row_lock(model: type[Model], pk: Any) -> Any:
-    """The locked row of ``model`` with key ``pk``, or None."""
+    """The locked row of ``model`` with key ``pk``, or None; marked as
+    locked (:func:`row_is_locked`)."""
     conn = _connection()
-    return locked_row_query(model).first(pk=model._meta.pk.get_db_prep_value(pk, conn))
+    row = locked_row_query(model).first(pk=model._meta.pk.get_db_prep_value(pk, conn))
+    return row if row is None else row_mark_locked(row)
+
+
+def _transaction_key() -> object | None:
+    """An object that stays the same while the connection's current
+    transaction lasts and is never the same once it has ended, or None
+    outside a transaction.  Django (5.2 internals) gives the connection a
+    new list of on-commit callbacks whenever a transaction commits or rolls
+    back, and when a savepoint rolls back (where this key ends too early,
+    which costs a read, never a missed lock); a key holds its list, so a
+    later list cannot reuse its identity."""
+    conn = _connection()
+    return conn.run_on_commit if conn.in_atomic_block else None
+
+
+def row_mark_locked(instance: Model) -> Model:
+    """Mark ``instance``, just read under its row lock (a query with
+    ``select_for_update``; on SQLite any read in the IMMEDIATE transaction),
+    as locked for the rest of the current transaction; returns it."""
+    instance._state.locked_in = _transaction_key()  # type: ignore[attr-defined]
+    return instance
+
+
+def row_is_locked(instance: Model) -> bool:
+    """Whether ``instance`` was read under its row lock in the transaction
+    now running (:func:`row_mark_locked`), so that a write may use it as the
+    locked row without reading it again."""
+    key = getattr(instance._state, "locked_in", None)
+    return key is not None and key is _transaction_key()
