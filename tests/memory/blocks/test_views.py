@@ -151,6 +151,9 @@ def test_an_empty_blocks_page_lists_its_creation_and_rolls_back_to_it(web, make_
 
     page = web.get(f"/memory/blocks/{block.pk}/?version=1").content.decode()
     assert "(2 versions)" in page
+    # Every version but the newest can be compared with now, the creation too.
+    assert 'data-compare-from="1"' in page
+    assert 'data-compare-from="2"' not in page
     version = page[page.index('data-testid="version-view"') :]
     assert "Content at version 1" in version
     assert '<pre class="block-rendered"></pre>' in version
