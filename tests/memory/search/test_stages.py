@@ -234,9 +234,14 @@ def test_a_text_that_tells_how_long_is_told_apart(text: str):
 def test_a_row_that_tells_a_time_is_favoured_when_the_question_asks_when(
     agent: Any,
 ):
-    # The keywords favour the row that names more of the question's words;
-    # the one telling when ("last winter") answers it.
-    plain = _entry(agent, "Kate: skiing at the start of the day", "2023-06-02")
+    # The keywords favour the row that names the question's words more
+    # often (bm25 and ts_rank alike); the one telling when ("last winter")
+    # answers it.
+    plain = _entry(
+        agent,
+        "Kate: start skiing, Kate did start skiing at the start of the day skiing",
+        "2023-06-02",
+    )
     told = _entry(agent, "Kate took up skiing last winter", "2023-06-01")
     query = "When did Kate start skiing?"
 
