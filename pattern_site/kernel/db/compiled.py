@@ -123,6 +123,9 @@ class _Statement:
     sql: str
     params: tuple
     slots: dict[str, tuple[int, ...]]
+    # The slots whose marker the driver wrapped (psycopg's Int8 for a big
+    # integer column: an int subclass it adapts by type), with the wrapper.
+    wrapped: dict[int, type]
     # None for a ``values_list`` queryset: its rows are tuples, through
     # ``values`` (the compiler and its per-column converters).
     reader: RowReader | None
@@ -160,10 +163,17 @@ class CompiledQuery:
             if not found:
                 raise ValueError(f"marker {name}={marker!r} is not a parameter")
             slots[name] = found
+        wrapped = {
+            slot: type(params[slot])
+            for found in slots.values()
+            for slot in found
+            if type(params[slot]) not in (int, bool) and isinstance(params[slot], int)
+        }
         return _Statement(
             sql=sql,
             params=tuple(params),
             slots=slots,
+            wrapped=wrapped,
             reader=RowReader.of(compiler, db) if models else None,
             values=(
                 compiler,
@@ -188,10 +198,8 @@ class CompiledQuery:
         params = list(st.params)
         for name, value in values.items():
             for slot in st.slots[name]:
-                kind = type(st.params[slot])
-                # Keep the driver's integer wrapper (see _compile).
-                wrap = kind is not int and issubclass(kind, int)
-                params[slot] = kind(value) if wrap and type(value) is int else value
+                wrap = st.wrapped.get(slot)
+                params[slot] = wrap(value) if wrap and type(value) is int else value
         with connections[db].cursor() as cursor:
             cursor.execute(st.sql, params)
             return st, getattr(cursor, fetch)()
