@@ -10,7 +10,8 @@ and, scoring every live entry with the tier decay (``memory.longterm.decay``):
    delete, no-op; an invalid answer falls back to the rules); without
    one, the rules merge entries whose vectors' cosine passes
    ``DEDUP_COSINE`` or whose texts are the same (but for case, spacing and
-   the punctuation around words);
+   the punctuation around words), when one text adds no detail to the
+   other (``says_no_more``);
 3. prunes short-term and conversation entries whose relevance fell below
    ``PRUNE_FLOOR``;
 4. keeps the scope within its cap by superseding the least relevant.
@@ -56,6 +57,7 @@ from memory.longterm.services import (
     history_event,
 )
 from memory.search.index import index_vectors
+from memory.search.query import STOP_WORDS
 from memory.search.registry import EmbeddingState
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent, Constellation
@@ -147,6 +149,41 @@ def _normalised(text: str) -> str:
     return " ".join(_TEXT_TOKEN.findall(lowered)) or " ".join(lowered.split())
 
 
+# A pair that disagrees on these is a question beside a statement, or a
+# statement beside its denial: never the same fact.
+_POLARITY_WORDS = frozenset(
+    ["?", "not", "no", "never", "none", "nothing", "nobody", "neither", "nor"]
+)
+# Words that carry no detail of a fact: a pair that differs only in these
+# (and in case, spacing, punctuation and a plural's -s) says the same.
+_FUNCTION_WORDS = STOP_WORDS - _POLARITY_WORDS
+
+
+def _content_words(text: str) -> frozenset[str]:
+    """The words of ``text`` that say something, as the rules compare them."""
+    words = set()
+    for token in _TEXT_TOKEN.findall(text.lower().replace("\u2019", "'")):
+        token = token.removesuffix("'s")
+        if token.endswith("n't"):
+            words.add("not")
+            token = token[:-3]
+        elif len(token) > 3 and token.endswith("s") and not token.endswith("ss"):
+            token = token[:-1]
+        if token and token not in _FUNCTION_WORDS:
+            words.add(token)
+    return frozenset(words)
+
+
+def says_no_more(text: str, than: str) -> bool:
+    """Whether ``text`` adds no detail to ``than``: every word of it that
+    carries meaning is in ``than``, and both ask or deny alike.  A pair of
+    near-duplicate vectors where each names something the other does not
+    ("every Monday" beside "twice a year") is two facts: a cosine cannot
+    tell another detail from a rephrasing, so the rules keep both."""
+    mine, theirs = _content_words(text), _content_words(than)
+    return mine <= theirs and mine & _POLARITY_WORDS == theirs & _POLARITY_WORDS
+
+
 def _unit_vectors(entries: Sequence[ArchivalEntry]) -> dict[int, np.ndarray]:
     """Stored vectors of the entries whose vector is of their current text."""
     fresh = [
@@ -208,11 +245,18 @@ def similar_pairs(
     )
 
 
-def _rule_decisions(pairs: Sequence[tuple[float, int, int]]) -> list[Decision]:
+def _rule_decisions(
+    pairs: Sequence[tuple[float, int, int]], texts: dict[int, str]
+) -> list[Decision]:
+    """Pairs past ``DEDUP_COSINE`` where one text adds nothing to the other."""
     return [
         Decision(event="NONE", new=new, old=old)
         for sim, new, old in pairs
         if sim > DEDUP_COSINE
+        and (
+            says_no_more(texts[new], than=texts[old])
+            or says_no_more(texts[old], than=texts[new])
+        )
     ]
 
 
@@ -274,16 +318,24 @@ def _llm_decisions(
             )
         except (ValueError, ApplicationError) as exc:  # LLMUnavailable, budget
             logger.info("consolidation: rules decide for entry %s (%s)", new, exc)
-            decisions += _rule_decisions([(sim, new, old) for sim, old in close])
+            decisions += _rule_decisions(
+                [(sim, new, old) for sim, old in close],
+                {pk: by_id[pk].content for pk in (new, *candidates)},
+            )
     return decisions
 
 
 def _survivor_first(
     a: ArchivalEntry, b: ArchivalEntry
 ) -> tuple[ArchivalEntry, ArchivalEntry]:
-    """(kept, merged) of two duplicates: a long-term entry over a short-term
-    one, else the older, whose id others may already refer to (the kept
-    entry takes the other's uses, so no relevance is lost)."""
+    """(kept, merged) of two duplicates: the one that says more when the
+    other adds nothing to it, then a long-term entry over a short-term one,
+    else the older, whose id others may already refer to (the kept entry
+    takes the other's uses and lifetime, so no relevance is lost)."""
+    a_more = says_no_more(b.content, than=a.content)
+    b_more = says_no_more(a.content, than=b.content)
+    if a_more != b_more:
+        return (a, b) if a_more else (b, a)
 
     def rank(e: ArchivalEntry) -> tuple[bool, int]:
         return (e.lifetime == ArchivalLifetime.LONG_TERM, -e.pk)
@@ -301,11 +353,15 @@ def _merge(
         kept.access_count += merged.access_count
         kept.importance = max(kept.importance, merged.importance)
         kept.tags = list(dict.fromkeys([*kept.tags, *merged.tags]))[:MAX_TAGS]
+        if merged.lifetime == ArchivalLifetime.LONG_TERM:
+            kept.lifetime = ArchivalLifetime.LONG_TERM
     kept.history = [
         *kept.history,
         history_event(event=reason, text=merged.content, entry_id=merged.pk, at=at),
     ]
-    kept.save(update_fields=["access_count", "importance", "tags", "history"])
+    kept.save(
+        update_fields=["access_count", "importance", "tags", "lifetime", "history"]
+    )
     archival_entry_supersede(entry=merged, reason=reason, by=kept, at=at)
 
 
@@ -372,7 +428,8 @@ def archival_consolidate(
         if frozenset(pair[1:]) not in apart
     ]
     if client is None:
-        decisions = _rule_decisions(pairs)
+        texts = {e.pk: e.content for e in scope.entries}
+        decisions = _rule_decisions(pairs, texts)
     else:
         decisions = _llm_decisions(scope, pairs, client)
     return _consolidate_apply(

@@ -11,6 +11,7 @@ from django.utils import timezone
 from memory.longterm.consolidation import (
     archival_consolidate,
     llm_decision_parse,
+    says_no_more,
     similar_pairs,
 )
 from memory.longterm.search import memory_search
@@ -117,8 +118,62 @@ def test_near_duplicates_merge_by_cosine_but_distinct_facts_stay(
     assert [(new, old) for _sim, new, old in pairs] == [(b.pk, a.pk)]
     run = archival_consolidate(agent=agent)
     assert run.merged == 1
-    assert fresh(b).superseded_by_id == a.pk
-    assert [fresh(x).superseded_at for x in (a, c, d)] == [None, None, None]
+    # b says all that a says and that she comes: b is kept.
+    assert fresh(a).superseded_by_id == b.pk
+    assert [fresh(x).superseded_at for x in (b, c, d)] == [None, None, None]
+
+
+def test_near_duplicate_vectors_naming_another_detail_stay_two_facts(
+    agent: Any, embedding_model_loaded: Any
+):
+    """MiniLM puts these pairs above the merge threshold, but each names a
+    month, a day or a time the other does not: without an LLM the rules
+    keep both, and merge only a copy that adds nothing."""
+    pairs = [
+        (
+            "The partner's sister Ana visits every June.",
+            "The partner's sister Ana visits every July.",
+        ),
+        (
+            "The team meeting moved to Tuesday at 10:00.",
+            "The team meeting moved to Thursday at 10:00.",
+        ),
+        (
+            "Lena keeps the notes on the tax return in the shared folder,"
+            " updated in the evenings.",
+            "Lena keeps the notes on the tax return in the shared folder,"
+            " updated on rainy weekends.",
+        ),
+    ]
+    made = [(entry(agent, x), entry(agent, y)) for x, y in pairs]
+    copy = entry(agent, "the team meeting moved to tuesday, at 10:00!")
+    ids = [e.pk for pair in made for e in pair] + [copy.pk]
+    embeddings_refresh(kind="archival", row_ids=ids)
+    close = similar_pairs([fresh(e) for pair in made for e in pair], threshold=0.95)
+    assert len(close) == len(pairs)  # the vectors alone would merge each pair
+    run = archival_consolidate(agent=agent)
+    assert run.merged == 1
+    assert fresh(copy).superseded_by_id == made[1][0].pk
+    assert [fresh(e).superseded_at for pair in made for e in pair] == [None] * 6
+
+
+@pytest.mark.parametrize(
+    ("text", "than", "expected"),
+    [
+        ("Ana visits in June.", "ana VISITS in june!", True),
+        ("Ana visits in June.", "Ana's visit is in June, with the kids.", True),
+        ("Ana visits in June, with the kids.", "Ana visits in June.", False),
+        ("Ana visits in June.", "Ana visits in July.", False),
+        ("The partner likes oat milk.", "The partner doesn't like oat milk.", False),
+        ("The partner likes oat milk.", "The partner likes no oat milk.", False),
+        ("Deploys happen on Tuesdays.", "Deploys happen on Tuesdays?", False),
+        ("The parcel weighs 3.5 kg.", "The parcel weighs 35 kg.", False),
+    ],
+)
+def test_a_text_adds_no_detail_when_its_words_are_all_in_the_other(
+    text: str, than: str, expected: bool
+):
+    assert says_no_more(text, than=than) is expected
 
 
 def test_prune_and_cap_mark_entries_superseded_with_reason_and_time(agent: Any):
