@@ -16,7 +16,10 @@ joined with while it was seen within ``MEMORY_HISTORY_PEER_HOURS``
 A client is seen when it joins, every
 ``MEMORY_HISTORY_PEER_REFRESH_SECONDS`` while its socket is open, and when
 it leaves: a connected client never lapses, one whose server process died
-lapses the peer hours after its last refresh.  A join records its version
+lapses the peer hours after its last refresh.  Each refresh moves the
+client's kept version up to the block's version at the refresh before,
+relayed to it an interval ago, so a tab left open for weeks holds back
+only the last interval's history.  A join records its version
 under the block's row lock, the lock the fold holds while it reads the
 versions to keep, so a fold never passes a version a client joined with as
 it ran.  A client older than the horizon is told to start again from a
@@ -33,12 +36,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import transaction
 from django.utils import timezone
 from loro import LoroDoc, VersionVector
 
 from memory.blocks import documents
 from memory.blocks.models import BlockPeer, BlockUpdate, MemoryBlock
+from memory.blocks.selectors import block_document_load
 from memory.blocks.services.storage import (
     _cache_on_commit,
     _lock,
@@ -47,6 +52,7 @@ from memory.blocks.services.storage import (
     _snapshot_save,
 )
 from pattern_site.kernel.db.rows import row_update
+from pattern_site.kernel.errors import ApplicationError
 
 
 def history_window(block_type: str) -> tuple[timedelta, int] | None:
@@ -228,12 +234,41 @@ def peer_left(*, block_id: Any, socket: str) -> None:
     )
 
 
-def peers_seen(*, socket: str, block_ids: list[Any]) -> int:
+def peers_seen(
+    *, socket: str, blocks: list[tuple[MemoryBlock, bytes | None]]
+) -> dict[Any, bytes]:
     """The socket is still connected to these blocks: their clients' versions
-    stay kept the peer hours from now; how many were refreshed."""
-    return BlockPeer.objects.filter(socket=socket, block_id__in=block_ids).update(
-        seen_at=timezone.now()
-    )
+    stay kept the peer hours from now.  Each block comes with the version the
+    server held at the socket's previous refresh (None at the first): every
+    change in it was relayed to the client a refresh interval ago, so its
+    edits build on that version at least, and the client's kept version
+    moves up to it (never back).  Answers each block's version now, for the
+    next refresh."""
+    now = timezone.now()
+    held = {block.pk: version for block, version in blocks}
+    for row in BlockPeer.objects.filter(socket=socket, block_id__in=list(held)):
+        fields = ["seen_at"]
+        row.seen_at = now
+        newer = held[row.block_id]
+        if newer is not None and newer != bytes(row.version):
+            try:
+                with documents.loro_guard("unreadable version"):
+                    moved = VersionVector.decode(newer).includes_vv(
+                        VersionVector.decode(bytes(row.version))
+                    )
+            except Exception:
+                moved = True  # an unreadable kept version protects nothing
+            if moved:
+                row.version = newer
+                fields.append("version")
+        row.save(update_fields=fields)
+    versions = {}
+    for block, _version in blocks:
+        try:
+            versions[block.pk] = block_document_load(block=block).oplog_vv.encode()
+        except (ObjectDoesNotExist, ApplicationError):
+            continue  # deleted meanwhile: its rooms are closing
+    return versions
 
 
 @contextmanager

@@ -199,6 +199,9 @@ class _Room:
     # clients' own (EPHEMERAL_TIMEOUT_MS).
     group: str | None = None
     presence: loro.EphemeralStore | None = None
+    # Loro rooms: the block's version at this socket's last refresh of its
+    # join versions, which the next refresh keeps instead (see peers_seen).
+    relayed: bytes | None = None
 
 
 def _resolve_actor(*, actor: Actor | None, auth: bytes) -> Actor:
@@ -549,20 +552,25 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
     async def _pins_refresh(self) -> None:
         """Mark this socket's clients of blocks seen now; again later while it
         is in a block's room (a socket in none stops until its next join)."""
-        block_ids = [
-            room.block.pk
+        rooms = [
+            room
             for room in self.rooms.values()
             if room.crdt == sp.CrdtType.LORO and room.block is not None
         ]
-        if not block_ids:
+        if not rooms:
             return
         try:
-            await database_sync_to_async(peers_seen)(
-                socket=self.channel_name, block_ids=block_ids
+            now = await database_sync_to_async(peers_seen)(
+                socket=self.channel_name,
+                blocks=[(room.block, room.relayed) for room in rooms if room.block],
             )
         except Exception:
             # Tried again at the next refresh, well within the peer hours.
             logger.exception("refreshing a sync socket's join versions failed")
+        else:
+            for room in rooms:
+                if room.block is not None:
+                    room.relayed = now.get(room.block.pk)
         self._pins_schedule()
 
     def _received(self, agent_id: int, block_id: str, counter: int) -> None:

@@ -114,6 +114,49 @@ async def test_a_client_connected_longer_than_the_peer_hours_keeps_its_version(
     await peer.ws.disconnect()
 
 
+async def test_a_long_connected_client_s_kept_version_moves_up_to_what_it_was_sent(
+    agent, agent_token, window
+):
+    """A tab left open does not hold history back to its join for ever:
+    each refresh keeps the version relayed to it by the refresh before, and
+    the fold passes the join version while the client's edits still merge."""
+    window.MEMORY_HISTORY_PEER_REFRESH_SECONDS = 0.05
+    block = await sync_to_async(_block)(agent, 12)
+    joined_at = await sync_to_async(_newest)(block)
+    peer = await Peer.open(peer_id=77)
+    room = str(block.pk)
+    assert isinstance(await peer.join(room, token=agent_token.raw), sp.JoinResponseOk)
+    joined = peer.doc.oplog_vv.encode()
+
+    await sync_to_async(_append)(block, agent, range(12, 24))
+    server = (await sync_to_async(block_document_load)(block=block)).oplog_vv
+    while not peer.doc.oplog_vv.includes_vv(server):
+        relayed = await peer.receive()
+        assert isinstance(relayed, sp.DocUpdate)
+        peer.doc.import_batch(list(relayed.updates))
+
+    def kept_version() -> bytes:
+        return bytes(BlockPeer.objects.get(block=block).version)
+
+    assert await sync_to_async(kept_version)() == joined
+    deadline = time.monotonic() + WAIT_SECONDS
+    while await sync_to_async(kept_version)() != server.encode():
+        assert time.monotonic() < deadline, "the client's kept version never moved"
+        await asyncio.sleep(0.02)
+
+    def fold() -> None:
+        _age_all(block)
+        block_history_fold(block=block)
+        assert _history_from(block) > joined_at
+        doc_cache.clear()
+
+    await sync_to_async(fold)()
+    ack = await peer.edit(room, "client ", at=0)
+    assert ack.status == sp.UpdateStatus.OK
+    assert (await sync_to_async(block_value)(block=block)).startswith("client v0")
+    await peer.ws.disconnect()
+
+
 def test_a_join_racing_a_fold_is_kept_or_told_to_start_again(
     agent, window, monkeypatch
 ):
