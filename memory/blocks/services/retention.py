@@ -30,6 +30,7 @@ Folding is idempotent: a block already folded to its window is left alone.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -37,7 +38,8 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from loro import LoroDoc, VersionVector
 
@@ -51,6 +53,7 @@ from memory.blocks.services.storage import (
     _log_fold,
     _snapshot_save,
 )
+from pattern_site.kernel.db.compiled import CompiledQuery
 from pattern_site.kernel.db.rows import row_update
 from pattern_site.kernel.errors import ApplicationError
 
@@ -208,11 +211,42 @@ def block_history_fold_wanted(*, block: MemoryBlock, now: datetime) -> bool:
     if window is None:
         return False
     age, versions = window
-    held = BlockUpdate.objects.filter(block=block, pk__gt=block.history_from)
-    oldest = held.order_by("pk").values_list("created_at", flat=True).first()
-    if oldest is None or oldest >= now - age * 1.25:
+    key = MemoryBlock._meta.pk.get_db_prep_value(block.pk, connection)
+    oldest = _OLDEST_HELD.first_row(block_key=key, after=block.history_from)
+    if oldest is None or oldest[0] >= now - age * 1.25:
         return False
-    return held.order_by("-pk")[versions + versions // 4 :].exists()
+    past = _held_past(versions + versions // 4)
+    return past.first_row(block_key=key, after=block.history_from) is not None
+
+
+# Asked on every compaction of every block: compiled once (see
+# pattern_site.kernel.db.compiled); the block's key goes in prepared.
+_OLDEST_HELD = CompiledQuery(
+    lambda block_key, after: (
+        BlockUpdate.objects.filter(block_id=RawSQL("%s", (block_key,)), pk__gt=after)
+        .order_by("pk")
+        .values_list("created_at")[:1]
+    ),
+    block_key="\x00block_key",
+    after=-7_000_001,
+)
+
+
+@functools.cache
+def _held_past(skip: int) -> CompiledQuery:
+    """The held version ``skip`` places before the newest (an offset is
+    written into the statement, not passed: one per block type's window)."""
+    return CompiledQuery(
+        lambda block_key, after: (
+            BlockUpdate.objects.filter(
+                block_id=RawSQL("%s", (block_key,)), pk__gt=after
+            )
+            .order_by("-pk")
+            .values_list("pk")[skip : skip + 1]
+        ),
+        block_key="\x00block_key",
+        after=-7_000_001,
+    )
 
 
 def peer_record(*, block_id: Any, socket: str, version: bytes) -> None:
