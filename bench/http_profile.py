@@ -6,7 +6,9 @@ figure a busy machine does not blur), this process's CPU time per request
 in an unprofiled run before (less blurred than wall time), and the top
 functions by own time and by calls.
 
-Run: ``.venv/bin/python bench/http_profile.py`` (``--requests``, ``--top``).
+Run: ``.venv/bin/python bench/http_profile.py`` (``--requests``, ``--top``;
+``--app bench.http_floor:application`` for the floor, ``--dump`` to keep
+the raw profile).
 """
 
 from __future__ import annotations
