@@ -19,11 +19,16 @@ from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.base import BaseHandler
-from django.http import FileResponse, HttpResponseBase
-from django.urls import set_script_prefix
+from django.http import FileResponse, HttpRequest, HttpResponseBase
+from django.urls import ResolverMatch, URLResolver, get_resolver, set_script_prefix
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pattern_site.settings.dev")
 django.setup(set_prefix=False)
+
+
+# The most argument-free paths SyncChainASGIHandler remembers the view of:
+# far more than the URLconf's fixed routes.
+RESOLVED_MAX = 4096
 
 
 class SyncChainASGIHandler(ASGIHandler):
@@ -53,6 +58,29 @@ class SyncChainASGIHandler(ASGIHandler):
         )
         # Made once: making one inspects the function, each request anew.
         self._respond_in_thread = self._in_thread(self._respond)
+        self._resolved: dict[tuple[URLResolver, str], ResolverMatch] = {}
+
+    def resolve_request(self, request: HttpRequest) -> ResolverMatch:
+        """Django's, remembering the match of each path that captures no
+        arguments (``/api/tools/context``) under the URLconf that matched
+        it: trying a path against the ~370 patterns one by one cost a tool
+        call more Python than checking its arguments.  Paths with
+        arguments, requests with a URLconf of their own and misses are
+        resolved as usual; ``RESOLVED_MAX`` bounds the memo even so."""
+        if hasattr(request, "urlconf"):
+            return super().resolve_request(request)  # type: ignore[no-any-return]
+        key = (get_resolver(), request.path_info)
+        match = self._resolved.get(key)
+        if match is None:
+            match = super().resolve_request(request)
+            if (
+                not match.args
+                and not match.kwargs
+                and len(self._resolved) < RESOLVED_MAX
+            ):
+                self._resolved[key] = match
+        request.resolver_match = match
+        return match
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":

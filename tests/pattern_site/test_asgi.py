@@ -8,6 +8,9 @@ from asgiref.sync import sync_to_async
 from asgiref.testing import ApplicationCommunicator
 from django.conf import settings
 from django.core import signals
+from django.http import HttpResponse
+from django.test import RequestFactory, override_settings
+from django.urls import path, resolve
 
 from memory.blocks.selectors import block_value
 from memory.blocks.services import block_create
@@ -102,3 +105,37 @@ async def test_request_signals_fire_once_in_the_thread_that_serves(agent_token):
     assert [kind for kind, _ in seen] == ["started", "finished"]
     assert seen[0][1] == seen[1][1]
     assert seen[0][1].startswith("http")
+
+
+def _resolved(path: str):
+    request = RequestFactory().post(path)
+    return django_asgi_app.resolve_request(request), request
+
+
+def test_a_path_without_arguments_is_resolved_once_others_each_time():
+    first, request = _resolved("/api/tools/context")
+    again, _ = _resolved("/api/tools/context")
+    assert request.resolver_match is first
+    assert again is first
+    assert first.func is resolve("/api/tools/context").func
+
+    one, _ = _resolved("/api/tasks/1")
+    other, _ = _resolved("/api/tasks/2")
+    assert one.kwargs != other.kwargs
+    assert one is not other
+
+
+def _other_view(request):
+    return HttpResponse("other")
+
+
+urlpatterns = [path("api/tools/context", _other_view)]
+
+
+def test_a_remembered_path_follows_a_new_root_urlconf():
+    _resolved("/api/tools/context")
+    with override_settings(ROOT_URLCONF=__name__):
+        match, _ = _resolved("/api/tools/context")
+        assert match.func is _other_view
+    match, _ = _resolved("/api/tools/context")
+    assert match.func is not _other_view

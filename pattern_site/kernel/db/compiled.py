@@ -28,7 +28,11 @@ from typing import Any
 
 from django.db import connections
 from django.db.models import Model, QuerySet
+from django.db.models.base import ModelState
+from django.db.models.fields.related_descriptors import ForeignKeyDeferredAttribute
 from django.db.models.query import ModelIterable, get_related_populators
+from django.db.models.query_utils import DeferredAttribute
+from django.db.models.signals import post_init, pre_init
 
 
 @dataclass(frozen=True)
@@ -81,14 +85,68 @@ class RowReader:
         )
         shared: dict[tuple[int, Any], Model] = {}
         for row in converted:
-            obj = self.model.from_db(
-                self.db, self.init_list, row[self.start : self.end]
+            obj = model_from_db(
+                self.model, self.db, self.init_list, row[self.start : self.end]
             )
             for populator in self.populators:
                 _populate_shared(populator, row, obj, shared)
             for name, column in self.annotations.items():
                 setattr(obj, name, row[column])
             yield obj
+
+
+# Per model: its concrete fields' attribute names when ``model_from_db`` may
+# fill an instance's ``__dict__`` itself, else None; ``_UNSEEN`` for a model
+# not looked at yet.
+_PLAIN: dict[type[Model], tuple[str, ...] | None] = {}
+_UNSEEN = ("",)
+
+
+def _plain_attnames(model: type[Model]) -> tuple[str, ...] | None:
+    """The attribute names ``Model.__init__`` would set from a full row, if
+    setting them is only storing each in ``__dict__``: no ``__init__`` or
+    ``from_db`` of the model's own, and each attribute Django's plain
+    deferred descriptor (a foreign key's forgets a cached related instance
+    when its id changes, and a new instance has none)."""
+    if model.__init__ is not Model.__init__ or (
+        model.from_db.__func__ is not Model.from_db.__func__  # type: ignore[attr-defined]
+    ):
+        return None
+    names = tuple(f.attname for f in model._meta.concrete_fields)
+    for name in names:
+        if type(model.__dict__.get(name)) not in (
+            DeferredAttribute,
+            ForeignKeyDeferredAttribute,
+        ):
+            return None
+    return names
+
+
+def model_from_db(
+    model: type[Model], db: str, field_names: list[str], values: Any
+) -> Model:
+    """``model.from_db(db, field_names, values)``, the same instance built
+    without ``Model.__init__`` when that would only store each value: on
+    the tool API's hot path (token, block) its argument handling, per-field
+    ``setattr`` and init signals were a good part of reading a row.  Any
+    other case (deferred fields, init signal receivers, a model's own
+    ``__init__``) goes through ``from_db``."""
+    names = _PLAIN.get(model, _UNSEEN)
+    if names is _UNSEEN:
+        names = _PLAIN[model] = _plain_attnames(model)
+    if (
+        names is None
+        or len(field_names) != len(names)
+        or (pre_init.receivers and pre_init.has_listeners(model))
+        or (post_init.receivers and post_init.has_listeners(model))
+    ):
+        return model.from_db(db, field_names, values)
+    obj = model.__new__(model)
+    state = obj._state = ModelState()
+    state.adding = False
+    state.db = db
+    obj.__dict__.update(zip(names, values, strict=True))
+    return obj
 
 
 def _populate_shared(
@@ -107,8 +165,8 @@ def _populate_shared(
         key = (id(populator), pk)
         related = shared.get(key)
         if related is None:
-            related = populator.model_cls.from_db(
-                populator.db, populator.init_list, data
+            related = model_from_db(
+                populator.model_cls, populator.db, populator.init_list, data
             )
             for nested in populator.related_populators:
                 _populate_shared(nested, row, related, shared)

@@ -3,6 +3,7 @@
 import pytest
 from django.db import connection
 from django.db.models import Count
+from django.db.models.signals import post_init
 
 from coordination.models import Agent, AgentToken
 from pattern_site.kernel.agents.services import agent_create
@@ -176,3 +177,49 @@ def test_a_big_integer_column_s_marker_is_found_and_takes_values(constellation):
         ("m0",),
         ("m1",),
     ]
+
+
+def _fields(instance):
+    return {k: v for k, v in instance.__dict__.items() if k != "_state"}
+
+
+def test_an_instance_is_the_one_django_builds_without_its_init(constellation):
+    """``model_from_db`` fills the instance itself: the same attributes,
+    related rows and state as Django's own query, and it saves as one."""
+    flux, _ = agent_create(constellation=constellation, name="Flux")
+    found = BY_NAME.first(constellation_id=constellation.pk, name="Flux")
+    django = Agent.objects.select_related("constellation").get(pk=flux.pk)
+
+    assert list(found.__dict__) == list(django.__dict__)
+    assert _fields(found) == _fields(django)
+    assert _fields(found.constellation) == _fields(django.constellation)
+    assert (found._state.adding, found._state.db) == (False, "default")
+    assert found.get_deferred_fields() == set()
+    found.name = "Flux II"
+    found.save(update_fields=["name"])
+    assert Agent.objects.get(pk=flux.pk).name == "Flux II"
+
+
+def test_an_init_signal_receiver_or_a_deferred_field_gets_django_s_init(
+    constellation,
+):
+    agent_create(constellation=constellation, name="Flux")
+    seen = []
+
+    def receiver(sender, instance, **kwargs):
+        seen.append(instance)
+
+    post_init.connect(receiver, sender=Agent)
+    try:
+        found = BY_NAME.first(constellation_id=constellation.pk, name="Flux")
+    finally:
+        post_init.disconnect(receiver, sender=Agent)
+    assert seen == [found]
+
+    names_only = CompiledQuery(
+        lambda name: Agent.objects.only("name").filter(name=name).order_by()[:1],
+        name="\x00name",
+    )
+    found = names_only.first(name="Flux")
+    assert "created_at" in found.get_deferred_fields()
+    assert found.created_at is not None  # loaded on access, as Django does
