@@ -25,10 +25,12 @@ from memory.search.engine import (
 )
 from memory.search.index import (
     date_words,
+    dated_match,
     index_clear,
     index_delete,
     index_put_texts,
     index_put_vectors,
+    owner_sql,
 )
 from memory.search.pipeline import embedding_backfill
 from memory.search.query import fts_query
@@ -373,6 +375,63 @@ def test_column_weights_rank_text_context_and_date_the_same_on_either_database(
     )
     assert [row_id for row_id, _score, _snippet in found] == expected
     assert "\x02heron\x03" in found[0][2]
+
+
+@pytest.mark.sqlite
+def test_keyword_candidates_are_those_of_sorting_every_match_by_bm25(db: None):
+    """FTS5 sorts the matches itself (``ORDER BY rank``) and the scope and
+    owner are checked on its sorted output: the same rows, scores, order and
+    snippets as a plain ``ORDER BY bm25(...)`` over every match that passes
+    the filters, with ties across the limit (rows of equal length holding
+    the same word once), other scopes and owners, and the dated form."""
+    rng = np.random.default_rng(5)
+    words = ["heron", "kestrel", "wren", "finch", "plover", "tern", "rook", "crow"]
+    rows = [
+        (row_id, 1 + row_id % 3, 10 + row_id % 4, " ".join(rng.choice(words, 4)))
+        for row_id in range(1, 601)
+    ]
+    days = {row_id: date(2024, 1, 1 + row_id % 20) for row_id, *_ in rows}
+    index_put_texts(
+        ARCHIVAL_INDEX,
+        rows=rows,
+        contexts={row_id: "a heron" for row_id in range(1, 601, 9)},
+        dates=days,
+    )
+    table = ARCHIVAL_INDEX.fts_table
+    weights = "1.0, 0.0, 0.0, 0.2, 0.2"
+    bm25 = f"bm25({table}, {weights})"
+    cases = [
+        ("heron", 1, [10], 5, ""),
+        ("heron kestrel", 2, None, 40, ""),
+        ("wren", 3, [10, 11, 12], 7, ""),
+        ("tern plover", 1, [99], 40, ""),
+        ("finch", 2, None, 3, dated_match([date(2024, 1, 3), date(2024, 1, 9)])),
+    ]
+    for text, scope_id, owner_ids, k, within in cases:
+        query = f"{{content context dated}} : ({fts_query(text)})"
+        if within:
+            query = f"({query}) AND ({{dated}} : ({within}))"
+        owners = owner_sql(owner_ids, "owner_id")
+        with connection.cursor() as cur:
+            cur.execute(
+                f"SELECT rowid, {bm25}, snippet({table}, 0, %s, %s, '…', 24)"
+                f" FROM {table} WHERE {table} MATCH %s AND scope_id = %s{owners}"
+                f" ORDER BY {bm25} LIMIT %s",
+                ["\x02", "\x03", query, scope_id, *(owner_ids or ()), k],
+            )
+            expected = list(cur.fetchall())
+        found = fts_candidates(
+            ARCHIVAL_INDEX,
+            query=fts_query(text),
+            scope_id=scope_id,
+            owner_ids=owner_ids,
+            k=k,
+            context_weight=0.2,
+            date_weight=0.2,
+            within=within,
+        )
+        assert found == expected, text
+        assert len(found) == (0 if owner_ids == [99] else k), text
 
 
 @pytest.mark.sqlite
