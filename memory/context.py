@@ -36,6 +36,7 @@ from memory.blocks.permissions import block_permission_label
 from memory.blocks.seen import blocks_seen_record_later
 from memory.blocks.selectors import block_list_for_agent, block_shared_from
 from memory.longterm.compose import (
+    HeldRows,
     HistoryConfig,
     estimate_tokens,
     history_compose,
@@ -347,11 +348,13 @@ def request_compose(
     conversation: Conversation | None,
     active_batch_id: str = "",
     history: HistoryConfig | None = None,
+    held: HeldRows | None = None,
 ) -> list[dict[str, Any]]:
     """The whole request's messages: the built system prompt, then the
     conversation's compressed history (the active batch whole), as the
     model gets them; ``built.metadata["history"]`` says what was kept.
-    ``history``: the constellation's history settings, when read already."""
+    ``history``: the constellation's history settings, when read already;
+    ``held``: the history rows this caller's earlier requests read."""
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": built.system_prompt}
     ]
@@ -361,6 +364,7 @@ def request_compose(
             model_name=built.metadata["model_name"],
             active_batch_id=active_batch_id,
             config=history,
+            held=held,
         )
         messages += composed.messages
         built.metadata["history"] = composed.metadata

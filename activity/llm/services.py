@@ -1,13 +1,13 @@
 """The per-constellation daily LLM token budget: check before, add after."""
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import F
+from django.db import connection
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from activity.llm.models import LLMUsage
 from pattern_site.kernel.db.compiled import CompiledQuery
+from pattern_site.kernel.db.rows import rows_add
 from pattern_site.kernel.errors import LimitExceeded
 
 # Read before every model call (compiled once); the day goes in prepared,
@@ -44,15 +44,15 @@ def llm_budget_check(*, constellation_id: int, tokens: int) -> None:
         )
 
 
-@transaction.atomic
 def llm_usage_add(*, constellation_id: int, tokens: int) -> None:
-    day = timezone.now().date()
-    updated = LLMUsage.objects.filter(
-        constellation_id=constellation_id, day=day
-    ).update(tokens=F("tokens") + tokens, calls=F("calls") + 1)
-    if not updated:
-        usage = LLMUsage(
-            constellation_id=constellation_id, day=day, tokens=tokens, calls=1
-        )
-        usage.full_clean(validate_unique=False, validate_constraints=False)
-        usage.save()
+    """Count a call and its tokens in the constellation's day: one upsert
+    statement (each model call of a turn makes one), no transaction."""
+    day = LLMUsage._meta.get_field("day").get_db_prep_value(
+        timezone.now().date(), connection
+    )
+    rows_add(
+        LLMUsage,
+        key=("constellation", "day"),
+        field=("tokens", "calls"),
+        rows=[(constellation_id, day, tokens, 1)],
+    )

@@ -51,7 +51,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -78,7 +78,7 @@ from memory.context import (
     request_compose,
     tool_rule_parse,
 )
-from memory.longterm.compose import HistoryConfig, history_config_for
+from memory.longterm.compose import HeldRows, HistoryConfig, history_config_for
 from memory.longterm.models import Conversation
 from memory.longterm.schemas import SEND_MESSAGE
 from memory.longterm.selectors import batch_answers_count
@@ -87,6 +87,7 @@ from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent
 from pattern_site.kernel.agents.selectors import actor_names
 from pattern_site.kernel.agents.services import agent_touch
+from pattern_site.kernel.db.rows import row_update
 from pattern_site.kernel.errors import ApplicationError, Conflict
 from pattern_site.kernel.events import EventType, Importance, event_record
 from pattern_site.kernel.tools import invalid_arguments_message, tool_get
@@ -151,6 +152,9 @@ class TurnState:
     unstored: dict[str, Any] | None = None
     beat_at: float = 0.0
     touched_at: float | None = None
+    # The history rows its requests read: each step reads only the rows
+    # appended since.
+    held: HeldRows = field(default_factory=HeldRows)
 
     @property
     def agent(self) -> Agent:
@@ -263,8 +267,8 @@ def _store(state: TurnState, messages: list[dict[str, Any]]) -> None:
 def _after_commit_raise(body: Callable[[], None], post: Callable[[], None]) -> None:
     """``body`` and ``post`` (an event on the run's stream) in one
     transaction; when ``post`` finds the delivery ended, ``body`` is
-    committed all the same (its event's savepoint rolled back) and the
-    turn ends after."""
+    committed all the same (the refusal comes before the event writes
+    anything) and the turn ends after."""
     ended: TurnEnded | None = None
     with transaction.atomic():
         body()
@@ -289,7 +293,7 @@ def _step_record(
     def record() -> None:
         turn.steps += 1
         turn.heartbeat_at = timezone.now()
-        turn.save(update_fields=["steps", "heartbeat_at"])
+        row_update(turn, ("steps", "heartbeat_at"))
         state.beat_at = time.monotonic()
         if text or not calls:
             _store(state, [message])
@@ -339,7 +343,7 @@ def _call_complete(
 
     def record() -> None:
         call.status, call.ok, call.result = ToolCallStatus.COMPLETED, ok, result
-        call.save(update_fields=["status", "ok", "result"])
+        row_update(call, ("status", "ok", "result"))
         _heartbeat(state)
         answer = {
             "role": "tool",
@@ -416,7 +420,7 @@ class Stream:
     def started(self, call: AgentToolCall, args: Any) -> None:
         shown = args if isinstance(args, dict) else {"raw": call.arguments}
         self._post(
-            services.delivery_tool_call_start,
+            services.turn_tool_call_started,
             call_id=call.call_id,
             fn_name=call.name,
             args=shown,
@@ -427,7 +431,7 @@ class Stream:
         result = call.result
         preview = result if len(result) <= limit else result[:limit] + "…"
         self._post(
-            services.delivery_tool_call_complete,
+            services.turn_tool_call_completed,
             call_id=call.call_id,
             result={"ok": bool(call.ok), "text": preview},
         )
@@ -564,6 +568,7 @@ def _model_step(
         conversation=state.conversation,
         active_batch_id=state.turn.batch_id,
         history=state.history,
+        held=state.held,
     )
     now = time.monotonic()
     if state.touched_at is None or now - state.touched_at >= LIVENESS_WRITE_SECONDS:

@@ -29,6 +29,7 @@ from pattern_site.kernel.agents.selectors import (
     agent_list_for_actor,
     constellation_list_for_actor,
 )
+from pattern_site.kernel.db.compiled import CompiledQuery
 from pattern_site.kernel.errors import InvalidInput, NotFound
 
 NOTES_KEY = "notes"
@@ -200,10 +201,22 @@ def handoff_inbox_for_agent(*, agent: Agent) -> QuerySet[HandoffNote]:
     )
 
 
+# An agent's inbox, compiled once: its context is built again after each
+# writing step of a turn, and the visibility filter costs several times
+# the query to put together.
+_INBOX = CompiledQuery(
+    lambda agent_id, constellation_id: handoff_inbox_for_agent(
+        agent=Agent(pk=agent_id, constellation_id=constellation_id)
+    ),
+    agent_id=-7_502_101,
+    constellation_id=-7_502_102,
+)
+
+
 def handoffs_render_for_agent(agent: Agent) -> str:
     """The ``<handoff_notes>`` section of ``agent``'s context: its unread
     handoff notes, oldest first, until they are marked read."""
-    notes = list(handoff_inbox_for_agent(agent=agent))
+    notes = _INBOX.all(agent_id=agent.pk, constellation_id=agent.constellation_id)
     if not notes:
         return ""
     lines = ["<handoff_notes>"]

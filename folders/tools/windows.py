@@ -20,6 +20,7 @@ from django.utils import timezone
 from folders.files.models import FolderAttachment, FolderFile, OpenFile
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent
+from pattern_site.kernel.db.compiled import CompiledQuery
 from pattern_site.kernel.errors import InvalidInput, NotFound
 from pattern_site.kernel.events import EventType, event_record
 
@@ -154,15 +155,29 @@ def file_close(*, agent: Agent, file: FolderFile | None = None) -> int:
     return deleted
 
 
+# Read at every build of the agent's context (again after each writing step
+# of a turn): compiled once.
+_OPEN_FILES = CompiledQuery(
+    lambda agent_id: (
+        OpenFile.objects.filter(
+            agent_id=agent_id,
+            file__folder_id__in=FolderAttachment.objects.filter(
+                agent_id=agent_id
+            ).values("folder_id"),
+        )
+        .select_related("file__folder")
+        .order_by("-used_at", "-id")
+    ),
+    agent_id=-7_503_101,
+)
+
+
 def file_windows_for_agent(*, agent: Agent) -> list[Window]:
     """The agent's open windows, most recently used first; files of
     folders no longer attached are left out."""
-    attached = FolderAttachment.objects.filter(agent=agent).values("folder_id")
     return [
         _window(o.file, o.start_line, o.line_count)
-        for o in OpenFile.objects.filter(agent=agent, file__folder_id__in=attached)
-        .select_related("file__folder")
-        .order_by("-used_at", "-id")
+        for o in _OPEN_FILES.all(agent_id=agent.pk)
     ]
 
 

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection
-from django.db.models import FilteredRelation, Q
+from django.db.models import FilteredRelation, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from loro import Frontiers, LoroDoc
 
@@ -112,6 +112,35 @@ def _newest_versions(limit: int) -> CompiledQuery:
     )
 
 
+def _looks_query(
+    agent_id: int, constellation_id: int, others_only: bool
+) -> QuerySet[MemoryBlock]:
+    """The blocks the agent can read (with ``others_only``, not its own),
+    each as its key, its version counter and the agent's look at it (None
+    where it never looked)."""
+    agent = Agent(pk=agent_id, constellation_id=constellation_id)
+    blocks = block_list_for_actor(actor=Actor.for_agent(agent))
+    if others_only:
+        blocks = blocks.exclude(owner_id=agent_id)
+    return blocks.annotate(
+        look=FilteredRelation("seen_by", condition=Q(seen_by__agent_id=agent_id))
+    ).values_list("pk", "version", "look__upto", "look__frontiers", "look__version")
+
+
+@functools.cache
+def _looks(others_only: bool) -> CompiledQuery:
+    """``_looks_query`` compiled once: every build of an agent's context
+    reads it (again after each writing step of a turn), and the permission
+    filter's subqueries cost several times the query to put together."""
+    return CompiledQuery(
+        lambda agent_id, constellation_id: _looks_query(
+            agent_id, constellation_id, others_only
+        ),
+        agent_id=-7_406_311,
+        constellation_id=-7_406_312,
+    )
+
+
 def block_changes_for_agent(
     *,
     agent: Agent,
@@ -127,23 +156,26 @@ def block_changes_for_agent(
     since it last looked, with what changed (without ``with_diffs``, diffs
     are left empty and cost nothing); blocks whose only changes are the
     agent's own come back with no changes (and a mark to advance)."""
-    blocks = block_list_for_actor(actor=Actor.for_agent(agent))
-    if labels is not None:
-        blocks = blocks.filter(label__in=labels)
-    if others_only:
-        blocks = blocks.exclude(owner=agent)
     # Which blocks moved, from their version counters and the agent's looks
     # alone (one query): model instances only for those.
     looks: dict[Any, SeenMark] = {}
     moved = []
-    listed = blocks.annotate(
-        look=FilteredRelation("seen_by", condition=Q(seen_by__agent=agent))
-    ).values_list("pk", "version", "look__upto", "look__frontiers", "look__version")
+    if labels is None:
+        listed: Any = _looks(others_only).rows(
+            agent_id=agent.pk, constellation_id=agent.constellation_id
+        )
+    else:
+        listed = _looks_query(agent.pk, agent.constellation_id, others_only).filter(
+            label__in=labels
+        )
     for pk, version, upto, frontiers, seen in listed:
         if upto is not None:
             looks[pk] = SeenMark(pk, upto, bytes(frontiers), seen)
         if (upto is not None and version != seen) or (upto is None and not looked_only):
             moved.append(pk)
+    if not moved:
+        return []
+    blocks = block_list_for_actor(actor=Actor.for_agent(agent))
     out = []
     for block in blocks.filter(pk__in=moved).order_by("label"):
         look = looks.get(block.pk)

@@ -368,28 +368,86 @@ class ComposedHistory:
     metadata: dict[str, Any]
 
 
+@dataclass
+class HeldRows:
+    """The history rows of one conversation that earlier compositions read
+    (newest first, without a gap from the newest down), for a caller that
+    composes again and again (a turn, every step).  Messages are never
+    changed once appended, and an append takes the position after the
+    last committed one, so a later composition reads only the rows
+    appended since, and older ones past what is held."""
+
+    conversation_id: int = 0
+    # Rows after this position (the summary's end when summarizing).
+    after: int = -1
+    rows: list[HistoryMessage] = field(default_factory=list)
+    # The rows reach back to the first after ``after``.
+    complete: bool = False
+
+
+_ROW_FIELDS = (
+    "position",
+    "role",
+    "content",
+    "batch_id",
+    "tool_calls",
+    "tool_call_id",
+    "author",
+)
+
+
+def _rows_read(rows: Any, limit: int | None = None) -> list[HistoryMessage]:
+    """``rows`` (a queryset of messages) newest first, at most ``limit``."""
+    listed = rows.order_by("-position").values_list(*_ROW_FIELDS)
+    return [
+        HistoryMessage(position, role, content, batch, tuple(calls), call_id, author)
+        for position, role, content, batch, calls, call_id, author in (
+            listed if limit is None else listed[:limit]
+        )
+    ]
+
+
 def _history_rows(
-    conversation: Conversation, after: int, *, first: int = PAGE
+    conversation: Conversation,
+    after: int,
+    *,
+    first: int = PAGE,
+    held: HeldRows | None = None,
 ) -> Iterator[HistoryMessage]:
     """The messages newest first, in pages; ``first``: the first page's
     size, enough for what is likely kept, so that the batch ending it is
-    found without reading (and decoding) a whole page more."""
-    fields = ("position", "role", "content", "batch_id", "tool_calls")
-    fields += ("tool_call_id", "author")
+    found without reading (and decoding) a whole page more.  ``held``: the
+    rows read before, kept up to date with what is read now."""
+    if held is not None and (held.conversation_id, held.after) != (
+        conversation.pk,
+        after,
+    ):
+        held.conversation_id, held.after = conversation.pk, after
+        held.rows, held.complete = [], False
     before: int | None = None
     size = first
+    if held is not None and held.rows:
+        held.rows[:0] = _rows_read(
+            Message.objects.filter(
+                conversation=conversation, position__gt=held.rows[0].position
+            )
+        )
+        yield from held.rows
+        if held.complete:
+            return
+        before, size = held.rows[-1].position, PAGE
     while True:
         rows = Message.objects.filter(conversation=conversation, position__gt=after)
         if before is not None:
             rows = rows.filter(position__lt=before)
-        page = list(rows.order_by("-position").values_list(*fields)[:size])
-        for position, role, content, batch, calls, call_id, author in page:
-            yield HistoryMessage(
-                position, role, content, batch, tuple(calls), call_id, author
-            )
+        page = _rows_read(rows, size)
+        if held is not None:
+            held.rows += page
+            held.complete = len(page) < size
+        yield from page
         if len(page) < size:
             return
-        before, size = page[-1][0], PAGE
+        before, size = page[-1].position, PAGE
 
 
 def history_compose(
@@ -399,10 +457,12 @@ def history_compose(
     active_batch_id: str = "",
     config: HistoryConfig | None = None,
     counter: TokenCounter | None = None,
+    held: HeldRows | None = None,
 ) -> ComposedHistory:
     """The conversation's history as chat messages for ``model_name``,
     within its history budget (see the module docstring); with recursive
-    summarization, queues the summary of what waits evicted."""
+    summarization, queues the summary of what waits evicted.  ``held``:
+    the rows an earlier composition of this caller read (``HeldRows``)."""
     config = config or history_config_for(constellation=conversation.constellation_id)
     counter = counter or token_counter(model_name)
     limits = config.limits(model_name)
@@ -421,7 +481,9 @@ def history_compose(
         wanted = min(wanted, strategy.keep_recent)
     compressed = batches_compress(
         batches_newest_first(
-            _history_rows(conversation, after, first=wanted + FIRST_PAGE_MARGIN)
+            _history_rows(
+                conversation, after, first=wanted + FIRST_PAGE_MARGIN, held=held
+            )
         ),
         active=active_batch_id,
         budget=max(0, limits.history_tokens - head_tokens),

@@ -543,6 +543,12 @@ _TEXTS_BEFORE = CompiledQuery(
 )
 
 
+# Set by ``messages_append`` on the row it returns (the messages' own
+# ``conversation``): the count it left and the index texts of the newest
+# messages, which the keyword index takes as the next message's context.
+_INDEX_TAIL = "_index_tail"
+
+
 @transaction.atomic
 def messages_append(
     *,
@@ -605,9 +611,17 @@ def messages_append(
                 conversation=locked, position__gt=locked.message_count
             )
         )
-    _messages_texts_put(locked, created, new=True)
+    # Messages are never changed once appended: the texts an earlier append
+    # left on the row it returned are still the newest ones when the
+    # count it left is the count now.
+    tail = getattr(conversation, _INDEX_TAIL, None)
+    known = tail is not None and tail[0] == locked.message_count
+    texts = _messages_texts_put(
+        locked, created, new=True, before=tail[1] if known else None
+    )
     embedding_schedule(kind="message", row_ids=[m.pk for m in created])
     locked.message_count += len(created)
+    setattr(locked, _INDEX_TAIL, (locked.message_count, texts[-CONTEXT_ROWS:]))
     fields = ["message_count", "updated_at"]
     if locked.status == ConversationStatus.IDLE:
         locked.status = ConversationStatus.ACTIVE
@@ -700,18 +714,27 @@ _MESSAGE_EVENTS = {
 
 
 def _messages_texts_put(
-    conversation: Conversation, messages: list[Message], *, new: bool = False
-) -> None:
+    conversation: Conversation,
+    messages: list[Message],
+    *,
+    new: bool = False,
+    before: list[str] | None = None,
+) -> list[str]:
     """Index consecutive ``messages`` of ``conversation`` (position order);
-    ``new``: just inserted, never indexed."""
+    ``new``: just inserted, never indexed; ``before``: the index texts of
+    the messages just before them, when known (else read).  Returns the
+    texts of the messages before and of ``messages``, in order."""
     # Each message's context: the messages just before it in the
     # conversation (earlier appends, then this one's).
-    texts = [
-        _index_text(content, tool_calls)
-        for content, tool_calls in _TEXTS_BEFORE.rows(
-            conversation_id=conversation.pk, position=messages[0].position
-        )
-    ][::-1]
+    if before is not None:
+        texts = list(before)
+    else:
+        texts = [
+            _index_text(content, tool_calls)
+            for content, tool_calls in _TEXTS_BEFORE.rows(
+                conversation_id=conversation.pk, position=messages[0].position
+            )
+        ][::-1]
     contexts: dict[int, str] = {}
     for message in messages:
         contexts[message.pk] = context_text(texts)
@@ -726,6 +749,7 @@ def _messages_texts_put(
         dates={m.pk: m.created_at.date() for m in messages},
         new=new,
     )
+    return texts
 
 
 def messages_reindex(*, message_ids: Sequence[int]) -> None:

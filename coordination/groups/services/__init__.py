@@ -24,6 +24,8 @@ from coordination.groups.services.deliveries import (
     delivery_take,
     delivery_tool_call_complete,
     delivery_tool_call_start,
+    turn_tool_call_completed,
+    turn_tool_call_started,
 )
 from coordination.groups.services.imports import group_import
 from coordination.groups.services.membership import (
@@ -67,4 +69,6 @@ __all__ = [
     "run_delegate",
     "run_delivery_expire",
     "run_vote_close",
+    "turn_tool_call_completed",
+    "turn_tool_call_started",
 ]

@@ -33,6 +33,7 @@ from coordination.groups.services.runs import (
 )
 from pattern_site.kernel.agents.models import Agent
 from pattern_site.kernel.db.compiled import CompiledQuery
+from pattern_site.kernel.db.rows import row_insert, row_update
 from pattern_site.kernel.errors import Conflict, InvalidInput, LimitExceeded, NotFound
 
 MAX_CHUNK_CHARS = 20_000
@@ -130,7 +131,12 @@ def _lock_open_delivery(delivery: RunDelivery) -> tuple[RunDelivery, GroupRun]:
     found = _DELIVERY.first(delivery_id=delivery.pk)
     if found is None:
         raise RunDelivery.DoesNotExist(f"delivery {delivery.pk} does not exist")
-    delivery = found
+    _refuse_output(found, run)
+    return found, run
+
+
+def _refuse_output(delivery: RunDelivery, run: GroupRun) -> None:
+    """Conflict unless ``delivery`` of the locked ``run`` takes output."""
     if run.status != RunStatus.RUNNING:
         raise Conflict(f"run {run.pk} has ended ({run.status}); nothing more is taken")
     if delivery.status not in OPEN_DELIVERY_STATUSES:
@@ -140,7 +146,6 @@ def _lock_open_delivery(delivery: RunDelivery) -> tuple[RunDelivery, GroupRun]:
         )
     if delivery.kind == DeliveryKind.OBSERVE:
         raise Conflict("an observer's delivery takes no output")
-    return delivery, run
 
 
 def _output_event(run: GroupRun, type_: str, data: dict[str, Any]) -> GroupRunEvent:
@@ -203,6 +208,82 @@ def delivery_tool_call_complete(
         run,
         GroupEventType.TOOL_CALL_COMPLETED,
         {"agent_id": delivery.agent_id, "call_id": call_id, "result": result},
+    )
+
+
+# The site's own turn posts two events a step: the delivery read with its
+# run's row locked (only the run's, as ``_lock_run`` locks it), one
+# statement, compiled once.
+_DELIVERY_RUN_LOCKED = CompiledQuery(
+    lambda delivery_id: (
+        RunDelivery.objects.select_for_update(of=("run",))
+        .select_related("run")
+        .only("status", "kind", "agent_id", "run__status", "run__last_seq")
+        .filter(pk=delivery_id)
+        .order_by()[:1]
+    ),
+    delivery_id=-730_205,
+)
+
+
+def _turn_output(
+    delivery: RunDelivery, type_: str, data: dict[str, Any]
+) -> GroupRunEvent:
+    """An event of the site's own turn (``coordination.groups.turns``), in
+    the caller's transaction.
+
+    Unlike the services an agent's program calls over HTTP, no savepoint:
+    a refusal (``Conflict``: the run or the delivery ended) comes before
+    anything is written, so the caller's transaction stays whole and
+    commits its own rows."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("a turn's event is posted in the turn's transaction")
+    found = _DELIVERY_RUN_LOCKED.first(delivery_id=delivery.pk)
+    if found is None:
+        raise RunDelivery.DoesNotExist(f"delivery {delivery.pk} does not exist")
+    run = found.run
+    _refuse_output(found, run)
+    # The event and the run's sequence written as ``_output_event`` writes
+    # them, through statements built once.
+    run.last_seq += 1
+    event = GroupRunEvent(
+        run=run,
+        seq=run.last_seq,
+        type=type_,
+        data={"agent_id": found.agent_id, **data},
+        created_at=timezone.now(),
+    )
+    event.pk = row_insert(event)
+    row_update(run, ("last_seq",))
+    _wake_after_commit(run)
+    return event
+
+
+def turn_tool_call_started(
+    *, delivery: RunDelivery, call_id: str, fn_name: str, args: dict[str, Any]
+) -> GroupRunEvent:
+    """``delivery_tool_call_start`` for the site's own turn, in its
+    transaction (``_turn_output``)."""
+    if not call_id.strip() or not fn_name.strip():
+        raise InvalidInput("a tool call needs a call_id and a fn_name")
+    return _turn_output(
+        delivery,
+        GroupEventType.TOOL_CALL_STARTED,
+        {"call_id": call_id, "fn_name": fn_name, "args": args},
+    )
+
+
+def turn_tool_call_completed(
+    *, delivery: RunDelivery, call_id: str, result: Any
+) -> GroupRunEvent:
+    """``delivery_tool_call_complete`` for the site's own turn, in its
+    transaction (``_turn_output``).  The started event is not looked for:
+    the turn commits a call as begun in one transaction with its started
+    event, and completes only the calls it began."""
+    return _turn_output(
+        delivery,
+        GroupEventType.TOOL_CALL_COMPLETED,
+        {"call_id": call_id, "result": result},
     )
 
 

@@ -191,8 +191,8 @@ def demo_login_get() -> DemoLogin | None:
 def actor_names(*, refs: Iterable[str]) -> dict[str, str]:
     """What people call each actor named by an ``Actor.ref`` ("agent:3",
     "human:7", "system:system"): an agent by its name, a person by their
-    username, the system as "System"; anything else stays as it is.  Two
-    queries however many refs."""
+    username, the system as "System"; anything else stays as it is.  At
+    most two queries however many refs."""
     agent_ids, user_ids = set(), set()
     for ref in refs:
         kind, _, pk = ref.partition(":")
@@ -200,17 +200,26 @@ def actor_names(*, refs: Iterable[str]) -> dict[str, str]:
             agent_ids.add(int(pk))
         elif pk.isdigit() and kind == "human":
             user_ids.add(int(pk))
-    names = {
-        f"agent:{pk}": name
-        for pk, name in Agent.objects.filter(pk__in=agent_ids).values_list("pk", "name")
-    }
-    User = get_user_model()
-    names.update(
-        (f"human:{pk}", username)
-        for pk, username in User.objects.filter(pk__in=user_ids).values_list(
-            "pk", User.USERNAME_FIELD
-        )
+    # No lookup without ids: putting an empty one together costs the ORM a
+    # millisecond, and every message an agent's turn stores has no author.
+    names = (
+        {
+            f"agent:{pk}": name
+            for pk, name in Agent.objects.filter(pk__in=agent_ids).values_list(
+                "pk", "name"
+            )
+        }
+        if agent_ids
+        else {}
     )
+    if user_ids:
+        User = get_user_model()
+        names.update(
+            (f"human:{pk}", username)
+            for pk, username in User.objects.filter(pk__in=user_ids).values_list(
+                "pk", User.USERNAME_FIELD
+            )
+        )
     return {
         ref: names.get(ref, "System" if ref.startswith("system") else ref)
         for ref in refs

@@ -158,32 +158,37 @@ def rows_insert(model: type[Model], names: tuple[str, ...], rows: list[tuple]) -
 
 @functools.cache
 def _add_statement(
-    model: type[Model], key: tuple[str, ...], field: str, vendor: str
+    model: type[Model], key: tuple[str, ...], fields: tuple[str, ...], vendor: str
 ) -> str:
     meta = model._meta
     quote = _connection().ops.quote_name
     columns = [quote(meta.get_field(name).column) for name in key]
-    n = quote(meta.get_field(field).column)
+    counters = [quote(meta.get_field(name).column) for name in fields]
     table = quote(meta.db_table)
+    sets = ", ".join(f"{n} = {table}.{n} + excluded.{n}" for n in counters)
     return (
-        f"INSERT INTO {table} ({', '.join(columns)}, {n}) "
-        f"VALUES ({', '.join(['%s'] * (len(columns) + 1))}) "
-        f"ON CONFLICT ({', '.join(columns)}) DO UPDATE SET {n} = {table}.{n} "
-        f"+ excluded.{n}"
+        f"INSERT INTO {table} ({', '.join(columns + counters)}) "
+        f"VALUES ({', '.join(['%s'] * (len(columns) + len(counters)))}) "
+        f"ON CONFLICT ({', '.join(columns)}) DO UPDATE SET {sets}"
     )
 
 
 def rows_add(
-    model: type[Model], *, key: tuple[str, ...], field: str, rows: list[tuple]
+    model: type[Model],
+    *,
+    key: tuple[str, ...],
+    field: str | tuple[str, ...],
+    rows: list[tuple],
 ) -> None:
-    """Add to the counter ``field`` of the rows of ``model`` whose fields
-    ``key`` (a unique constraint) hold each row's first values, the last
-    value of each row being the amount; a row missing is created with it
-    (SQLite and PostgreSQL alike).  Values already prepared for the
-    database."""
+    """Add to the counter ``field`` (or each of the counters ``field``) of
+    the rows of ``model`` whose fields ``key`` (a unique constraint) hold
+    each row's first values, the last values of each row being the amounts;
+    a row missing is created with them (SQLite and PostgreSQL alike), in
+    one statement.  Values already prepared for the database."""
     conn = _connection()
+    fields = (field,) if isinstance(field, str) else field
     with conn.cursor() as cursor:
-        cursor.executemany(_add_statement(model, key, field, conn.vendor), rows)
+        cursor.executemany(_add_statement(model, key, fields, conn.vendor), rows)
 
 
 def row_update(instance: Model, names: tuple[str, ...]) -> int:

@@ -21,6 +21,7 @@ from coordination.groups.models import (
     AgentToolCall,
     AgentTurn,
     DeliveryStatus,
+    RunDelivery,
     RunStatus,
     ToolCallStatus,
 )
@@ -551,9 +552,10 @@ def test_a_right_taken_away_mid_turn_holds_for_the_next_call(
 
 # The loop's own queries for one step of ``core_memory_append`` (a tool that
 # writes, so the context is built again): model call, the step and its call
-# recorded, the tool, its result, both run events and both messages.  What
-# the loop queues (embedding, activity events) runs after it, not counted.
-QUERIES_PER_STEP = 48
+# recorded, the tool, its result, both run events and the step's messages
+# (34 on SQLite: a query more is a regression to look at).  What the loop
+# queues (embedding, activity events) runs after it, not counted.
+QUERIES_PER_STEP = 35
 
 
 def test_a_steps_queries_stay_bounded_however_long_the_turn(
@@ -592,6 +594,46 @@ def test_a_steps_queries_stay_bounded_however_long_the_turn(
 
     per_step = (counted[2] - counted[1]) / 6
     assert per_step <= QUERIES_PER_STEP, (per_step, counted)
+
+
+def test_a_delivery_ended_while_a_tool_ran_keeps_its_result_and_ends_the_turn(
+    ask, llm, tools
+):
+    """The completed event is refused once the delivery has ended (its
+    deadline passed while the tool ran): the call's result and its tool
+    message are committed all the same, nothing more is posted, and the
+    turn ends."""
+    ran = tools.tool_call
+
+    def ending(**kwargs):
+        RunDelivery.objects.update(status=DeliveryStatus.EXPIRED)
+        return ran(**kwargs)
+
+    tools.tool_call = ending
+    llm.answer_tools(("c1", "lookup", {"q": "tea"}))
+    llm.answer_streamed(["Never asked."])
+
+    run = ask()
+
+    assert len(llm.requests) == 1
+    call = AgentToolCall.objects.get()
+    assert (call.status, call.ok, call.result) == (
+        ToolCallStatus.COMPLETED,
+        True,
+        "found tea",
+    )
+    stored = list(Message.objects.order_by("position"))
+    assert [(m.role, m.tool_call_id) for m in stored] == [
+        ("user", ""),
+        ("assistant", ""),
+        ("tool", "c1"),
+    ]
+    shown = events(run, "ToolCallStarted", "ToolCallCompleted")
+    assert [(kind, data["call_id"]) for kind, data in shown] == [
+        ("ToolCallStarted", "c1")
+    ]
+    turn = AgentTurn.objects.get()
+    assert (turn.status, turn.exit) == ("failed", "delivery_ended")
 
 
 @pytest.mark.parametrize("text", ["", "Checking."])

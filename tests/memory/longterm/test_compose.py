@@ -4,17 +4,21 @@ compression and recursive summarization."""
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory.longterm.compose import (
     Batch,
+    HeldRows,
     HistoryMessage,
     ModelContextLimits,
     batches_compress,
     batches_newest_first,
     estimate_tokens,
     history_compose,
+    history_config_for,
     model_limits,
     token_counter,
 )
@@ -187,6 +191,66 @@ def test_history_drops_the_oldest_whole_batches_and_crashed_turns(agent: Any):
         conversation=conversation, model_name="tiny-1", active_batch_id="big"
     )
     assert [m["role"] for m in active.messages] == ["user", "assistant", "assistant"]
+
+
+def test_held_rows_compose_as_a_fresh_read_and_read_only_what_is_new(agent: Any):
+    """A caller composing again and again (a turn) keeps the rows it read:
+    the history is the one a fresh read gives, whoever appended since, and
+    only the rows appended since are read."""
+    ContextConfig.objects.create(constellation=agent.constellation, keep_recent=6)
+    conversation = conversation_start(agent=agent)
+    for i in range(4):
+        turn(conversation, f"t{i}")
+    held = HeldRows()
+
+    def both(active: str = "") -> list[dict[str, Any]]:
+        again = history_compose(
+            conversation=conversation,
+            model_name="gpt-4o",
+            active_batch_id=active,
+            held=held,
+        )
+        fresh = history_compose(
+            conversation=conversation, model_name="gpt-4o", active_batch_id=active
+        )
+        assert again.messages == fresh.messages
+        assert again.metadata == fresh.metadata
+        return again.messages
+
+    both()
+    assert [m.position for m in held.rows][:2] == [16, 15]
+    # Another writer's append, through its own row of the conversation.
+    other = type(conversation).objects.get(pk=conversation.pk)
+    turn(other, "t4", answered=False)
+    conversation.refresh_from_db()
+    sent = both(active="t4")
+    assert sent[-1]["content"] == "answer t4"
+    messages_append(
+        conversation=other,
+        messages=[{"role": "tool", "content": "found", "tool_call_id": "t4-call"}],
+        batch_id="t4",
+    )
+    conversation.refresh_from_db()
+    config = history_config_for(constellation=agent.constellation_id)
+    with CaptureQueriesContext(connection) as read:
+        history_compose(
+            conversation=conversation,
+            model_name="gpt-4o",
+            active_batch_id="t4",
+            config=config,
+            held=held,
+        )
+    (query,) = read.captured_queries
+    # The rows after the newest held one, not a page of history.
+    assert "LIMIT" not in query["sql"]
+    assert held.rows[0].position == 20
+    both(active="t4")
+    # A held set of another conversation is replaced, not mixed in.
+    second = conversation_start(agent=agent)
+    turn(second, "s0")
+    composed = history_compose(conversation=second, model_name="gpt-4o", held=held)
+    assert composed.messages[0]["content"].startswith("question s0")
+    assert held.conversation_id == second.pk
 
 
 def test_evicted_history_is_summarised_and_sent_at_the_head(

@@ -401,6 +401,46 @@ def test_a_message_context_spans_appends_and_stays_in_its_conversation(agent: An
     assert found == ["dinner at the harbour tavern", "sounds lovely"]
 
 
+def test_an_append_through_the_row_an_append_returned_reads_no_context_again(
+    agent: Any, monkeypatch: Any
+):
+    """The row an append returns (its messages' ``conversation``) carries the
+    newest messages' texts: an append through it reads none of them again,
+    and one after another writer's append reads them, so each message's
+    keyword-index context is the messages just before it either way."""
+    from django.test.utils import CaptureQueriesContext
+
+    from memory.longterm import services
+
+    contexts: dict[int, str] = {}
+    put = services.index_put_texts
+
+    def capture(index: Any, **kwargs: Any) -> None:
+        contexts.update(kwargs["contexts"])
+        put(index, **kwargs)
+
+    monkeypatch.setattr(services, "index_put_texts", capture)
+    conversation = conversation_start(agent=agent)
+    (one,) = messages_append(
+        conversation=conversation, messages=[{"role": "user", "content": "one"}]
+    )
+    held = one.conversation
+    with CaptureQueriesContext(connection) as appended:
+        (two,) = messages_append(
+            conversation=held, messages=[{"role": "assistant", "content": "two"}]
+        )
+    assert not [q for q in appended.captured_queries if 'position" <' in q["sql"]]
+    held = two.conversation
+    messages_append(
+        conversation=conversation, messages=[{"role": "user", "content": "three"}]
+    )
+    (four,) = messages_append(
+        conversation=held, messages=[{"role": "assistant", "content": "four"}]
+    )
+    assert contexts[two.pk] == "one"
+    assert contexts[four.pk] == "two\nthree"
+
+
 def test_invalid_retrieval_settings_store_nothing(agent: Any):
     retrieval_config_update(constellation=agent.constellation, keyword_weight=0.2)
     for bad in ({"fusion": "max"}, {"keyword_weight": 1.5}, {"candidate_depth": 5}):
