@@ -91,6 +91,10 @@ class InstantModel:
 
 def serve(model: InstantModel) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
+        # Keep-alive, as a provider's endpoint: a new connection per model
+        # call would be the bench's cost, not the loop's.
+        protocol_version = "HTTP/1.1"
+
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers["Content-Length"]))
             name, arguments = model.next_call()
@@ -120,12 +124,13 @@ def serve(model: InstantModel) -> ThreadingHTTPServer:
                     },
                 },
             ]
+            body = "".join(f"data: {json.dumps(event)}\n\n" for event in events)
+            data = (body + "data: [DONE]\n\n").encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            for event in events:
-                self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
-            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.write(data)
 
         def log_message(self, *args: Any) -> None:
             pass
