@@ -149,9 +149,19 @@ def _refuse_output(delivery: RunDelivery, run: GroupRun) -> None:
 
 
 def _output_event(run: GroupRun, type_: str, data: dict[str, Any]) -> GroupRunEvent:
-    """An event of an agent's output on a locked run; readers woken."""
-    event = _event(run, type_, data)
-    run.save(update_fields=["last_seq"])
+    """An event of an agent's output on a locked run; readers woken.  The
+    event and the run's sequence go through statements built once: the
+    site's own turn posts two events a step."""
+    run.last_seq += 1
+    event = GroupRunEvent(
+        run=run,
+        seq=run.last_seq,
+        type=type_,
+        data=data,
+        created_at=timezone.now(),
+    )
+    event.pk = row_insert(event)
+    row_update(run, ("last_seq",))
     _wake_after_commit(run)
     return event
 
@@ -241,22 +251,8 @@ def _turn_output(
     found = _DELIVERY_RUN_LOCKED.first(delivery_id=delivery.pk)
     if found is None:
         raise RunDelivery.DoesNotExist(f"delivery {delivery.pk} does not exist")
-    run = found.run
-    _refuse_output(found, run)
-    # The event and the run's sequence written as ``_output_event`` writes
-    # them, through statements built once.
-    run.last_seq += 1
-    event = GroupRunEvent(
-        run=run,
-        seq=run.last_seq,
-        type=type_,
-        data={"agent_id": found.agent_id, **data},
-        created_at=timezone.now(),
-    )
-    event.pk = row_insert(event)
-    row_update(run, ("last_seq",))
-    _wake_after_commit(run)
-    return event
+    _refuse_output(found, found.run)
+    return _output_event(found.run, type_, {"agent_id": found.agent_id, **data})
 
 
 def turn_tool_call_started(

@@ -55,7 +55,7 @@ from memory.blocks.services.storage import (
 )
 from pattern_site.kernel.db.compiled import CompiledQuery
 from pattern_site.kernel.db.rows import row_update
-from pattern_site.kernel.errors import ApplicationError
+from pattern_site.kernel.errors import ApplicationError, InvalidInput
 
 
 def history_window(block_type: str) -> tuple[timedelta, int] | None:
@@ -290,7 +290,7 @@ def peers_seen(
                     moved = VersionVector.decode(newer).includes_vv(
                         VersionVector.decode(bytes(row.version))
                     )
-            except Exception:
+            except InvalidInput:
                 moved = True  # an unreadable kept version protects nothing
             if moved:
                 row.version = newer

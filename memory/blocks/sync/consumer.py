@@ -553,7 +553,7 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         """Mark this socket's clients of blocks seen now; again later while it
         is in a block's room (a socket in none stops until its next join)."""
         rooms = [
-            room
+            (room, room.block)
             for room in self.rooms.values()
             if room.crdt == sp.CrdtType.LORO and room.block is not None
         ]
@@ -562,15 +562,14 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         try:
             now = await database_sync_to_async(peers_seen)(
                 socket=self.channel_name,
-                blocks=[(room.block, room.relayed) for room in rooms if room.block],
+                blocks=[(block, room.relayed) for room, block in rooms],
             )
         except Exception:
             # Tried again at the next refresh, well within the peer hours.
             logger.exception("refreshing a sync socket's join versions failed")
         else:
-            for room in rooms:
-                if room.block is not None:
-                    room.relayed = now.get(room.block.pk)
+            for room, block in rooms:
+                room.relayed = now.get(block.pk)
         self._pins_schedule()
 
     def _received(self, agent_id: int, block_id: str, counter: int) -> None:
