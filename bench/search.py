@@ -23,12 +23,17 @@ one (the texts as keyword queries, their vectors as query vectors).
         [--real-texts 4000] [--quick]
 
 ``--sizes 10000 100000 1000000`` adds the million-entry run (about 2 GB of
-memory; its load time is printed with it).  ``--quick`` (``make
+memory; its load time is printed with it).  ``--keep DIR`` uses ``DIR`` as
+the data directory and leaves it in place: a later run with the same
+``--keep``, size and seed skips the load (its recorded load time is
+printed), so a long load can run while the machine is busy and the
+queries later, on a quiet machine.  ``--quick`` (``make
 bench-quick``): 100,000 entries, 40 queries, no real embeddings; the
 figures the targets name, each as a ratio to the raw KNN of the same run.
 """
 
 import argparse
+import json
 import os
 import random
 import statistics
@@ -40,7 +45,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from pattern_site.processes import throwaway_dir
 
-_tmp = throwaway_dir("pattern-bench-search-")
+# --keep is read before Django starts: it names the data directory.
+_pre = argparse.ArgumentParser(add_help=False)
+_pre.add_argument("--keep", type=Path)
+_kept: Path | None = _pre.parse_known_args()[0].keep
+if _kept:
+    _kept.mkdir(parents=True, exist_ok=True)
+_tmp = str(_kept.resolve()) if _kept else throwaway_dir("pattern-bench-search-")
 os.environ["PATTERN_DATA_DIR"] = _tmp  # never the developer's var/ database
 os.environ.pop("DATABASE_URL", None)
 os.environ["DJANGO_SETTINGS_MODULE"] = "pattern_site.settings.dev"
@@ -167,6 +178,26 @@ def load(
 RAW_TABLES = {"raw_vec": " distance_metric=cosine", "raw_vec_l2": ""}
 
 
+def _loaded(size: int, seed: int) -> float | None:
+    """The load time recorded by an earlier run with ``--keep``, when its
+    database holds this size and seed; None when it must be loaded."""
+    marker = Path(_tmp) / "loaded.json"
+    if not _kept or not marker.exists():
+        return None
+    kept = json.loads(marker.read_text())
+    if (kept["size"], kept["seed"]) != (size, seed):
+        return None
+    if ArchivalEntry.objects.count() != size:
+        return None
+    return float(kept["seconds"])
+
+
+def _record_load(size: int, seed: int, seconds: float) -> None:
+    if _kept:
+        marker = Path(_tmp) / "loaded.json"
+        marker.write_text(json.dumps({"size": size, "seed": seed, "seconds": seconds}))
+
+
 def raw_knn(vector: np.ndarray, table: str = "raw_vec_l2") -> list[int]:
     with connection.cursor() as cur:
         cur.execute(
@@ -209,11 +240,20 @@ def run(size: int, n_queries: int, seed: int) -> None:
     )
     agent, _ = Agent.objects.get_or_create(constellation=constellation, name="bench")
     actor = Actor.for_agent(agent)
-    t0 = time.perf_counter()
-    load(agent, random_vectors(size, rng), prng)
-    print(f"\n== {size:,} entries (loaded in {time.perf_counter() - t0:.1f} s)")
-    qvecs = random_vectors(n_queries, rng)
-    texts = [" ".join(prng.choices(VOCAB, k=3)) for _ in range(n_queries)]
+    loaded = _loaded(size, seed)
+    how = "kept from a run that loaded them"
+    if loaded is None:
+        t0 = time.perf_counter()
+        load(agent, random_vectors(size, rng), prng)
+        loaded = time.perf_counter() - t0
+        _record_load(size, seed, loaded)
+        how = "loaded"
+    print(f"\n== {size:,} entries ({how} in {loaded:.1f} s)")
+    # The queries draw from generators of their own, so that a kept database
+    # is asked the same questions as a freshly loaded one.
+    qrng, qprng = np.random.default_rng(seed + 1), random.Random(seed + 1)
+    qvecs = random_vectors(n_queries, qrng)
+    texts = [" ".join(qprng.choices(VOCAB, k=3)) for _ in range(n_queries)]
     pairs = list(zip(texts, qvecs, strict=True))
 
     default_above = settings.SEARCH_QUANTISED_ABOVE
@@ -461,11 +501,16 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--real-texts", type=int, default=4000)
     parser.add_argument("--quick", action="store_true", help="make bench-quick")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="data directory kept after the run; a later run reuses its load",
+    )
     args = parser.parse_args()
     if args.quick:
         args.sizes, args.queries, args.real_texts = [100_000], 40, 0
     call_command("migrate", verbosity=0)
-    print(f"throwaway database in {_tmp}")
+    print(f"{'kept' if _kept else 'throwaway'} database in {_tmp}")
     for size in args.sizes:
         run(size, args.queries, args.seed)
     if args.real_texts:
