@@ -15,13 +15,13 @@ piece).  Prompts are the template files under ``prompts/``.
 import functools
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 from typing import Any
 
-import httpx
+import httpx2
 import openai
 from django.conf import settings
 
@@ -107,28 +107,31 @@ class ChatClient:
         self.max_tokens = max_tokens
         self._client = _sdk_client(base_url, api_key or "none", timeout, max_retries)
 
-    def _request(
-        self, *, constellation_id: int, messages: list[dict[str, Any]], **extra: Any
-    ) -> tuple[int, Any]:
-        """The prompt's token estimate and the SDK's answer to the call.
-        A call the day's budget cannot pay for is refused before it is made."""
+    def _budget_check(
+        self, constellation_id: int, messages: list[dict[str, Any]]
+    ) -> int:
+        """The prompt's token estimate; a call the day's budget cannot pay
+        for is refused before it is made."""
         estimate = sum(message_tokens(m) for m in messages)
         llm_budget_check(
             constellation_id=constellation_id, tokens=estimate + self.max_tokens
         )
-        # The messages and tools are plain JSON already: sent as the body's
-        # own fields, they skip the SDK's walk of every message and tool
-        # schema as typed dicts, which costs more than the rest of a step.
-        body = {"messages": messages}
-        if "tools" in extra:
-            body["tools"] = extra.pop("tools")
+        return estimate
+
+    def _request(
+        self, *, constellation_id: int, messages: list[dict[str, Any]], **extra: Any
+    ) -> tuple[int, Any]:
+        """The prompt's token estimate and the SDK's answer to the call."""
+        estimate = self._budget_check(constellation_id, messages)
+        # The messages are plain JSON already: sent as the body's own
+        # field, they skip the SDK's walk of each as a typed dict.
         try:
             response = self._client.chat.completions.create(
                 model=self.model,
                 messages=[],
                 max_tokens=self.max_tokens,
                 temperature=0.2,
-                extra_body=body,
+                extra_body={"messages": messages},
                 **extra,
             )
         except openai.APIError as exc:
@@ -171,45 +174,54 @@ class ChatClient:
         it calls tools in parallel) are assembled from their pieces.
         Tokens are charged however the stream ends, from the usage the
         server reports or else estimated from what was received."""
-        extra: dict[str, Any] = {"tools": list(tools)} if tools else {}
-        estimate, stream = self._request(
-            constellation_id=constellation_id,
-            messages=messages,
-            stream=True,
-            stream_options={"include_usage": True},
-            **extra,
-        )
+        estimate = self._budget_check(constellation_id, messages)
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": self.max_tokens,
+            "temperature": 0.2,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if tools:
+            body["tools"] = list(tools)
         pieces: list[str] = []
         calls: dict[int, dict[str, str]] = {}
         tokens: int | None = None
         model, finished = self.model, False
-        chunks = iter(stream)
         try:
-            while True:
-                try:
-                    chunk = next(chunks)
-                except StopIteration:
-                    break
-                except (openai.APIError, httpx.HTTPError) as exc:
-                    raise _unavailable(exc) from exc
-                model = chunk.model or model
-                if chunk.usage is not None:
-                    tokens = chunk.usage.total_tokens
-                for choice in chunk.choices:
-                    finished = finished or choice.finish_reason is not None
-                    for delta in choice.delta.tool_calls or []:
+            # Posted through the SDK (its retries, timeouts, errors and
+            # key), the stream read as JSON: the SDK's typed chunk per
+            # piece costs more than the rest of the call.
+            response = self._client.post(
+                "/chat/completions", body=body, cast_to=httpx2.Response, stream=True
+            )
+        except openai.APIError as exc:
+            raise _unavailable(exc) from exc
+        try:
+            for chunk in _stream_chunks(response):
+                model = chunk.get("model") or model
+                if chunk.get("usage"):
+                    tokens = chunk["usage"].get("total_tokens", tokens)
+                for choice in chunk.get("choices") or ():
+                    finished = finished or choice.get("finish_reason") is not None
+                    delta = choice.get("delta") or {}
+                    for piece in delta.get("tool_calls") or ():
                         call = calls.setdefault(
-                            delta.index, {"id": "", "name": "", "arguments": ""}
+                            piece.get("index", 0),
+                            {"id": "", "name": "", "arguments": ""},
                         )
-                        call["id"] = delta.id or call["id"]
-                        if delta.function is not None:
-                            call["name"] += delta.function.name or ""
-                            call["arguments"] += delta.function.arguments or ""
-                    if choice.delta.content:
-                        pieces.append(choice.delta.content)
-                        on_text(choice.delta.content)
+                        call["id"] = piece.get("id") or call["id"]
+                        function = piece.get("function") or {}
+                        call["name"] += function.get("name") or ""
+                        call["arguments"] += function.get("arguments") or ""
+                    if delta.get("content"):
+                        pieces.append(delta["content"])
+                        on_text(delta["content"])
+        except httpx2.HTTPError as exc:
+            raise _unavailable(exc) from exc
         finally:
-            stream.close()
+            response.close()
             if tokens is None:
                 tokens = estimate + estimate_tokens("".join(pieces))
             llm_usage_add(constellation_id=constellation_id, tokens=tokens)
@@ -278,8 +290,43 @@ class ChatClient:
         raise AssertionError("unreachable")
 
 
+def _stream_chunks(response: httpx2.Response) -> Iterator[dict[str, Any]]:
+    """The JSON chunks of a streamed answer (Server-Sent Events, each
+    ``data`` a chunk, ``[DONE]`` the end); an error event is
+    ``LLMUnavailable``.  The body is read to its end, past ``[DONE]``, so
+    that the connection goes back to the pool for the next call."""
+    data: list[str] = []
+    done = False
+    for line in response.iter_lines():
+        if line.startswith("data:"):
+            data.append(line[6:] if line.startswith("data: ") else line[5:])
+            continue
+        if line or not data or done:
+            continue  # another field, a comment, or an empty event
+        text, data = "\n".join(data), []
+        if text.startswith("[DONE]"):
+            done = True
+            continue
+        try:
+            chunk = json.loads(text)
+        except ValueError as exc:
+            raise LLMUnavailable(f"the LLM's stream was not JSON: {exc}") from exc
+        if not isinstance(chunk, dict):
+            raise LLMUnavailable("the LLM's stream was not JSON objects")
+        if chunk.get("error"):
+            error = chunk["error"]
+            message = error.get("message") if isinstance(error, dict) else None
+            raise LLMUnavailable(
+                f"the LLM call failed: {message or 'an error occurred while streaming'}"
+            )
+        yield chunk
+
+
 def _unavailable(exc: Exception) -> LLMUnavailable:
-    if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
+    if isinstance(
+        exc,
+        openai.APITimeoutError | httpx2.TimeoutException,
+    ):
         return LLMUnavailable(f"the LLM did not answer in time: {exc}")
     return LLMUnavailable(f"the LLM call failed: {exc}")
 

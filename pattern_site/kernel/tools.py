@@ -10,7 +10,6 @@ the in-process caller.  All of them describe a tool's arguments with the one
 schema :func:`tool_parameters` gives.
 """
 
-import copy
 import json
 import re
 from collections.abc import Callable
@@ -147,7 +146,9 @@ _FUNCTIONS: dict[str, dict[str, Any]] = {}
 
 
 def tool_functions() -> list[dict[str, Any]]:
-    """Every tool in OpenAI's function-calling format."""
+    """Every tool in OpenAI's function-calling format.  The functions are
+    the registry's own, shared: read them, never change them (copying them
+    all costs a turn a few milliseconds of its first step)."""
     for tool in tools_all():
         if tool.name not in _FUNCTIONS:
             _FUNCTIONS[tool.name] = {
@@ -158,7 +159,7 @@ def tool_functions() -> list[dict[str, Any]]:
                     "parameters": tool_parameters(tool),
                 },
             }
-    return [copy.deepcopy(_FUNCTIONS[name]) for name in _TOOLS]
+    return [_FUNCTIONS[name] for name in _TOOLS]
 
 
 @dataclass(frozen=True)
