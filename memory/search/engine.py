@@ -478,7 +478,7 @@ def search(
     index: TextIndex,
     *,
     text: str,
-    allowed: QuerySet,
+    allowed: QuerySet | PermittedRows,
     scope_id: int,
     owner_ids: Sequence[int] | None = None,
     mode: str = "auto",
@@ -492,7 +492,8 @@ def search(
     when: TimeStage | None = None,
     late: LateInteraction | None = None,
 ) -> SearchOutcome:
-    """Search ``index`` for ``text`` among the rows of ``allowed``.
+    """Search ``index`` for ``text`` among the rows of ``allowed`` (a
+    queryset, or its ``PermittedRows`` compiled already).
 
     ``query_vector`` embeds the query (None when no model: vector and
     hybrid then fall back to fts, and ``degraded`` says why).  Candidates
@@ -522,6 +523,8 @@ def search(
     if mode not in SEARCH_MODES:
         raise ValueError(f"unknown search mode {mode!r}")
     if not backend_available():
+        if isinstance(allowed, PermittedRows):
+            allowed = allowed.allowed()
         return _fallback_scan(allowed, text, limit, mode=mode)
     timings: dict[str, float] = {}
     vector, degraded = _query_embedding(
@@ -529,7 +532,9 @@ def search(
     )
     used = "fts" if vector is None else ("hybrid" if mode == "auto" else mode)
     quantised = _quantised_path(index, used=used, scope_id=scope_id, asked=quantised)
-    permitted_rows = PermittedRows(allowed)
+    permitted_rows = (
+        allowed if isinstance(allowed, PermittedRows) else PermittedRows(allowed)
+    )
     fts_hits, vec_hits, texts = _candidates(
         index,
         text=text,

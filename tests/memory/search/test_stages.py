@@ -231,6 +231,24 @@ def test_a_text_that_tells_how_long_is_told_apart(text: str):
     assert tells_time(HOW_LONG, text)
 
 
+@pytest.mark.parametrize(
+    ("text", "when", "how_long"),
+    [
+        ("LAST FRIDAY was fun", True, False),
+        ("We Moved There In MAY", True, False),
+        ("I Was There For About A Week", False, True),
+        ("Nothing Here At All", False, False),
+    ],
+)
+def test_telling_a_time_ignores_case_in_ascii_and_other_text(
+    text: str, when: bool, how_long: bool
+):
+    # ASCII text is matched lowercased, other text case-insensitively.
+    for other in (text, f"{text} ✨", f"Ünder: {text}"):
+        assert tells_time(WHEN, other) is when
+        assert tells_time(HOW_LONG, other) is how_long
+
+
 def test_a_row_that_tells_a_time_is_favoured_when_the_question_asks_when(
     agent: Any,
 ):
