@@ -51,10 +51,11 @@ from memory.search.engine import (
     search,
 )
 from memory.search.late import LateInteraction
+from memory.search.permitted import PermittedQuery, PermittedRows
 from memory.search.rerank import RerankStage, reranker_for
 from memory.search.when import question_spans, time_asked
 from pattern_site.kernel.actors import Actor
-from pattern_site.kernel.agents.models import Constellation
+from pattern_site.kernel.agents.models import Agent, Constellation
 from pattern_site.kernel.agents.selectors import (
     agent_get_for_actor,
     constellation_for_actor,
@@ -284,24 +285,15 @@ def memory_search(
     own_only = agent_pk is not None
     if filters.agent_id is not None and not own_only:
         agent_get_for_actor(actor=actor, agent_id=filters.agent_id)
-    targets: list[tuple[str, Any, QuerySet, list[int] | None]] = []
+    targets: list[tuple[str, Any, QuerySet | PermittedRows, list[int] | None]] = []
     if domain in ("archival_memory", "all", RECALL_DOMAIN):
-        if all_agents:
-            qs = archival_rows_all_agents(
-                ArchivalEntry.objects.select_related("agent").filter(
-                    superseded_at__isnull=True
-                ),
-                actor=actor,
-            ).filter(constellation_id=constellation.pk)
-            owners = _owner(filters)
-        else:
-            qs = archival_entry_list_for_actor(actor=actor).filter(
-                constellation_id=constellation.pk
-            )
-            owners = [agent_pk] if own_only else _owner(filters)
-        targets.append(
-            ("archival", ARCHIVAL_INDEX, _filtered(qs, filters, messages=False), owners)
+        allowed, owners = _archival_allowed(
+            actor=actor,
+            constellation_id=constellation.pk,
+            filters=filters,
+            all_agents=all_agents,
         )
+        targets.append(("archival", ARCHIVAL_INDEX, allowed, owners))
     if domain in ("conversations", "constellation_messages", "all", RECALL_DOMAIN):
         qs = Message.objects.select_related("agent", "conversation").filter(
             constellation_id=constellation.pk
@@ -395,6 +387,36 @@ def memory_search(
         when=when,
         late=late,
     )
+
+
+def _archival_allowed(
+    *,
+    actor: Actor,
+    constellation_id: int,
+    filters: SearchFilters,
+    all_agents: bool,
+) -> tuple[QuerySet | PermittedRows, list[int] | None]:
+    """The archival entries of the constellation ``actor`` may search with
+    ``filters``, and the owners to search (None: any)."""
+    agent_pk = longterm_own_agent(actor)
+    if all_agents:
+        qs = archival_rows_all_agents(
+            ArchivalEntry.objects.select_related("agent").filter(
+                superseded_at__isnull=True
+            ),
+            actor=actor,
+        ).filter(constellation_id=constellation_id)
+        return _filtered(qs, filters, messages=False), _owner(filters)
+    if agent_pk is not None and filters == SearchFilters():
+        allowed = _OWN_ARCHIVAL.rows(
+            agent_id=agent_pk, constellation_id=constellation_id
+        )
+        return allowed, [agent_pk]
+    qs = archival_entry_list_for_actor(actor=actor).filter(
+        constellation_id=constellation_id
+    )
+    owners = [agent_pk] if agent_pk is not None else _owner(filters)
+    return _filtered(qs, filters, messages=False), owners
 
 
 def pending_note(count: int) -> str:
@@ -504,6 +526,19 @@ _RETRIEVAL_CONFIG = CompiledQuery(
         constellation_id=constellation_id
     ).order_by()[:1],
     constellation_id=-5_132_771,
+)
+
+
+# The archival entries an agent may search without filters: its own, of
+# one constellation (``archival_entry_list_for_actor``), compiled once:
+# building that queryset and its statement's key on every search cost
+# about as much as reading the candidates.
+_OWN_ARCHIVAL = PermittedQuery(
+    lambda agent_id, constellation_id: archival_entry_list_for_actor(
+        actor=Actor.for_agent(Agent(pk=agent_id))
+    ).filter(constellation_id=constellation_id),
+    agent_id=-5_132_773,
+    constellation_id=-5_132_779,
 )
 
 

@@ -9,6 +9,7 @@ waiting on fastembed's hub retries.
 
 import os
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +23,13 @@ if TYPE_CHECKING:
 _lock = threading.Lock()
 _model: "TextEmbedding | None" = None
 _load_error: str | None = None
+
+# The vectors of the latest queries, by text: a query asked again (an
+# agent repeating a search, the same question in several domains or
+# settings) skips the model, whose run is most of a search's time.  The
+# model's vector for a text does not change while it is loaded.
+QUERY_CACHE_MAX = 512
+_queries: OrderedDict[str, np.ndarray] = OrderedDict()
 
 
 @dataclass(frozen=True)
@@ -92,9 +100,23 @@ def embed_texts(texts: list[str]) -> list[np.ndarray] | None:
 
 
 def embed_query(text: str) -> np.ndarray | None:
-    """The vector of one search query (web process), or None with no model."""
+    """The vector of one search query (web process), or None with no model;
+    read-only, shared by the searches of the same text."""
+    with _lock:
+        known = _queries.get(text)
+        if known is not None:
+            _queries.move_to_end(text)
+            return known
     vectors = embed_texts([text])
-    return vectors[0] if vectors else None
+    if not vectors:
+        return None
+    vector = vectors[0]
+    vector.setflags(write=False)
+    with _lock:
+        _queries[text] = vector
+        if len(_queries) > QUERY_CACHE_MAX:
+            _queries.popitem(last=False)
+    return vector
 
 
 def embedding_reset() -> None:
@@ -103,3 +125,4 @@ def embedding_reset() -> None:
     with _lock:
         _model = None
         _load_error = None
+        _queries.clear()

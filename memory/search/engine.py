@@ -80,6 +80,11 @@ RRF_K = 60
 DEDUP_COSINE = 0.95
 
 
+# Duplicates are looked for among the first ``limit`` times this many
+# candidates: the rest never reach the results.
+DEDUP_WINDOW = 3
+
+
 MAX_CANDIDATES = 4000
 
 
@@ -478,7 +483,7 @@ def search(
     index: TextIndex,
     *,
     text: str,
-    allowed: QuerySet,
+    allowed: QuerySet | PermittedRows,
     scope_id: int,
     owner_ids: Sequence[int] | None = None,
     mode: str = "auto",
@@ -492,7 +497,8 @@ def search(
     when: TimeStage | None = None,
     late: LateInteraction | None = None,
 ) -> SearchOutcome:
-    """Search ``index`` for ``text`` among the rows of ``allowed``.
+    """Search ``index`` for ``text`` among the rows of ``allowed`` (a
+    queryset, or its ``PermittedRows`` compiled already).
 
     ``query_vector`` embeds the query (None when no model: vector and
     hybrid then fall back to fts, and ``degraded`` says why).  Candidates
@@ -522,6 +528,8 @@ def search(
     if mode not in SEARCH_MODES:
         raise ValueError(f"unknown search mode {mode!r}")
     if not backend_available():
+        if isinstance(allowed, PermittedRows):
+            allowed = allowed.allowed()
         return _fallback_scan(allowed, text, limit, mode=mode)
     timings: dict[str, float] = {}
     vector, degraded = _query_embedding(
@@ -529,7 +537,9 @@ def search(
     )
     used = "fts" if vector is None else ("hybrid" if mode == "auto" else mode)
     quantised = _quantised_path(index, used=used, scope_id=scope_id, asked=quantised)
-    permitted_rows = PermittedRows(allowed)
+    permitted_rows = (
+        allowed if isinstance(allowed, PermittedRows) else PermittedRows(allowed)
+    )
     fts_hits, vec_hits, texts = _candidates(
         index,
         text=text,
@@ -565,7 +575,11 @@ def search(
         texts.update({row_id: pending.texts[row_id] for row_id, *_ in fts_hits})
     ordered, vectors, snippets = _fused(fts_hits, vec_hits, texts, fusion=fusion)
     if when is not None:
-        _time_favoured(index, ordered, when, texts, timings)
+        # Without a later stage re-ordering them, only the candidates that
+        # can reach the duplicates' window matter.
+        later = late is not None or rerank is not None or reranker is not None
+        keep = None if later else limit * DEDUP_WINDOW
+        _time_favoured(index, ordered, when, texts, timings, keep=keep)
     if late is not None:
         failed = _late_rescored(ordered, late, text=text, texts=texts, timings=timings)
         degraded = "; ".join(part for part in (degraded, failed) if part)
@@ -755,15 +769,41 @@ def _time_favoured(
     when: TimeStage,
     texts: dict[int, str],
     timings: dict[str, float],
+    *,
+    keep: int | None = None,
 ) -> None:
     """Add the time stage's shares to the candidates it favours (their
-    ``time_part``, in the fused score) and re-order ``ordered`` in place."""
+    ``time_part``, in the fused score) and re-order ``ordered`` in place.
+
+    ``keep``: only the first ``keep`` candidates after the stage matter;
+    a candidate that could not reach them with every share added is left
+    as it is (its dates and text not read): the first ``keep`` come out
+    the same.  ``ordered`` arrives best fused score first.
+    """
     if not ordered:
         return
     t0 = time.perf_counter()
-    dates = index_dates(index, row_ids=[h.row for h in ordered]) if when.spans else {}
     best = max(h.fused_score for h in ordered)
-    for hit in ordered:
+    reach = len(ordered)
+    if (
+        keep is not None
+        and len(ordered) > keep
+        and min(when.weight, when.told_weight) >= 0
+    ):
+        most = when.weight * best if when.spans else 0.0
+        if when.asked and when.told_weight > 0:
+            most += when.told_weight * best
+        # Each of the first ``keep`` ends at least at its fused score, so
+        # at least ``keep`` candidates end at ``floor`` or above, ahead of
+        # any that end below it.
+        floor = ordered[keep - 1].fused_score
+        while reach > keep and ordered[reach - 1].fused_score + most < floor:
+            reach -= 1
+    considered = ordered[:reach]
+    dates = (
+        index_dates(index, row_ids=[h.row for h in considered]) if when.spans else {}
+    )
+    for hit in considered:
         day = dates.get(hit.row)
         share = when.weight * best if day is not None and when.favours(day) else 0.0
         if when.favours_text(texts[hit.row]):
@@ -992,7 +1032,7 @@ def _dedup(
     ``vectors`` holds those the KNN already returned; the rest of the
     window is looked up (None: no vectors, text only).
     """
-    window = ordered[: limit * 3]
+    window = ordered[: limit * DEDUP_WINDOW]
     # Without duplicates the loop stops after limit + 1 hits: look those up
     # first, the rest of the window only if duplicates need it.
     head = len(window) if vectors is None else min(len(window), limit + 1)

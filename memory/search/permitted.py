@@ -1,7 +1,10 @@
 """Which candidate rows a caller may receive, read in one compiled statement."""
 
+from __future__ import annotations
+
 import json
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,7 +13,7 @@ from django.db import connection, connections
 from django.db.models import Exists, OuterRef, QuerySet
 from django.db.models.expressions import RawSQL
 
-from pattern_site.kernel.db.compiled import RowReader
+from pattern_site.kernel.db.compiled import MarkerSlots, RowReader
 
 # Stands for the candidate ids in a compiled statement (PermittedRows).
 _IDS_PARAM = object()
@@ -86,6 +89,8 @@ class PermittedRows:
 
     def __init__(self, allowed: QuerySet):
         self._statement: _PermittedStatement | None = None
+        self._params: tuple = ()
+        self._allowed: Callable[[], QuerySet] = lambda: allowed
         self.empty = allowed.query.is_empty()
         if self.empty:
             return
@@ -119,13 +124,29 @@ class PermittedRows:
                 if len(_STATEMENTS) >= _STATEMENTS_MAX:
                     _STATEMENTS.pop(next(iter(_STATEMENTS)))
                 _STATEMENTS[key] = statement
-        self._statement = statement
+        self._statement, self._params = statement, statement.params
+
+    @classmethod
+    def _compiled(
+        cls,
+        statement: _PermittedStatement,
+        params: list,
+        allowed: Callable[[], QuerySet],
+    ) -> PermittedRows:
+        rows = cls.__new__(cls)
+        rows._statement, rows._params, rows._allowed = statement, tuple(params), allowed
+        rows.empty = False
+        return rows
+
+    def allowed(self) -> QuerySet:
+        """The queryset of the rows the caller may receive."""
+        return self._allowed()
 
     def _run(self, sql: str, ids: Sequence[int]) -> list[tuple]:
         st = self._statement
         assert st is not None
         ids_json = json.dumps(list(ids))
-        params = [ids_json if p is _IDS_PARAM else p for p in st.params]
+        params = [ids_json if p is _IDS_PARAM else p for p in self._params]
         with connection.cursor() as cur:
             cur.execute(sql, params)
             return cur.fetchall()
@@ -143,3 +164,46 @@ class PermittedRows:
         if st is None or not ids:
             return {}
         return {obj.pk: obj for obj in st.reader.instances(self._run(st.rows_sql, ids))}
+
+
+class PermittedQuery:
+    """``PermittedRows`` of a queryset built once, with marker values where
+    its parameters go (as ``pattern_site.kernel.db.compiled.CompiledQuery``
+    does): ``rows(**values)`` runs the compiled statements with the real
+    values.  For a search's permission whose shape is always the same (an
+    agent's own rows of a constellation), building the queryset and
+    compiling its key cost more than the candidates' read.
+
+    ``build(**markers)`` must give the same SQL shape whatever the values
+    (no value may make it empty or change its joins); each marker an int or
+    str that no other parameter equals.
+    """
+
+    def __init__(self, build: Callable[..., QuerySet], **markers: int | str) -> None:
+        self._build = build
+        self._markers = markers
+        self._compiled: dict[str, tuple[_PermittedStatement, MarkerSlots]] = {}
+        self._lock = threading.Lock()
+
+    def _statement(self, db: str) -> tuple[_PermittedStatement, MarkerSlots]:
+        found = self._compiled.get(db)
+        if found is None:
+            with self._lock:
+                found = self._compiled.get(db)
+                if found is None:
+                    allowed = self._build(**self._markers).using(db)
+                    if allowed.query.is_empty():
+                        raise ValueError("a permitted query must not be empty")
+                    statement = _permitted_statement(allowed)
+                    found = (statement, MarkerSlots.of(statement.params, self._markers))
+                    self._compiled[db] = found
+        return found
+
+    def rows(self, db: str = "default", **values: int | str) -> PermittedRows:
+        """The rows the compiled permission lets through, for ``values``."""
+        statement, slots = self._statement(db)
+        return PermittedRows._compiled(
+            statement,
+            slots.filled(statement.params, values),
+            lambda: self._build(**values).using(db),
+        )

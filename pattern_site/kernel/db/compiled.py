@@ -177,13 +177,51 @@ def _populate_shared(
 
 
 @dataclass(frozen=True)
-class _Statement:
-    sql: str
-    params: tuple
+class MarkerSlots:
+    """Where each marker landed among a compiled statement's parameters."""
+
     slots: dict[str, tuple[int, ...]]
     # The slots whose marker the driver wrapped (psycopg's Int8 for a big
     # integer column: an int subclass it adapts by type), with the wrapper.
     wrapped: dict[int, type]
+
+    @classmethod
+    def of(cls, params: Any, markers: dict[str, int | str]) -> MarkerSlots:
+        slots = {}
+        for name, marker in markers.items():
+            found = tuple(
+                i
+                for i, p in enumerate(params)
+                # psycopg's integer wrappers (Int8 for a big integer
+                # column) subclass int: the driver adapts by that type.
+                if isinstance(p, type(marker)) and p == marker
+            )
+            if not found:
+                raise ValueError(f"marker {name}={marker!r} is not a parameter")
+            slots[name] = found
+        wrapped = {
+            slot: type(params[slot])
+            for found in slots.values()
+            for slot in found
+            if type(params[slot]) not in (int, bool) and isinstance(params[slot], int)
+        }
+        return cls(slots=slots, wrapped=wrapped)
+
+    def filled(self, params: tuple, values: dict[str, Any]) -> list:
+        """``params`` with each marker replaced by its value."""
+        filled = list(params)
+        for name, value in values.items():
+            for slot in self.slots[name]:
+                wrap = self.wrapped.get(slot)
+                filled[slot] = wrap(value) if wrap and type(value) is int else value
+        return filled
+
+
+@dataclass(frozen=True)
+class _Statement:
+    sql: str
+    params: tuple
+    slots: MarkerSlots
     # None for a ``values_list`` queryset: its rows are tuples, through
     # ``values`` (the compiler and its per-column converters).
     reader: RowReader | None
@@ -209,29 +247,11 @@ class CompiledQuery:
         compiler = qs.query.get_compiler(using=db)
         sql, params = compiler.as_sql()
         models = issubclass(qs._iterable_class, ModelIterable)
-        slots = {}
-        for name, marker in self._markers.items():
-            found = tuple(
-                i
-                for i, p in enumerate(params)
-                # psycopg's integer wrappers (Int8 for a big integer
-                # column) subclass int: the driver adapts by that type.
-                if isinstance(p, type(marker)) and p == marker
-            )
-            if not found:
-                raise ValueError(f"marker {name}={marker!r} is not a parameter")
-            slots[name] = found
-        wrapped = {
-            slot: type(params[slot])
-            for found in slots.values()
-            for slot in found
-            if type(params[slot]) not in (int, bool) and isinstance(params[slot], int)
-        }
+        slots = MarkerSlots.of(params, self._markers)
         return _Statement(
             sql=sql,
             params=tuple(params),
             slots=slots,
-            wrapped=wrapped,
             reader=RowReader.of(compiler, db) if models else None,
             values=(
                 compiler,
@@ -253,11 +273,7 @@ class CompiledQuery:
 
     def _execute(self, db: str, values: dict[str, Any], fetch: str) -> Any:
         st = self._statement(db)
-        params = list(st.params)
-        for name, value in values.items():
-            for slot in st.slots[name]:
-                wrap = st.wrapped.get(slot)
-                params[slot] = wrap(value) if wrap and type(value) is int else value
+        params = st.slots.filled(st.params, values)
         with connections[db].cursor() as cursor:
             cursor.execute(st.sql, params)
             return st, getattr(cursor, fetch)()

@@ -531,3 +531,30 @@ def test_held_bits_follow_every_write_to_the_scope_even_one_rolled_back(
     assert first() not in (None, 77)
     index_clear(ARCHIVAL_INDEX)
     assert first() is None
+
+
+def test_a_compiled_permission_lets_through_the_rows_of_the_values_given(
+    agent: Any, other_agent: Any
+):
+    mine = archival_entry_create(agent=agent, content="the kestrel nests high")
+    theirs = archival_entry_create(agent=other_agent, content="the kestrel hunts")
+    own = permitted.PermittedQuery(
+        lambda agent_id: ArchivalEntry.objects.select_related("agent").filter(
+            agent_id=agent_id
+        ),
+        agent_id=-7_321_457,
+    )
+    ids = [mine.pk, theirs.pk]
+    assert own.rows(agent_id=agent.pk).fetch(ids) == {mine.pk: mine.content}
+    rows = own.rows(agent_id=other_agent.pk).instances(ids)
+    assert list(rows) == [theirs.pk]
+    assert rows[theirs.pk].agent.name == other_agent.name
+    assert list(own.rows(agent_id=agent.pk).allowed()) == [mine]
+
+
+def test_an_agents_search_never_finds_its_superseded_entries(agent: Any):
+    kept = archival_entry_create(agent=agent, content="the otter sleeps at noon")
+    merged = archival_entry_create(agent=agent, content="the otter sleeps late")
+    ArchivalEntry.objects.filter(pk=merged.pk).update(superseded_at=datetime.now(UTC))
+    result = memory_search(actor=Actor.for_agent(agent), query="otter", mode="fts")
+    assert [hit.row.pk for _kind, hit in result.hits] == [kept.pk]

@@ -1,8 +1,10 @@
 """The backfill of rows left without their vector: bounded runs that follow
 one another while there is more, and the catch-up that starts them."""
 
+import uuid
 from typing import Any
 
+import numpy as np
 import pytest
 
 from memory.longterm.services import archival_entry_create
@@ -79,3 +81,25 @@ def test_a_starting_worker_queues_a_backfill_run(monkeypatch: Any):
     )
     worker_ready.send(sender=None)
     assert sent == ["backfill"]
+
+
+def test_a_query_asked_again_is_not_embedded_again(
+    embedding_model_loaded: Any, monkeypatch: Any
+):
+    from memory.search import embedder
+
+    runs: list[list[str]] = []
+    real = embedder.embed_texts
+
+    def counted(texts: list[str]) -> Any:
+        runs.append(texts)
+        return real(texts)
+
+    monkeypatch.setattr(embedder, "embed_texts", counted)
+    text = f"when did the heron come back {uuid.uuid4()}"
+    first = embedder.embed_query(text)
+    again = embedder.embed_query(text)
+    assert runs == [[text]]
+    assert first is not None and again is not None
+    assert np.array_equal(first, again)
+    assert not again.flags.writeable  # shared: no search may change it

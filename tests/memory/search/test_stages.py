@@ -2,6 +2,7 @@
 question names), late interaction (MaxSim over the embedding model's token
 vectors) and several phrasings fused into one ranking."""
 
+import random
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -13,7 +14,7 @@ from memory.longterm.search import memory_search
 from memory.longterm.selectors import MAX_QUERIES
 from memory.longterm.services import archival_entry_create, retrieval_config_update
 from memory.longterm.tools import search_tool
-from memory.search.engine import Hit, _late_rescored
+from memory.search.engine import Hit, TimeStage, _late_rescored, _time_favoured
 from memory.search.late import LateInteraction, maxsim, token_encoder
 from memory.search.when import (
     HOW_LONG,
@@ -231,6 +232,24 @@ def test_a_text_that_tells_how_long_is_told_apart(text: str):
     assert tells_time(HOW_LONG, text)
 
 
+@pytest.mark.parametrize(
+    ("text", "when", "how_long"),
+    [
+        ("LAST FRIDAY was fun", True, False),
+        ("We Moved There In MAY", True, False),
+        ("I Was There For About A Week", False, True),
+        ("Nothing Here At All", False, False),
+    ],
+)
+def test_telling_a_time_ignores_case_in_ascii_and_other_text(
+    text: str, when: bool, how_long: bool
+):
+    # ASCII text is matched lowercased, other text case-insensitively.
+    for other in (text, f"{text} ✨", f"Ünder: {text}"):
+        assert tells_time(WHEN, other) is when
+        assert tells_time(HOW_LONG, other) is how_long
+
+
 def test_a_row_that_tells_a_time_is_favoured_when_the_question_asks_when(
     agent: Any,
 ):
@@ -359,3 +378,41 @@ def test_the_search_tool_takes_phrasings_and_bounds_them(agent: Any):
         )
     with pytest.raises(InvalidInput):
         memory_search(actor=Actor.for_agent(agent), query="", queries=[" "])
+
+
+def _favoured_by_time(keep: int | None, scores: list[float], texts: dict) -> list:
+    ordered = [
+        Hit(row=i, snippet_html="", fused_score=s, score=s)
+        for i, s in enumerate(scores)
+    ]
+    ordered.sort(key=lambda h: -h.fused_score)
+    stage = TimeStage((), 0.0, asked=WHEN, told_weight=0.1)
+    _time_favoured(None, ordered, stage, texts, {}, keep=keep)  # type: ignore[arg-type]
+    return [(h.row, h.score, h.time_part) for h in ordered]
+
+
+def test_the_time_stage_reads_only_the_candidates_that_can_reach_the_window():
+    rng = random.Random(5)
+    read: list[int] = []
+
+    class Texts(dict):
+        def __getitem__(self, key: int) -> str:
+            read.append(key)
+            return super().__getitem__(key)
+
+    for _ in range(200):
+        n = rng.randint(1, 80)
+        # Ties and near-ties included: scores on a coarse grid.
+        scores = [rng.randint(0, 40) / 40 for _ in range(n)]
+        texts = {i: rng.choice(["see you yesterday", "a cat"]) for i in range(n)}
+        keep = rng.randint(1, 30)
+        full = _favoured_by_time(None, scores, texts)
+        read.clear()
+        pruned = _favoured_by_time(keep, scores, Texts(texts))
+        assert pruned[:keep] == full[:keep]
+        assert len(read) <= n
+    assert read  # some candidates are read; others not (below)
+    scores = [1.0] * 5 + [0.1] * 20
+    read.clear()
+    _favoured_by_time(5, scores, Texts({i: "a cat" for i in range(25)}))
+    assert sorted(read) == [0, 1, 2, 3, 4]
