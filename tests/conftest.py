@@ -494,7 +494,9 @@ class SharedDaphne:
     def url(self, **env: str) -> str:
         """The base URL of the shared server with ``env`` added to the
         session's environment, started (again, if it died) when needed."""
-        key = tuple(sorted(env.items()))
+        # Keyed by the whole environment: asks that come to the same one
+        # (a variable set to the value it already had) share a server.
+        key = tuple(sorted(subprocess_env(environ=SESSION_ENVIRON, **env).items()))
         server = self._servers.get(key)
         if server is None or server[1].poll() is not None:
             ws_url, proc = self._stack.enter_context(
