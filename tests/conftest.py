@@ -37,6 +37,7 @@ from pattern_site.processes import (
     celery_worker_command,
     daphne_command,
     free_port,
+    processes_stop,
 )
 from tests.factories import AgentFactory, ConstellationFactory, UserFactory
 from tests.fake_llm import llm  # noqa: F401  (the fixture, for every package)
@@ -506,9 +507,10 @@ class SharedDaphne:
         return server[0]
 
     def settle(self, timeout: float = READY_SECONDS) -> None:
-        """Return once no client is connected to any of the servers (the
-        pages and clients of the test have gone, and Daphne has seen them
-        go); fails after ``timeout``."""
+        """Return once no client is connected to any of the servers: the
+        test's pages and clients have gone and Daphne has closed their
+        sockets (their consumers' ``disconnect`` may still be running).
+        Fails after ``timeout``."""
         import psutil
 
         def idle() -> bool:
@@ -523,13 +525,19 @@ class SharedDaphne:
 
         wait_until(idle, timeout=timeout)
 
+    def stop(self) -> None:
+        """Stop the servers all at once (each takes seconds to)."""
+        processes_stop([proc for _url, proc in self._servers.values()])
+
 
 @pytest.fixture(scope="session")
 def shared_daphne(django_db_setup: None) -> Iterator[SharedDaphne]:
     """The session's ``SharedDaphne``; its servers stop before the test
     database is dropped."""
     with ExitStack() as stack:
-        yield SharedDaphne(stack)
+        shared = SharedDaphne(stack)
+        yield shared
+        shared.stop()
 
 
 @pytest.fixture
