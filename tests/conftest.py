@@ -12,13 +12,15 @@ database: ``make run``) are skipped there,
 tests marked ``pgvector`` (the PostgreSQL search backend) everywhere else.
 """
 
+import asyncio
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,7 @@ from pattern_site.processes import (
     celery_worker_command,
     daphne_command,
     free_port,
+    processes_stop,
 )
 from tests.factories import AgentFactory, ConstellationFactory, UserFactory
 from tests.fake_llm import llm  # noqa: F401  (the fixture, for every package)
@@ -55,6 +58,9 @@ READY_SECONDS = float(os.environ.get("PATTERN_TEST_READY_SECONDS") or 180)
 ON_POSTGRESQL = TEST_DATABASE == "pgserver" or os.environ.get(
     "DATABASE_URL", ""
 ).startswith(("postgres:", "postgresql:", "pgsql:"))
+# The environment the session began with: servers shared between tests start
+# from it, so that the variables one test sets do not reach the others.
+SESSION_ENVIRON = dict(os.environ)
 
 
 def missing(reason: str) -> None:
@@ -195,23 +201,95 @@ CHROMIUM_ARGS = [
 ]
 
 
+class SessionChromium:
+    """One Playwright driver and one Chromium for the whole session; each
+    test gets the browser for its own duration (``turn``) and opens its pages
+    in contexts of its own, closed when it ends.
+
+    Playwright's sync API drives an event loop in this thread and leaves it
+    marked as running between its calls.  Between browser tests the mark and
+    the loop's async-generator hooks are put back as they were, so that the
+    other tests (pytest-asyncio's loops, Django's check for synchronous ORM
+    calls from a running loop) see a thread with no loop running.
+    """
+
+    def __init__(self, chromium_path: str) -> None:
+        from playwright.sync_api import sync_playwright
+
+        self._chromium_path = chromium_path
+        self._outside_hooks = sys.get_asyncgen_hooks()
+        self._manager = sync_playwright()
+        self._playwright = self._manager.start()
+        self._loop = asyncio.get_running_loop()
+        self._loop_hooks = sys.get_asyncgen_hooks()
+        self._browser = self._launch()
+        self._park()
+
+    def _launch(self) -> Any:
+        return self._playwright.chromium.launch(
+            executable_path=self._chromium_path, headless=True, args=CHROMIUM_ARGS
+        )
+
+    def _park(self) -> None:
+        asyncio._set_running_loop(None)
+        sys.set_asyncgen_hooks(*self._outside_hooks)
+
+    def _resume(self) -> None:
+        asyncio._set_running_loop(self._loop)
+        sys.set_asyncgen_hooks(*self._loop_hooks)
+
+    @contextmanager
+    def turn(self) -> Iterator[Any]:
+        """The browser (launched again if it went away), for one test; the
+        contexts the test opened are closed after it."""
+        self._resume()
+        try:
+            if not self._browser.is_connected():
+                self._browser = self._launch()
+            try:
+                yield self._browser
+            finally:
+                for context in self._browser.contexts:
+                    context.close()
+        finally:
+            self._park()
+
+    def stop(self) -> None:
+        self._resume()
+        try:
+            if self._browser.is_connected():
+                self._browser.close()
+        finally:
+            self._manager.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="session")
+def session_chromium(chromium_path: str) -> Iterator[SessionChromium]:
+    chromium = SessionChromium(chromium_path)
+    yield chromium
+    chromium.stop()
+
+
 @pytest.fixture
 def browser(
-    chromium_path: str, built_assets: Path, monkeypatch: pytest.MonkeyPatch
+    transactional_db: None,
+    session_chromium: SessionChromium,
+    shared_daphne: "SharedDaphne",
+    built_assets: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Any]:
     """Headless Debian Chromium through Playwright (never a downloaded build),
-    for pages whose scripts are built."""
-    from playwright.sync_api import sync_playwright
-
+    for pages whose scripts are built.  Pages opened with ``new_page`` or in
+    a ``new_context`` share no cookies or storage with other tests'.  After
+    the test its pages are closed and the shared servers are left with no
+    connection, before the test database is emptied (hence
+    ``transactional_db`` here: set up first, it is flushed last)."""
     # Playwright's sync API runs an event loop in this thread; the ORM calls
     # a browser test makes are still plain synchronous ones.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=chromium_path, headless=True, args=CHROMIUM_ARGS
-        )
-        yield browser
-        browser.close()
+    with session_chromium.turn() as chromium:
+        yield chromium
+    shared_daphne.settle()
 
 
 @pytest.fixture
@@ -239,11 +317,14 @@ def _fresh_channel_layers() -> Iterator[None]:
 # --- processes --------------------------------------------------------------
 
 
-def subprocess_env(**extra: str) -> dict[str, str]:
-    """Environment for a server/worker process sharing this test database."""
+def subprocess_env(
+    *, environ: Mapping[str, str] | None = None, **extra: str
+) -> dict[str, str]:
+    """Environment for a server/worker process sharing this test database:
+    ``environ`` (this process's, unless given) with ``extra`` added."""
     db_name = settings.DATABASES["default"]["NAME"]
     env = {
-        **os.environ,
+        **(os.environ if environ is None else environ),
         "DJANGO_SETTINGS_MODULE": "pattern_site.settings.test",
         "PATTERN_DATA_DIR": str(settings.DATA_DIR),
         "PATTERN_DEBUG": "false",
@@ -358,12 +439,17 @@ def wait_until(
 
 
 @contextmanager
-def daphne(port: int = 0, **env: str) -> Iterator[tuple[str, subprocess.Popen]]:
-    """A Daphne process on this test database with ``env`` added; yields
-    (its /ws/sync/ url, the process), which a test may kill."""
+def daphne(
+    port: int = 0, *, environ: Mapping[str, str] | None = None, **env: str
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """A Daphne process on this test database with ``env`` added (to
+    ``environ``, this process's environment unless given); yields (its
+    /ws/sync/ url, the process), which a test may kill."""
     port = port or free_port()
     proc = subprocess.Popen(
-        daphne_command(port=port), cwd=REPO, env=subprocess_env(**env)
+        daphne_command(port=port),
+        cwd=REPO,
+        env=subprocess_env(environ=environ, **env),
     )
     try:
         wait_for_port(port, proc=proc)
@@ -382,14 +468,96 @@ def daphne_process(**env: str) -> Iterator[str]:
     """A real Daphne process serving this test database, with ``env`` added
     to its environment; yields its base URL."""
     with daphne(**env) as (ws_url, _proc):
-        yield ws_url.removesuffix("/ws/sync/").replace("ws://", "http://", 1)
+        yield http_url(ws_url)
+
+
+def http_url(ws_url: str) -> str:
+    """The base URL of the server whose /ws/sync/ url is ``ws_url``."""
+    return ws_url.removesuffix("/ws/sync/").replace("ws://", "http://", 1)
+
+
+class SharedDaphne:
+    """Daphne processes serving the test database, each started once for the
+    session and shared by the tests that ask for the same environment.
+
+    A server started per test costs a whole interpreter start and import of
+    the site (seconds of CPU each).  Tests stay apart as they do on one
+    long-running site: every test's rows are flushed after it and no id is
+    used twice, and a browser test's pages are closed (``settle``) before
+    that.  A test that stops, kills or restarts a server, or needs one in
+    an environment of its own making, starts its own with ``daphne()``.
+    """
+
+    def __init__(self, stack: ExitStack) -> None:
+        self._stack = stack
+        self._servers: dict[tuple[tuple[str, str], ...], tuple[str, Any]] = {}
+
+    def url(self, **env: str) -> str:
+        """The base URL of the shared server with ``env`` added to the
+        session's environment, started (again, if it died) when needed."""
+        # Keyed by the whole environment: asks that come to the same one
+        # (a variable set to the value it already had) share a server.
+        key = tuple(sorted(subprocess_env(environ=SESSION_ENVIRON, **env).items()))
+        server = self._servers.get(key)
+        if server is None or server[1].poll() is not None:
+            ws_url, proc = self._stack.enter_context(
+                daphne(environ=SESSION_ENVIRON, **env)
+            )
+            server = self._servers[key] = (http_url(ws_url), proc)
+        return server[0]
+
+    def settle(self, timeout: float = READY_SECONDS) -> None:
+        """Return once no client is connected to any of the servers: the
+        test's pages and clients have gone and Daphne has closed their
+        sockets (their consumers' ``disconnect`` may still be running).
+        Fails after ``timeout``."""
+        import psutil
+
+        def idle() -> bool:
+            for url, proc in self._servers.values():
+                if proc.poll() is not None:
+                    continue
+                port = int(url.rsplit(":", 1)[1])
+                for conn in psutil.Process(proc.pid).net_connections(kind="tcp"):
+                    if conn.laddr.port == port and conn.status != psutil.CONN_LISTEN:
+                        return False
+            return True
+
+        wait_until(idle, timeout=timeout)
+
+    def stop(self) -> None:
+        """Stop the servers all at once (each takes seconds to)."""
+        processes_stop([proc for _url, proc in self._servers.values()])
+
+
+@pytest.fixture(scope="session")
+def shared_daphne(django_db_setup: None) -> Iterator[SharedDaphne]:
+    """The session's ``SharedDaphne``; its servers stop before the test
+    database is dropped."""
+    with ExitStack() as stack:
+        shared = SharedDaphne(stack)
+        yield shared
+        shared.stop()
 
 
 @pytest.fixture
-def daphne_server(transactional_db: None) -> Iterator[str]:
-    """A real Daphne process serving this test database; yields its base URL."""
-    with daphne_process() as url:
-        yield url
+def shared_daphne_server(
+    transactional_db: None, shared_daphne: SharedDaphne, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., str]]:
+    """``url(**env)``: the base URL of a shared Daphne serving this test's
+    database with ``env`` added.  Without a browser in the test (whose
+    teardown does it), the test's clients are waited out before the
+    database is flushed."""
+    yield shared_daphne.url
+    if "browser" not in request.fixturenames:
+        shared_daphne.settle()
+
+
+@pytest.fixture
+def daphne_server(shared_daphne_server: Callable[..., str]) -> str:
+    """A real Daphne process serving this test database (shared with the
+    session's other tests, see ``SharedDaphne``); its base URL."""
+    return shared_daphne_server()
 
 
 # --- domain objects and clients -------------------------------------------------

@@ -1,38 +1,24 @@
 """The live activity feed in headless Chromium against a real Daphne."""
 
 import json
-import subprocess
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from pattern_site.kernel.agents.services import demo_constellation_seed
-from pattern_site.processes import daphne_command, free_port
-from tests.conftest import REPO, subprocess_env, wait_for_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 @pytest.fixture
-def inline_daphne(transactional_db: None) -> Iterator[str]:
+def inline_daphne(shared_daphne_server: Callable[..., str]) -> str:
     """Daphne storing each event as it commits, in its own process, so the
     push reaches its websockets without a worker or Redis."""
-    port = free_port()
-    proc = subprocess.Popen(
-        daphne_command(port=port),
-        cwd=REPO,
-        env=subprocess_env(
-            PATTERN_CELERY_EAGER="true", PATTERN_ACTIVITY_BATCH_SIZE="1"
-        ),
+    return shared_daphne_server(
+        PATTERN_CELERY_EAGER="true", PATTERN_ACTIVITY_BATCH_SIZE="1"
     )
-    try:
-        wait_for_port(port, proc=proc)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def test_feed_shows_a_notable_event_flagged_by_an_agent_live(

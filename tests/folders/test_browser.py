@@ -1,8 +1,7 @@
 """Headless Chromium: drag and drop two files, watch indexing reach 100%;
 choose a folder, its tree is kept."""
 
-import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +11,7 @@ from folders.files import services
 from folders.models import FolderFile
 from pattern_site.broker import sqlite_broker_url
 from pattern_site.kernel.actors import Actor
-from pattern_site.processes import daphne_command, free_port
-from tests.conftest import daphne_process, subprocess_env, wait_for_port
+from tests.conftest import daphne_process
 from tests.factories import ConstellationFactory, UserFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -31,22 +29,10 @@ async ([selector, files]) => {
 
 
 @pytest.fixture
-def eager_daphne(transactional_db: None) -> Iterator[str]:
+def eager_daphne(shared_daphne_server: Callable[..., str]) -> str:
     """Daphne running indexing in the request (eager Celery): its progress
     messages reach the page through the process's own channel layer."""
-    port = free_port()
-    proc = subprocess.Popen(
-        daphne_command(port=port), env=subprocess_env(PATTERN_CELERY_EAGER="true")
-    )
-    try:
-        wait_for_port(port, proc=proc)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    return shared_daphne_server(PATTERN_CELERY_EAGER="true")
 
 
 def _folder_page(server: str, browser: Any) -> tuple[Any, Any]:
