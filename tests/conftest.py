@@ -40,7 +40,7 @@ from pattern_site.processes import (
     processes_stop,
 )
 from tests.factories import AgentFactory, ConstellationFactory, UserFactory
-from tests.fake_llm import llm  # noqa: F401  (the fixture, for every package)
+from tests.fake_llm import llm, llm_kept_alive  # noqa: F401  (fixtures, for every package)
 
 REPO = Path(__file__).resolve().parent.parent
 NODE_MODULES = REPO / "node_modules"

@@ -37,12 +37,14 @@ def completion(content: str, tokens: int = 120) -> dict[str, Any]:
 @dataclass(frozen=True)
 class Streamed:
     """A streamed answer: ``pieces`` as content deltas, then (unless
-    ``cut``, a stream that stops before it finished) the finish reason and
-    the usage chunk when ``tokens`` is given."""
+    ``cut``, a stream that stops before it finished, or ``error``, an error
+    event the provider sends instead of the rest) the finish reason and the
+    usage chunk when ``tokens`` is given."""
 
     pieces: list[str]
     tokens: int | None = 120
     cut: bool = False
+    error: str | None = None
     # Tool calls asked for after the text: (id, name, arguments as JSON
     # text), each streamed in two pieces as providers do.
     tool_calls: tuple[tuple[str, str, str], ...] = ()
@@ -79,6 +81,9 @@ class Streamed:
                     ]
                 }
             )
+        if self.error is not None:
+            yield {"error": {"message": self.error}}
+            return
         if self.cut:
             return
         yield delta({}, "tool_calls" if self.tool_calls else "stop")
@@ -107,14 +112,22 @@ class FakeLLM:
     def __init__(self) -> None:
         self.answers: list[tuple[int, Any, float]] = []
         self.requests: list[dict[str, Any]] = []
+        # The client's address of each request: the same one twice is a
+        # connection kept for the next call.
+        self.connections: list[tuple[str, int]] = []
 
     def answer(self, body: Any, *, status: int = 200, delay: float = 0.0) -> None:
         self.answers.append((status, body, delay))
 
     def answer_streamed(
-        self, pieces: list[str], *, tokens: int | None = 120, cut: bool = False
+        self,
+        pieces: list[str],
+        *,
+        tokens: int | None = 120,
+        cut: bool = False,
+        error: str | None = None,
     ) -> None:
-        self.answers.append((200, Streamed(pieces, tokens, cut), 0.0))
+        self.answers.append((200, Streamed(pieces, tokens, cut, error), 0.0))
 
     def hold(self) -> Held:
         """The next answer waits for ``release`` (then answers 500)."""
@@ -139,14 +152,33 @@ class FakeLLM:
 
 @pytest.fixture
 def llm(settings: Any) -> Iterator[FakeLLM]:
+    """The fake provider, answering over HTTP/1.0: each stream ends when
+    its connection closes."""
+    yield from _serve(settings, keep_alive=False)
+
+
+@pytest.fixture
+def llm_kept_alive(settings: Any) -> Iterator[FakeLLM]:
+    """The fake provider keeping its connections open, as a provider's
+    endpoint does: HTTP/1.1, each stream sent with its length."""
+    yield from _serve(settings, keep_alive=True)
+
+
+def _serve(settings: Any, *, keep_alive: bool) -> Iterator[FakeLLM]:
     fake = FakeLLM()
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+        # A kept connection's body, a second write, would otherwise wait
+        # for the client's delayed acknowledgement.
+        disable_nagle_algorithm = keep_alive
+
         def do_POST(self) -> None:
             length = int(self.headers["Content-Length"])
             fake.requests.append(
                 {"path": self.path, "body": json.loads(self.rfile.read(length))}
             )
+            fake.connections.append(self.client_address)
             status, body, delay = (
                 fake.answers.pop(0) if fake.answers else (500, {"error": {}}, 0)
             )
@@ -172,15 +204,22 @@ def llm(settings: Any) -> Iterator[FakeLLM]:
             self.wfile.write(data)
 
         def _send_stream(self, body: Streamed) -> None:
-            # HTTP/1.0: the stream ends when the connection closes.
+            events = [f"data: {json.dumps(event)}\n\n" for event in body.events()]
+            if not (body.cut or body.error):
+                events.append("data: [DONE]\n\n")
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
+            if keep_alive:
+                data = "".join(events).encode()
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
+            # HTTP/1.0: the stream ends when the connection closes.
             self.end_headers()
-            for event in body.events():
-                self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+            for event in events:
+                self.wfile.write(event.encode())
                 self.wfile.flush()
-            if not body.cut:
-                self.wfile.write(b"data: [DONE]\n\n")
 
         def log_message(self, *args: Any) -> None:
             pass

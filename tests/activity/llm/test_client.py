@@ -3,9 +3,7 @@
 recorded."""
 
 import json
-import threading
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -216,71 +214,22 @@ def test_a_streamed_answer_respects_the_budget(
     assert llm.requests == []
 
 
-@pytest.fixture
-def kept_alive(settings: Any) -> Any:
-    """An OpenAI-compatible server on loopback that keeps its connections
-    open (HTTP/1.1, each streamed answer with its length, as a provider's
-    endpoint does): each answer is one of ``bodies`` (Server-Sent Events),
-    and ``connections`` lists the client address of each request."""
-    state: dict[str, Any] = {"bodies": [], "connections": []}
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers["Content-Length"]))
-            state["connections"].append(self.client_address)
-            data = state["bodies"].pop(0).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    settings.LLM_BASE_URL = f"http://127.0.0.1:{server.server_port}/v1"
-    settings.LLM_API_KEY = "test-key"
-    settings.LLM_MODEL = "test-model"
-    yield state
-    server.shutdown()
-    server.server_close()
-
-
-def _events(*chunks: dict[str, Any]) -> str:
-    return "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
-
-
 def test_streamed_answers_reuse_the_providers_connection(
-    agent: Any, kept_alive: Any
+    agent: Any, llm_kept_alive: FakeLLM
 ) -> None:
     """Each stream is read to its end, past ``[DONE]``: the next model call
     goes over the same connection (no new handshake a step)."""
     for text in ("One.", "Two."):
-        kept_alive["bodies"].append(
-            _events(
-                {"choices": [{"index": 0, "delta": {"content": text}}]},
-                {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
-            )
-        )
+        llm_kept_alive.answer_streamed([text])
     assert [_streamed(agent)[0].text for _ in range(2)] == ["One.", "Two."]
-    first, second = kept_alive["connections"]
+    first, second = llm_kept_alive.connections
     assert first == second
 
 
 def test_an_error_event_in_the_stream_is_unavailable_and_charged(
-    agent: Any, kept_alive: Any
+    agent: Any, llm_kept_alive: FakeLLM
 ) -> None:
-    kept_alive["bodies"].append(
-        _events(
-            {"choices": [{"index": 0, "delta": {"content": "Tues"}}]},
-            {"error": {"message": "the model is overloaded"}},
-        )
-    )
+    llm_kept_alive.answer_streamed(["Tues"], error="the model is overloaded")
     with pytest.raises(LLMUnavailable, match="the model is overloaded"):
         _streamed(agent)
     assert LLMUsage.objects.get().tokens > 0
