@@ -68,7 +68,7 @@ from pattern_site.kernel.agents.selectors import (
     agent_get_private,
     constellation_get_for_actor,
 )
-from pattern_site.kernel.apitypes import ITEMS_MAX, TEXT_MAX, Id, error_responses
+from pattern_site.kernel.apitypes import ITEMS_MAX, LINE_MAX, Id, error_responses
 from pattern_site.kernel.auth import request_actor
 
 router = Router()
@@ -325,7 +325,7 @@ def list_block_history(
     block_id: UUID,
     limit: int = 50,
     before: Id | None = None,
-    contains: Annotated[str | None, Query(max_length=TEXT_MAX)] = None,
+    contains: Annotated[str | None, Query(max_length=LINE_MAX)] = None,
 ) -> list[Any]:
     """Versions, newest first, each with its ``number`` in the block's
     history (1 = its first) and its ``id``; page with ``before`` (the last
