@@ -12,6 +12,7 @@ Bounded: at most ``MAX_SPANS`` spans, each at most ``MAX_SPAN_DAYS`` days.
 """
 
 import calendar
+import functools
 import re
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -453,9 +454,27 @@ def tells_time(asked: str, text: str) -> bool:
     "this morning", "next month"), a month or a year ("in May", "since
     2019"), a date or a day of the year ("New Year's Eve", "my birthday");
     for ``HOW_LONG`` a length of time ("three years", "about a week and a
-    half", "all day", "since")."""
+    half", "all day", "since").  The answers for the latest texts of up to
+    ``TELLS_KEPT_CHARS`` characters are kept (``_tells_time_kept``)."""
+    if len(text) > TELLS_KEPT_CHARS:
+        return _tells_time(asked, text)
+    return _tells_time_kept(asked, text)
+
+
+def _tells_time(asked: str, text: str) -> bool:
     if text.isascii():
         lower = _TELLS_LOWER.get(asked)
         return lower is not None and bool(lower.search(text.lower()))
     tells = next((t for kind, _asks, t in _KINDS if kind == asked), None)
     return tells is not None and bool(tells.search(text))
+
+
+# The same memories are candidates of many questions, and scanning one
+# costs about a hundred times looking its answer up: the answers for the
+# latest texts are kept, keyed by the text itself (so at most
+# TELLS_KEPT x TELLS_KEPT_CHARS characters, ~8 MB, are held; longer texts
+# are scanned each time).  An edited memory is a new text: nothing kept
+# can go stale.
+TELLS_KEPT = 4096
+TELLS_KEPT_CHARS = 2000
+_tells_time_kept = functools.lru_cache(maxsize=TELLS_KEPT)(_tells_time)

@@ -14,6 +14,7 @@ from memory.longterm.search import memory_search
 from memory.longterm.selectors import MAX_QUERIES
 from memory.longterm.services import archival_entry_create, retrieval_config_update
 from memory.longterm.tools import search_tool
+from memory.search import when
 from memory.search.engine import Hit, TimeStage, _late_rescored, _time_favoured
 from memory.search.late import LateInteraction, maxsim, token_encoder
 from memory.search.when import (
@@ -248,6 +249,20 @@ def test_telling_a_time_ignores_case_in_ascii_and_other_text(
     for other in (text, f"{text} ✨", f"Ünder: {text}"):
         assert tells_time(WHEN, other) is when
         assert tells_time(HOW_LONG, other) is how_long
+
+
+def test_telling_a_time_is_scanned_once_per_text_and_answers_the_same():
+    when._tells_time_kept.cache_clear()
+    text = "We moved there in May"
+    first = [tells_time(kind, text) for kind in (WHEN, HOW_LONG)]
+    scanned = when._tells_time_kept.cache_info().misses
+    again = [tells_time(kind, text) for kind in (WHEN, HOW_LONG)]
+    assert again == first == [True, False]
+    assert when._tells_time_kept.cache_info().misses == scanned
+    # A text too long to keep is scanned each time, with the same answer.
+    long_text = "x " * when.TELLS_KEPT_CHARS + "three weeks ago"
+    assert tells_time(WHEN, long_text) and tells_time(WHEN, long_text)
+    assert when._tells_time_kept.cache_info().misses == scanned
 
 
 def test_a_row_that_tells_a_time_is_favoured_when_the_question_asks_when(
