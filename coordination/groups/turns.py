@@ -88,7 +88,11 @@ from memory.longterm.compose import HeldRows, HistoryConfig, history_config_for
 from memory.longterm.models import Conversation
 from memory.longterm.schemas import SEND_MESSAGE
 from memory.longterm.selectors import batch_answers_count
-from memory.longterm.services import conversation_current, messages_append
+from memory.longterm.services import (
+    conversation_current,
+    messages_append,
+    messages_append_in_transaction,
+)
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent
 from pattern_site.kernel.agents.selectors import actor_names
@@ -262,7 +266,7 @@ def _heartbeat(state: TurnState) -> None:
 
 
 def _store(state: TurnState, messages: list[dict[str, Any]]) -> None:
-    stored = messages_append(
+    stored = messages_append_in_transaction(
         conversation=state.conversation,
         messages=messages,
         batch_id=state.turn.batch_id,

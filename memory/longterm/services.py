@@ -550,10 +550,7 @@ _TEXTS_BEFORE = CompiledQuery(
 _INDEX_TAIL = "_index_tail"
 
 
-# No savepoint inside a caller's transaction (a turn's step): an error
-# here propagates and that transaction rolls back whole, so a savepoint
-# would only cost the append two statements.
-@transaction.atomic(savepoint=False)
+@transaction.atomic
 def messages_append(
     *,
     conversation: Conversation,
@@ -565,6 +562,23 @@ def messages_append(
     A message is ``{"role", "content", "author"?}``; an assistant message
     may carry ``tool_calls`` (``[{"id", "name", "arguments"}]``) and a tool
     message names the ``tool_call_id`` it answers."""
+    return messages_append_in_transaction(
+        conversation=conversation, messages=messages, author=author, batch_id=batch_id
+    )
+
+
+def messages_append_in_transaction(
+    *,
+    conversation: Conversation,
+    messages: Sequence[dict[str, Any]],
+    author: str = "",
+    batch_id: str = "",
+) -> list[Message]:
+    """``messages_append`` in the caller's transaction, without a savepoint:
+    for a caller whose transaction an error here rolls back whole (the
+    agent loop's step, where a savepoint would only cost two statements)."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("messages_append_in_transaction needs a transaction")
     if not messages:
         raise InvalidInput("give at least one message")
     if len(messages) > MESSAGES_PER_APPEND:
