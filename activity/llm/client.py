@@ -165,7 +165,7 @@ class ChatClient:
         *,
         constellation_id: int,
         messages: list[dict[str, Any]],
-        tools: Sequence[dict[str, Any]] = (),
+        tools: Sequence[dict[str, Any]] | bytes = (),
         on_text: Callable[[str], None],
     ) -> StepCompletion:
         """One answer streamed: ``on_text`` is called with each piece of
@@ -173,18 +173,27 @@ class ChatClient:
         propagates), and the tool calls it asks for (several at once when
         it calls tools in parallel) are assembled from their pieces.
         Tokens are charged however the stream ends, from the usage the
-        server reports or else estimated from what was received."""
+        server reports or else estimated from what was received.
+
+        ``tools``: the functions, or their JSON array already encoded
+        (``json_encode``), which a caller sending the same tools with
+        every request encodes once."""
         estimate = self._budget_check(constellation_id, messages)
-        body: dict[str, Any] = {
+        head: dict[str, Any] = {
             "model": self.model,
-            "messages": messages,
             "max_tokens": self.max_tokens,
             "temperature": 0.2,
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        # The body encoded here, as the SDK encodes one (sent as its JSON
+        # content, the same on each retry): the tools, tens of kilobytes
+        # and the same every step of a turn, are not encoded again.
+        body = json_encode(head)[:-1] + b',"messages":' + json_encode(messages)
         if tools:
-            body["tools"] = list(tools)
+            encoded = tools if isinstance(tools, bytes) else json_encode(list(tools))
+            body += b',"tools":' + encoded
+        body += b"}"
         pieces: list[str] = []
         calls: dict[int, dict[str, str]] = {}
         tokens: int | None = None
@@ -194,7 +203,10 @@ class ChatClient:
             # key), the stream read as JSON: the SDK's typed chunk per
             # piece costs more than the rest of the call.
             response = self._client.post(
-                "/chat/completions", body=body, cast_to=httpx2.Response, stream=True
+                "/chat/completions",
+                content=body,
+                cast_to=httpx2.Response,
+                stream=True,
             )
         except openai.APIError as exc:
             raise _unavailable(exc) from exc
@@ -288,6 +300,14 @@ class ChatClient:
                 text=completion.text, tokens=tokens, model=completion.model
             )
         raise AssertionError("unreachable")
+
+
+def json_encode(value: Any) -> bytes:
+    """``value`` as a request body's JSON, encoded as the SDK encodes one
+    (UTF-8, compact, no NaN)."""
+    return json.dumps(
+        value, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+    ).encode()
 
 
 def _stream_chunks(response: httpx2.Response) -> Iterator[dict[str, Any]]:

@@ -60,7 +60,13 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from activity.llm.client import ChatClient, LLMUnavailable, RequestedCall, chat_client
+from activity.llm.client import (
+    ChatClient,
+    LLMUnavailable,
+    RequestedCall,
+    chat_client,
+    json_encode,
+)
 from coordination.groups import services
 from coordination.groups.models import (
     AgentLoopConfig,
@@ -82,12 +88,16 @@ from memory.longterm.compose import HeldRows, HistoryConfig, history_config_for
 from memory.longterm.models import Conversation
 from memory.longterm.schemas import SEND_MESSAGE
 from memory.longterm.selectors import batch_answers_count
-from memory.longterm.services import conversation_current, messages_append
+from memory.longterm.services import (
+    conversation_current,
+    messages_append,
+    messages_append_in_transaction,
+)
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent
 from pattern_site.kernel.agents.selectors import actor_names
 from pattern_site.kernel.agents.services import agent_touch
-from pattern_site.kernel.db.rows import row_update
+from pattern_site.kernel.db.rows import instances_insert, row_update
 from pattern_site.kernel.errors import ApplicationError, Conflict
 from pattern_site.kernel.events import EventType, Importance, event_record
 from pattern_site.kernel.tools import invalid_arguments_message, tool_get
@@ -256,7 +266,7 @@ def _heartbeat(state: TurnState) -> None:
 
 
 def _store(state: TurnState, messages: list[dict[str, Any]]) -> None:
-    stored = messages_append(
+    stored = messages_append_in_transaction(
         conversation=state.conversation,
         messages=messages,
         batch_id=state.turn.batch_id,
@@ -299,19 +309,19 @@ def _step_record(
             _store(state, [message])
         else:
             state.unstored = message
-        recorded[:] = AgentToolCall.objects.bulk_create(
-            [
-                AgentToolCall(
-                    turn=turn,
-                    step=turn.steps,
-                    call_id=c.id,
-                    name=c.name,
-                    arguments=c.arguments,
-                    status=ToolCallStatus.STARTED if i == 0 else ToolCallStatus.PENDING,
-                )
-                for i, c in enumerate(calls)
-            ]
-        )
+        recorded[:] = [
+            AgentToolCall(
+                turn=turn,
+                step=turn.steps,
+                call_id=c.id,
+                name=c.name,
+                arguments=c.arguments,
+                status=ToolCallStatus.STARTED if i == 0 else ToolCallStatus.PENDING,
+            )
+            for i, c in enumerate(calls)
+        ]
+        if recorded:
+            instances_insert(recorded)
 
     def post() -> None:
         if recorded:
@@ -550,7 +560,7 @@ def _model_step(
     client: ChatClient,
     *,
     state: TurnState,
-    tools: list[dict[str, Any]],
+    tools: bytes,
     stream: Stream,
 ) -> tuple[str, list[RequestedCall]]:
     agent = state.agent
@@ -610,7 +620,9 @@ def agent_turn_run(*, delivery: RunDelivery) -> Answer:
     )
     deadline = turn.started_at.timestamp() + config.timeout_seconds
     stream = Stream(delivery)
-    tools = tool_registry().tool_functions()
+    # Every request of the turn sends the same functions: encoded once.
+    functions = tool_registry().tool_functions()
+    tools = json_encode(functions) if functions else b""
     answer = _run_calls(_resume(state, stream), state=state, stream=stream, text="")
     while answer is None:
         if turn.steps >= config.max_steps:

@@ -57,6 +57,7 @@ from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent, Constellation
 from pattern_site.kernel.agents.selectors import actor_names
 from pattern_site.kernel.db.compiled import CompiledQuery
+from pattern_site.kernel.db.rows import instances_insert, row_update
 from pattern_site.kernel.errors import (
     Conflict,
     InvalidInput,
@@ -561,6 +562,23 @@ def messages_append(
     A message is ``{"role", "content", "author"?}``; an assistant message
     may carry ``tool_calls`` (``[{"id", "name", "arguments"}]``) and a tool
     message names the ``tool_call_id`` it answers."""
+    return messages_append_in_transaction(
+        conversation=conversation, messages=messages, author=author, batch_id=batch_id
+    )
+
+
+def messages_append_in_transaction(
+    *,
+    conversation: Conversation,
+    messages: Sequence[dict[str, Any]],
+    author: str = "",
+    batch_id: str = "",
+) -> list[Message]:
+    """``messages_append`` in the caller's transaction, without a savepoint:
+    for a caller whose transaction an error here rolls back whole (the
+    agent loop's step, where a savepoint would only cost two statements)."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("messages_append_in_transaction needs a transaction")
     if not messages:
         raise InvalidInput("give at least one message")
     if len(messages) > MESSAGES_PER_APPEND:
@@ -577,6 +595,7 @@ def messages_append(
     if locked.status == ConversationStatus.ARCHIVED:
         raise Conflict(f"conversation {locked.pk} is archived; start a new one")
     created: list[Message] = []
+    now = timezone.now()
     for offset, item in enumerate(messages, start=1):
         role, content, tool_calls, tool_call_id = _message_fields(item)
         message = Message(
@@ -591,6 +610,7 @@ def messages_append(
             position=locked.message_count + offset,
             batch_id=batch_id,
             content_hash=content_hash(content),
+            created_at=now,
         )
         # Its conversation, agent and constellation are the locked row's:
         # they exist, and looking each up again cost every append three
@@ -602,15 +622,11 @@ def messages_append(
         )
         created.append(message)
     try:
-        Message.objects.bulk_create(created)
+        # One statement built once: the ORM's bulk insert cost an append
+        # more than its own statements.
+        instances_insert(created)
     except IntegrityError as exc:  # pragma: no cover - guarded by the lock
         raise Conflict(f"concurrent append to conversation {locked.pk}") from exc
-    if not created[0].pk:  # backends without RETURNING
-        created = list(
-            Message.objects.filter(
-                conversation=locked, position__gt=locked.message_count
-            )
-        )
     # Messages are never changed once appended: the texts an earlier append
     # left on the row it returned are still the newest ones when the
     # count it left is the count now.
@@ -622,11 +638,12 @@ def messages_append(
     embedding_schedule(kind="message", row_ids=[m.pk for m in created])
     locked.message_count += len(created)
     setattr(locked, _INDEX_TAIL, (locked.message_count, texts[-CONTEXT_ROWS:]))
-    fields = ["message_count", "updated_at"]
+    locked.updated_at = now
+    fields: tuple[str, ...] = ("message_count", "updated_at")
     if locked.status == ConversationStatus.IDLE:
         locked.status = ConversationStatus.ACTIVE
-        fields.append("status")
-    locked.save(update_fields=fields)
+        fields += ("status",)
+    row_update(locked, fields)
     conversation.message_count, conversation.status = (
         locked.message_count,
         locked.status,

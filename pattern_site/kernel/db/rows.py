@@ -12,6 +12,7 @@ Django's connection (its transaction, its cursor wrapper).
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections, models
@@ -143,6 +144,42 @@ def row_insert(instance: Model) -> int:
             return cursor.fetchone()[0]
         meta = instance._meta
         return conn.ops.last_insert_id(cursor, meta.db_table, meta.pk.column)
+
+
+@functools.cache
+def _insert_many_statement(
+    model: type[Model], count: int, vendor: str
+) -> tuple[str, tuple[_Column, ...]]:
+    conn = _connection()
+    meta = model._meta
+    names = tuple(f.name for f in meta.concrete_fields if not f.primary_key)
+    sql, fields = _insert_columns(model, names, vendor)
+    row = sql[sql.index(" VALUES ") + len(" VALUES ") :]
+    sql += f", {row}" * (count - 1)
+    return f"{sql} RETURNING {conn.ops.quote_name(meta.pk.column)}", _columns(fields)
+
+
+def instances_insert(instances: Sequence[Model]) -> None:
+    """INSERT ``instances``, all of one model (every concrete field but the
+    auto id, as it is: no field's ``pre_save``, so an ``auto_now`` field is
+    set first), in one statement where the database returns the new ids;
+    each gets its id and is saved, as ``bulk_create`` leaves it."""
+    conn = _connection()
+    if not conn.features.can_return_rows_from_bulk_insert:
+        for instance in instances:
+            instance.pk = row_insert(instance)
+    else:
+        sql, columns = _insert_many_statement(
+            type(instances[0]), len(instances), conn.vendor
+        )
+        values = [v for i in instances for v in _prepared(i, columns, conn)]
+        with conn.cursor() as cursor:
+            cursor.execute(sql, values)
+            ids = [row[0] for row in cursor.fetchall()]
+        for instance, pk in zip(instances, ids, strict=True):
+            instance.pk = pk
+    for instance in instances:
+        instance._state.adding, instance._state.db = False, conn.alias
 
 
 def rows_insert(model: type[Model], names: tuple[str, ...], rows: list[tuple]) -> None:
