@@ -33,6 +33,10 @@ from tests.conftest import (
 )
 from tests.factories import AgentFactory
 
+# The embedded broker is a SQLite file whatever database the site uses: the
+# PostgreSQL pass would only repeat these.
+pytestmark = pytest.mark.sqlite
+
 PRODUCERS = 6
 TASKS_EACH = 40
 # One producer process: sends agent_touch for each agent id in its arguments.
