@@ -476,6 +476,11 @@ def http_url(ws_url: str) -> str:
     return ws_url.removesuffix("/ws/sync/").replace("ws://", "http://", 1)
 
 
+def sync_url(base_url: str) -> str:
+    """The /ws/sync/ url of the server at ``base_url``."""
+    return base_url.replace("http://", "ws://", 1) + "/ws/sync/"
+
+
 class SharedDaphne:
     """Daphne processes serving the test database, each started once for the
     session and shared by the tests that ask for the same environment.

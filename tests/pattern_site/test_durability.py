@@ -22,7 +22,7 @@ from memory.blocks.selectors import block_value
 from memory.blocks.services import block_create
 from memory.longterm.models import ArchivalEntry
 from pattern_site.kernel.actors import Actor
-from tests.conftest import daphne, wait_until
+from tests.conftest import daphne, http_url, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 ROUNDS = 3
@@ -66,7 +66,7 @@ class Writer(threading.Thread):
 def _writing(url: str, token: str) -> list[Writer]:
     """Writers at the server, once each has had 10-40 answers (still
     writing)."""
-    base = url.removesuffix("/ws/sync/").replace("ws://", "http://")
+    base = http_url(url)
 
     def fact(marker: str) -> int:
         return _post(base, "/api/archival", token, {"content": marker})
@@ -108,7 +108,7 @@ def test_every_write_answered_2xx_survives_kill_9_of_daphne(agent, agent_token):
         text = block_value(block=journal)
         assert all(marker in text for marker in answered["note"])
     with daphne() as (url, _):  # the last kill left a database that serves
-        base = url.removesuffix("/ws/sync/").replace("ws://", "http://")
+        base = http_url(url)
         body = {"content": "after the last kill"}
         assert _post(base, "/api/archival", agent_token.raw, body) == 201
     assert min(len(markers) for markers in answered.values()) >= 10 * ROUNDS

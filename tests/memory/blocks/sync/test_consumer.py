@@ -34,7 +34,7 @@ from pattern_site.kernel.realtime import (
     CLOSE_TOO_MANY,
     CLOSE_UNAUTHENTICATED,
 )
-from tests.conftest import daphne
+from tests.conftest import daphne, sync_url
 from tests.factories import AgentFactory, ConstellationFactory
 from tests.wsclient import WebSocket
 
@@ -537,7 +537,7 @@ async def test_a_dashboard_form_edit_reaches_open_rooms(partner, block):
 def test_malformed_frame_closes_with_the_application_code_through_daphne(
     daphne_server,
 ):
-    ws_url = daphne_server.replace("http://", "ws://") + "/ws/sync/"
+    ws_url = sync_url(daphne_server)
     ws = WebSocket(ws_url, headers={"Origin": "http://127.0.0.1"})
     try:
         assert ws.status == 101

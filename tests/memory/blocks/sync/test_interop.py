@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 
 from memory.blocks.selectors import block_document_load
-from tests.conftest import REPO, daphne, free_port
+from tests.conftest import REPO, daphne, free_port, sync_url
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 CLIENTS = Path(__file__).parent / "node" / "coedit_clients.mjs"
@@ -44,10 +44,10 @@ def stored_text(block) -> str:
 
 
 def test_two_npm_clients_converge_through_daphne_and_the_store_matches(
-    node, text_block, token
+    node, text_block, token, daphne_server
 ):
-    with daphne() as (url, _):
-        out = run_clients(node, "edit", text_block, token, url, url, edits=15)
+    url = sync_url(daphne_server)
+    out = run_clients(node, "edit", text_block, token, url, url, edits=15)
     first, second = out["texts"]
     assert first == second
     assert out["errors"] == [[], []]
@@ -151,19 +151,21 @@ def join_once(node: str, url: str, block, **options: str) -> dict:
 
 
 def test_an_agent_client_sending_no_origin_joins_with_its_token(
-    node, text_block, token
+    node, text_block, token, daphne_server
 ):
-    with daphne() as (url, _):
-        out = join_once(node, url, text_block, token=token, origin="none")
+    url = sync_url(daphne_server)
+    out = join_once(node, url, text_block, token=token, origin="none")
     assert out == {"joined": True, "texts": ["start;"]}
 
 
-def test_a_session_cookie_joins_only_with_a_same_site_origin(node, text_block, partner):
+def test_a_session_cookie_joins_only_with_a_same_site_origin(
+    node, text_block, partner, daphne_server
+):
     browser = Client()
     browser.force_login(partner)
     cookie = f"sessionid={browser.cookies['sessionid'].value}"
-    with daphne() as (url, _):
-        without_origin = join_once(node, url, text_block, cookie=cookie, origin="none")
-        same_site = join_once(node, url, text_block, cookie=cookie)
+    url = sync_url(daphne_server)
+    without_origin = join_once(node, url, text_block, cookie=cookie, origin="none")
+    same_site = join_once(node, url, text_block, cookie=cookie)
     assert without_origin["joined"] is False
     assert same_site == {"joined": True, "texts": ["start;"]}
