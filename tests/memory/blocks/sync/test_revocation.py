@@ -13,7 +13,7 @@ from django.test import Client
 
 from memory.blocks.sync import protocol as sp
 from pattern_site.kernel.realtime import CLOSE_UNAUTHENTICATED
-from tests.conftest import REPO, daphne, subprocess_env
+from tests.conftest import REPO, subprocess_env, sync_url
 from tests.memory.blocks.sync.test_interop import CLIENTS
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -103,9 +103,10 @@ def assert_evicted_and_closed(seen: dict) -> None:
 
 @pytest.mark.parametrize("how", sorted(REVOCATIONS))
 def test_a_revocation_elsewhere_closes_the_socket_on_the_embedded_layer(
-    node, text_block, token, agent, how
+    node, text_block, token, agent, how, daphne_server
 ):
-    with daphne() as (url, _), watched_socket(node, url, text_block, token) as go:
+    url = sync_url(daphne_server)
+    with watched_socket(node, url, text_block, token) as go:
         REVOCATIONS[how](agent)
         seen = go()
     assert_evicted_and_closed(seen)
@@ -114,12 +115,10 @@ def test_a_revocation_elsewhere_closes_the_socket_on_the_embedded_layer(
 @pytest.mark.redis
 @pytest.mark.parametrize("how", ["revoke_agent_token", "deactivate_over_the_api"])
 def test_a_revocation_elsewhere_closes_the_socket_on_redis(
-    node, text_block, token, agent, redis_url, how
+    node, text_block, token, agent, redis_url, how, shared_daphne_server
 ):
-    with (
-        daphne(PATTERN_REDIS_URL=redis_url) as (url, _),
-        watched_socket(node, url, text_block, token) as go,
-    ):
+    url = sync_url(shared_daphne_server(PATTERN_REDIS_URL=redis_url))
+    with watched_socket(node, url, text_block, token) as go:
         REVOCATIONS[how](agent, PATTERN_REDIS_URL=redis_url)
         seen = go()
     assert_evicted_and_closed(seen)
