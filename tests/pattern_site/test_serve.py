@@ -103,10 +103,13 @@ def serve(transactional_db: None, tmp_path: Path) -> Iterator[dict[str, Any]]:
 
 
 @pytest.mark.slow
-def test_killed_worker_is_restarted_and_tasks_still_run(
+def test_a_killed_worker_is_restarted_and_sigterm_stops_every_child(
     serve: dict[str, Any], agent: Any, agent_token: Any
 ):
+    # One served site for both: starting it (a web process, a worker and
+    # beat) is most of what the two cost.
     log: Path = serve["log"]
+    proc: subprocess.Popen = serve["proc"]
     worker = int(WORKER_STARTED.search(log.read_text()).group(1))
     os.kill(worker, signal.SIGKILL)
     wait_until(lambda: f"worker (pid {worker}) exited with -9" in log.read_text())
@@ -121,12 +124,8 @@ def test_killed_worker_is_restarted_and_tasks_still_run(
     with urllib.request.urlopen(request, timeout=10) as response:
         assert response.status == 200
     wait_until(lambda: Agent.objects.get(pk=agent.pk).last_active_at is not None)
-    assert serve["proc"].poll() is None
+    assert proc.poll() is None
 
-
-@pytest.mark.slow
-def test_sigterm_stops_every_child_including_beat(serve: dict[str, Any]):
-    proc: subprocess.Popen = serve["proc"]
     children = _descendants(proc.pid)
     commands = " | ".join(children.values())
     assert "daphne" in commands
