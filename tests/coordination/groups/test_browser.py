@@ -10,6 +10,7 @@ from django.test import Client
 from coordination.groups.services import group_message_route
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.services import agent_token_issue
+from tests.conftest import BROWSER_WAIT_MS
 
 pytestmark = [
     pytest.mark.browser,
@@ -50,7 +51,7 @@ def test_the_run_viewer_shows_an_agents_answer_as_it_arrives(
     run = group_message_route(actor=Actor.system(), group=group, message="lunch?")
     page = _viewer(browser, daphne_server, partner)
     page.goto(f"{daphne_server}/groups/runs/{run.pk}/")
-    page.wait_for_selector(".dot-on", timeout=20_000)
+    page.wait_for_selector(".dot-on", timeout=BROWSER_WAIT_MS)
     # Drawn by the server: Flux was asked, and has no program to take it.
     assert "waiting to be taken" in page.locator("[data-testid=reply]").inner_text()
     assert page.locator("[data-testid=unattended]").is_visible()
@@ -61,24 +62,24 @@ def test_the_run_viewer_shows_an_agents_answer_as_it_arrives(
         work = http.get("/api/inbox").json()
         url = f"/api/deliveries/{work[0]['id']}"
         http.post(f"{url}/chunks", json={"text": "Noon"}).raise_for_status()
-        page.wait_for_selector("[data-testid=reply-text]", timeout=20_000)
+        page.wait_for_selector("[data-testid=reply-text]", timeout=BROWSER_WAIT_MS)
         # Taken: the notice about a missing program is gone without a reload.
         assert page.locator("[data-testid=unattended]").count() == 0
         http.post(f"{url}/chunks", json={"text": ", salad"}).raise_for_status()
         page.wait_for_function(
             "document.querySelector('[data-testid=reply-text]')"
             ".innerText === 'Noon, salad'",
-            timeout=20_000,
+            timeout=BROWSER_WAIT_MS,
         )
         http.post(f"{url}/answer", json={"text": "Noon, salad bar"}).raise_for_status()
     page.wait_for_function(
         "document.querySelector('[data-run-status]').innerText === 'completed'",
-        timeout=20_000,
+        timeout=BROWSER_WAIT_MS,
     )
     page.wait_for_function(
         "document.querySelector('[data-testid=reply-text]')"
         ".innerText === 'Noon, salad bar'",
-        timeout=20_000,
+        timeout=BROWSER_WAIT_MS,
     )
     # One reply, by name: the pieces were joined, then replaced by the answer.
     assert page.locator("[data-testid=reply]").count() == 1
@@ -110,7 +111,7 @@ def test_the_run_viewer_watches_again_after_its_socket_drops(
     page.goto(f"{daphne_server}/groups/runs/{run.pk}/")
     page.wait_for_function(
         "document.querySelector('[data-live-dot]').classList.contains('dot-on')",
-        timeout=20_000,
+        timeout=BROWSER_WAIT_MS,
     )
     first, sent = connections[0]
     _until(page, lambda: sent)
@@ -118,8 +119,8 @@ def test_the_run_viewer_watches_again_after_its_socket_drops(
     shown = sent[0]["after"]
 
     first.close()
-    page.wait_for_selector("[data-live-dot].dot-off", timeout=10_000)
-    page.wait_for_selector("[data-live-dot].dot-on", timeout=20_000)
+    page.wait_for_selector("[data-live-dot].dot-off", timeout=BROWSER_WAIT_MS)
+    page.wait_for_selector("[data-live-dot].dot-on", timeout=BROWSER_WAIT_MS)
     assert len(connections) == 2
     _until(page, lambda: connections[1][1])
     assert connections[1][1] == [
@@ -134,7 +135,7 @@ def test_the_run_viewer_watches_again_after_its_socket_drops(
         http.post(
             f"/api/deliveries/{work[0]['id']}/chunks", json={"text": "Noon"}
         ).raise_for_status()
-    page.wait_for_selector("[data-testid=reply-text]", timeout=20_000)
+    page.wait_for_selector("[data-testid=reply-text]", timeout=BROWSER_WAIT_MS)
     # What was shown before the drop is not shown twice.
     assert page.locator("[data-testid=reply]").count() == 1
     assert page.locator("[data-testid=reply-text]").inner_text() == "Noon"

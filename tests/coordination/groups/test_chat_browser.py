@@ -11,7 +11,7 @@ from coordination.groups.models import AgentGroup
 from memory.blocks.services import block_create
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.services import agent_update
-from tests.conftest import celery_worker, daphne_process
+from tests.conftest import BROWSER_WAIT_MS, celery_worker, daphne_process
 from tests.factories import AgentFactory
 from tests.fake_llm import Streamed
 from tests.pattern_site.test_dashboard_browser import signed_in_page
@@ -78,7 +78,7 @@ def test_the_partner_chats_and_sees_text_stream_and_a_tool_call(
     page.fill("#chat-message", "remember that I like green tea")
     page.keyboard.press("Enter")
 
-    page.wait_for_selector('[data-testid="chat-answer"]', timeout=30_000)
+    page.wait_for_selector('[data-testid="chat-answer"]', timeout=BROWSER_WAIT_MS)
     turn = page.locator('[data-testid="chat-turn"]')
     assert "Saving that now." in turn.inner_text()
     row = page.locator('[data-testid="chat-tool"]')
@@ -97,7 +97,7 @@ def test_the_partner_chats_and_sees_text_stream_and_a_tool_call(
         "(before) => document.querySelector('[data-agent-panel=blocks]')"
         ".innerText !== before",
         arg=before,
-        timeout=10_000,
+        timeout=BROWSER_WAIT_MS,
     )
     width = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
     assert width[0] <= width[1]

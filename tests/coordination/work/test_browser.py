@@ -10,6 +10,7 @@ from coordination.work.models import Task, TaskStatus
 from coordination.work.services import task_create
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.services import agent_token_issue
+from tests.conftest import BROWSER_WAIT_MS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -31,7 +32,7 @@ def _board(browser, base_url, user, constellation, *, sockets=None):
     if sockets is not None:
         page.on("websocket", lambda socket: sockets.append(socket.url))
     page.goto(f"{base_url}/constellations/{constellation.pk}/tasks/")
-    page.wait_for_selector("[data-task-board][data-live=true]", timeout=20_000)
+    page.wait_for_selector("[data-task-board][data-live=true]", timeout=BROWSER_WAIT_MS)
     return page
 
 
@@ -52,12 +53,14 @@ def test_dragging_a_card_changes_the_task_status(
     page.drag_and_drop(
         f"[data-testid=task-{design.pk}]", "[data-testid=column-in_progress]"
     )
-    page.wait_for_selector(_card_in(page, design, "in_progress"), timeout=10_000)
+    page.wait_for_selector(
+        _card_in(page, design, "in_progress"), timeout=BROWSER_WAIT_MS
+    )
     assert Task.objects.get(pk=design.pk).status == TaskStatus.IN_PROGRESS
 
     # A refused move says why and leaves the card where it was.
     page.drag_and_drop(f"[data-testid=task-{build.pk}]", "[data-testid=column-done]")
-    page.wait_for_selector("[data-board-error]:not([hidden])", timeout=10_000)
+    page.wait_for_selector("[data-board-error]:not([hidden])", timeout=BROWSER_WAIT_MS)
     assert "depends on" in page.inner_text("[data-board-error]")
     assert page.locator(_card_in(page, build, "open")).count() == 1
     assert Task.objects.get(pk=build.pk).status == TaskStatus.OPEN
@@ -74,7 +77,7 @@ def test_dragging_a_card_changes_the_task_status(
     )
     with urllib.request.urlopen(request, timeout=10) as response:
         assert response.status == 200
-    page.wait_for_selector(_card_in(page, design, "done"), timeout=10_000)
+    page.wait_for_selector(_card_in(page, design, "done"), timeout=BROWSER_WAIT_MS)
     assert page.inner_text("[data-testid=column-done] [data-column-count]") == "1"
 
 
@@ -83,7 +86,7 @@ def test_the_board_and_its_presence_panel_share_one_socket(
 ):
     sockets: list[str] = []
     page = _board(browser, daphne_server, partner, constellation, sockets=sockets)
-    page.wait_for_selector("[data-presence-dot].dot-on", timeout=10_000)
+    page.wait_for_selector("[data-presence-dot].dot-on", timeout=BROWSER_WAIT_MS)
     assert page.inner_text("[data-presence-label]").startswith(("Live", "Here now"))
     host = daphne_server.removeprefix("http://")
     assert sockets == [f"ws://{host}/ws/constellations/{constellation.pk}/"]

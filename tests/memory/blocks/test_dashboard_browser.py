@@ -9,7 +9,7 @@ from memory.blocks.services import block_create, block_operate
 from memory.longterm.services import archival_entry_create
 from memory.models import BlockApproval, BlockUpdate, MemoryBlock
 from pattern_site.kernel.actors import Actor
-from tests.conftest import daphne_process
+from tests.conftest import BROWSER_WAIT_MS, daphne_process
 from tests.memory.blocks.test_editor_browser import _agent_operates, _page
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -31,7 +31,7 @@ def test_typing_a_sentence_makes_one_version(
     page.wait_for_function(
         "document.querySelector('[data-testid=history-count]').textContent"
         f".includes('({before + 1} version')",
-        timeout=10_000,
+        timeout=BROWSER_WAIT_MS,
     )
     assert block_value(block=block) == sentence
     assert BlockUpdate.objects.filter(block=block).count() == before + 1
@@ -65,12 +65,12 @@ def test_a_field_saved_through_its_form_shows_live_on_another_page(
 
     watching.wait_for_function(
         "document.querySelector(\"[name='f:name']\").value === 'Sam'",
-        timeout=10_000,
+        timeout=BROWSER_WAIT_MS,
     )
     watching.wait_for_function(
         "document.querySelector('[data-testid=rendered]').textContent"
         ".includes('name: Sam')",
-        timeout=10_000,
+        timeout=BROWSER_WAIT_MS,
     )
     assert watching.input_value("[data-list-editor] input[type=text]") == "green tea"
     assert block_value(block=block) == {
@@ -96,7 +96,7 @@ def test_an_agents_edit_is_named_on_the_page(
         {"op": "set_field", "field": "name", "value": "Robin"},
     )
 
-    page.wait_for_selector("[data-testid=agent-mark]:visible", timeout=10_000)
+    page.wait_for_selector("[data-testid=agent-mark]:visible", timeout=BROWSER_WAIT_MS)
     assert page.inner_text("[data-testid=agent-mark]") == f"{agent.name} is editing"
     assert "name: Robin" in page.inner_text("[data-testid=rendered]")
 
@@ -321,7 +321,7 @@ def test_search_runs_as_you_type(built_assets, daphne_server, browser, partner, 
 
     page.locator("#q").press_sequentially("kingfisher", delay=40)
 
-    page.wait_for_selector("[data-testid=search-result]", timeout=10_000)
+    page.wait_for_selector("[data-testid=search-result]", timeout=BROWSER_WAIT_MS)
     results = page.locator("[data-testid=search-result]")
     assert results.count() == 1 and "kingfisher" in results.inner_text()
     assert "q=kingfisher" in page.url  # the address follows, for reload and sharing
@@ -343,7 +343,7 @@ def test_scores_show_behind_the_ranking_toggle(
 
     page.check("[data-testid=explain-toggle]")
 
-    page.wait_for_selector("[data-testid=hit-scores]", timeout=10_000)
+    page.wait_for_selector("[data-testid=hit-scores]", timeout=BROWSER_WAIT_MS)
     assert page.locator("[data-testid=hit-scores]").count() == 2
     assert "keyword rank" in page.inner_text("[data-testid=hit-scores] >> nth=0")
     assert "explain=1" in page.url  # a reload keeps the scores shown

@@ -15,7 +15,13 @@ from memory.blocks.services.retention import block_history_fold
 from memory.models import BlockPeer, BlockUpdate
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.services import agent_token_issue
-from tests.conftest import daphne, daphne_process, free_port, wait_until
+from tests.conftest import (
+    BROWSER_WAIT_MS,
+    daphne,
+    daphne_process,
+    free_port,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -60,7 +66,7 @@ def _page(
     if not ready:
         return page
     try:
-        page.wait_for_selector(f"{EDITOR}[data-ready=true]", timeout=20_000)
+        page.wait_for_selector(f"{EDITOR}[data-ready=true]", timeout=BROWSER_WAIT_MS)
     except Exception as exc:
         raise AssertionError(f"the editor did not start: {logs}") from exc
     return page
@@ -85,7 +91,7 @@ def _text(page) -> str:
     return page.evaluate(f"document.querySelector('{EDITOR}').editor.text()")
 
 
-def _wait_text(page, predicate, timeout=10_000):
+def _wait_text(page, predicate, timeout=BROWSER_WAIT_MS):
     page.wait_for_function(
         f"(() => {{ const t = document.querySelector('{EDITOR}').editor.text();"
         f" return {predicate}; }})()",
@@ -124,8 +130,8 @@ def test_two_pages_co_edit_see_cursors_and_an_agents_append(
     assert _text(first) == _text(second) == "AAAAhelloBBBB"
 
     # Each sees the other's cursor.
-    first.wait_for_selector(".loro-cursor", timeout=10_000)
-    second.wait_for_selector(".loro-cursor", timeout=10_000)
+    first.wait_for_selector(".loro-cursor", timeout=BROWSER_WAIT_MS)
+    second.wait_for_selector(".loro-cursor", timeout=BROWSER_WAIT_MS)
 
     # An agent appends through the HTTP tool API: both pages show it live.
     _agent_operates(
@@ -154,7 +160,7 @@ def test_two_pages_co_edit_see_cursors_and_an_agents_append(
     # Leaving the page takes its cursor off the other page at once.
     first.wait_for_selector(".loro-cursor")
     second.goto("about:blank")
-    first.wait_for_selector(".loro-cursor", state="detached", timeout=5_000)
+    first.wait_for_selector(".loro-cursor", state="detached", timeout=BROWSER_WAIT_MS)
 
 
 @pytest.fixture
@@ -180,7 +186,7 @@ def test_structured_block_view_updates_live_on_an_agents_change(
     page.wait_for_function(
         "document.querySelector('[data-testid=rendered]').textContent"
         ".includes('second from agent')",
-        timeout=10_000,
+        timeout=BROWSER_WAIT_MS,
     )
 
 
@@ -212,7 +218,9 @@ def test_a_page_offline_across_a_fold_of_its_history_reloads_from_a_fresh_snapsh
     assert block_history_fold(block=block) > 0
 
     with daphne(port=port):
-        stash = page.wait_for_selector("[data-testid=folded-edits]", timeout=60_000)
+        stash = page.wait_for_selector(
+            "[data-testid=folded-edits]", timeout=BROWSER_WAIT_MS
+        )
         assert "hello mine" in stash.inner_text()
         page.wait_for_selector(f"{EDITOR}[data-ready=true]")
         _wait_text(page, "t.endsWith('a5')")
@@ -280,7 +288,9 @@ def test_a_page_whose_edit_builds_on_folded_history_reloads_and_keeps_its_text(
         page.click(".cm-content")
         page.keyboard.press("Control+End")
         page.keyboard.type(" mine")
-        stash = page.wait_for_selector("[data-testid=folded-edits]", timeout=60_000)
+        stash = page.wait_for_selector(
+            "[data-testid=folded-edits]", timeout=BROWSER_WAIT_MS
+        )
         assert "hello mine" in stash.inner_text()
         page.wait_for_selector(f"{EDITOR}[data-ready=true]")
         _wait_text(page, "t.endsWith('a5')")
