@@ -322,7 +322,7 @@ def fts_candidates(
         f" FROM {index.fts_table} WHERE {index.fts_table} MATCH %s"
         " AND rank MATCH %s AND scope_id = %s"
     )
-    sql += owner_sql(owner_ids, "owner_id") + " ORDER BY rank LIMIT %s"
+    sql += owner_sql(owner_ids, "owner_id")
     params = [
         MARK_OPEN,
         MARK_CLOSE,
@@ -330,10 +330,18 @@ def fts_candidates(
         f"bm25({weights})",
         scope_id,
         *(owner_ids or ()),
-        k,
     ]
+    if within:
+        # Unordered, sorted here: under ``ORDER BY rank`` FTS5 scores
+        # every match, of every scope, before the scope is checked, and
+        # few of the matches dated within a few days are the caller's.
+        # Unordered, SQLite checks the scope and owner first and computes
+        # ``rank`` and the snippet only for the rows that pass.
+        with connection.cursor() as cur:
+            cur.execute(sql, params)
+            return sorted(cur.fetchall(), key=lambda hit: hit[1])[:k]
     with connection.cursor() as cur:
-        cur.execute(sql, params)
+        cur.execute(sql + " ORDER BY rank LIMIT %s", [*params, k])
         return list(cur.fetchall())
 
 

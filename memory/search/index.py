@@ -336,10 +336,15 @@ def words_date(words: str | None) -> date | None:
 
 
 def dated_match(days: Sequence[date]) -> str:
-    """An FTS5 expression matching the ``dated`` words of any of ``days``
-    (one phrase of day and month, and the year, per day)."""
+    """An FTS5 expression matching the ``dated`` words of any of ``days``:
+    per year, one phrase of day and month per day, and the year once, not
+    once per day (FTS5 matches each phrase of the expression, and counts
+    the rows holding it for BM25's weights, over the whole table)."""
+    years: dict[int, list[str]] = {}
+    for day in days:
+        years.setdefault(day.year, []).append(f'"{day.day} {_MONTHS[day.month - 1]}"')
     return " OR ".join(
-        f'("{day.day} {_MONTHS[day.month - 1]}" AND "{day.year}")' for day in days
+        f'(({" OR ".join(phrases)}) AND "{year}")' for year, phrases in years.items()
     )
 
 

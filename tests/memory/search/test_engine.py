@@ -406,6 +406,8 @@ def test_keyword_candidates_are_those_of_sorting_every_match_by_bm25(db: None):
         ("wren", 3, [10, 11, 12], 7, ""),
         ("tern plover", 1, [99], 40, ""),
         ("finch", 2, None, 3, dated_match([date(2024, 1, 3), date(2024, 1, 9)])),
+        ("wren rook", 1, [10, 12], 3, dated_match([date(2024, 1, 5)])),
+        ("heron", 3, None, 40, dated_match([date(2024, 1, d) for d in range(1, 21)])),
     ]
     for text, scope_id, owner_ids, k, within in cases:
         query = f"{{content context dated}} : ({fts_query(text)})"
@@ -432,6 +434,42 @@ def test_keyword_candidates_are_those_of_sorting_every_match_by_bm25(db: None):
         )
         assert found == expected, text
         assert len(found) == (0 if owner_ids == [99] else k), text
+
+
+@pytest.mark.sqlite
+def test_dated_match_finds_the_days_of_each_year_named(db: None):
+    """Days of two years match the rows dated on them, not the same days of
+    another year, and a row's score does not change with the other days
+    named (matched by rows of another scope)."""
+    dates = {
+        1: date(2023, 12, 31),
+        2: date(2024, 1, 1),
+        3: date(2023, 1, 1),
+        4: date(2024, 12, 31),
+    }
+    dates |= {row_id: date(2022, 5, row_id) for row_id in range(5, 13)}
+    rows = [(row_id, 1, 10, "a finch") for row_id in dates]
+    # Rows of another scope on the other days named below.
+    dates |= {20 + d: date(2024, 1, d) for d in range(2, 6)}
+    rows += [(20 + d, 2, 10, "a finch") for d in range(2, 6)]
+    index_put_texts(ARCHIVAL_INDEX, rows=rows, dates=dates)
+
+    def found(days: list[date]) -> dict[int, float]:
+        hits = fts_candidates(
+            ARCHIVAL_INDEX,
+            query=fts_query("finch"),
+            scope_id=1,
+            owner_ids=None,
+            k=10,
+            date_weight=0.2,
+            within=dated_match(days),
+        )
+        return {row_id: score for row_id, score, _snippet in hits}
+
+    two = found([date(2023, 12, 31), date(2024, 1, 1)])
+    assert set(two) == {1, 2}
+    more = found([date(2023, 12, 31)] + [date(2024, 1, d) for d in range(1, 6)])
+    assert more == two
 
 
 @pytest.mark.sqlite
