@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Subquery
 from django.utils import timezone
 
 from coordination.groups.models import (
@@ -30,10 +31,11 @@ from coordination.groups.services.runs import (
     _lock_run,
     _settle,
     _wake_after_commit,
+    _wake_run_after_commit,
 )
 from pattern_site.kernel.agents.models import Agent
 from pattern_site.kernel.db.compiled import CompiledQuery
-from pattern_site.kernel.db.rows import row_insert, row_update
+from pattern_site.kernel.db.rows import CompiledIncrement, row_insert, row_update
 from pattern_site.kernel.errors import Conflict, InvalidInput, LimitExceeded, NotFound
 
 MAX_CHUNK_CHARS = 20_000
@@ -221,9 +223,26 @@ def delivery_tool_call_complete(
     )
 
 
-# The site's own turn posts two events a step: the delivery read with its
-# run's row locked (only the run's, as ``_lock_run`` locks it), one
-# statement, compiled once.
+# The site's own turn posts two events a step.  Its run's sequence moves
+# in one statement that also checks the delivery and the run still take
+# output (compiled once); the delivery is read, with its run locked, only
+# when that statement refuses, to say why.
+_OPEN_RUN_SEQ_NEXT = CompiledIncrement(
+    lambda delivery_id: GroupRun.objects.filter(
+        pk=Subquery(
+            RunDelivery.objects.filter(
+                pk=delivery_id, status__in=OPEN_DELIVERY_STATUSES
+            )
+            .exclude(kind=DeliveryKind.OBSERVE)
+            .order_by()
+            .values("run_id")[:1]
+        ),
+        status=RunStatus.RUNNING,
+    ).order_by(),
+    "last_seq",
+    delivery_id=-730_206,
+)
+
 _DELIVERY_RUN_LOCKED = CompiledQuery(
     lambda delivery_id: (
         RunDelivery.objects.select_for_update(of=("run",))
@@ -240,7 +259,8 @@ def _turn_output(
     delivery: RunDelivery, type_: str, data: dict[str, Any]
 ) -> GroupRunEvent:
     """An event of the site's own turn (``coordination.groups.turns``), in
-    the caller's transaction.
+    the caller's transaction: the run's sequence moved (and its row locked)
+    by a statement that refuses an ended run or delivery, then the event.
 
     Unlike the services an agent's program calls over HTTP, no savepoint:
     a refusal (``Conflict``: the run or the delivery ended) comes before
@@ -248,11 +268,24 @@ def _turn_output(
     commits its own rows."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("a turn's event is posted in the turn's transaction")
-    found = _DELIVERY_RUN_LOCKED.first(delivery_id=delivery.pk)
-    if found is None:
-        raise RunDelivery.DoesNotExist(f"delivery {delivery.pk} does not exist")
-    _refuse_output(found, found.run)
-    return _output_event(found.run, type_, {"agent_id": found.agent_id, **data})
+    data = {"agent_id": delivery.agent_id, **data}
+    moved = _OPEN_RUN_SEQ_NEXT.run(delivery_id=delivery.pk)
+    if not moved:
+        found = _DELIVERY_RUN_LOCKED.first(delivery_id=delivery.pk)
+        if found is None:
+            raise RunDelivery.DoesNotExist(f"delivery {delivery.pk} does not exist")
+        _refuse_output(found, found.run)
+        # Open after all once read with its run locked (the update's
+        # subquery sees the rows as its statement began, on PostgreSQL):
+        # posted on the locked run, as an agent's program's output is.
+        return _output_event(found.run, type_, data)
+    ((run_id, seq),) = moved
+    event = GroupRunEvent(
+        run_id=run_id, seq=seq, type=type_, data=data, created_at=timezone.now()
+    )
+    event.pk = row_insert(event)
+    _wake_run_after_commit(run_id)
+    return event
 
 
 def turn_tool_call_started(

@@ -62,7 +62,11 @@ def _event(run: GroupRun, type_: str, data: dict[str, Any]) -> GroupRunEvent:
 
 
 def _wake_after_commit(run: GroupRun, agent_ids: Iterable[int] = ()) -> None:
-    run_id, agents = run.pk, tuple(sorted(set(agent_ids)))
+    _wake_run_after_commit(run.pk, agent_ids)
+
+
+def _wake_run_after_commit(run_id: int, agent_ids: Iterable[int] = ()) -> None:
+    agents = tuple(sorted(set(agent_ids)))
     realtime.wake_on_commit(run_ids=(run_id,), agent_ids=agents)
 
 

@@ -12,15 +12,17 @@ Django's connection (its transaction, its cursor wrapper).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections, models
 from django.db.backends.base.operations import BaseDatabaseOperations as BaseOperations
-from django.db.models import Field, Model
+from django.db.models import F, Field, Model, QuerySet
 from django.db.models.expressions import RawSQL
+from django.db.models.sql import UpdateQuery
 
-from pattern_site.kernel.db.compiled import CompiledQuery
+from pattern_site.kernel.db.compiled import CompiledQuery, MarkerSlots
 
 
 def _connection() -> Any:
@@ -344,3 +346,47 @@ def row_is_locked(instance: Model) -> bool:
     locked row without reading it again."""
     key = getattr(instance._state, "locked_in", None)
     return key is not None and key is _transaction_key()
+
+
+class CompiledIncrement:
+    """``UPDATE ... SET field = field + 1 WHERE <filter> RETURNING pk, field``
+    for the rows ``build(**markers)`` selects, compiled once per database as
+    ``CompiledQuery`` compiles a read (the same markers); ``run(**values)``
+    moves the counter and returns each moved row's key and new value, in
+    one statement (SQLite 3.35 and later, PostgreSQL), or no row when the
+    filter matches none.  On PostgreSQL the update locks each row it moves
+    for the transaction, as ``select_for_update`` would."""
+
+    def __init__(
+        self, build: Callable[..., QuerySet], field: str, **markers: int | str
+    ) -> None:
+        self._build = build
+        self._field = field
+        self._markers = markers
+        self._statements: dict[str, tuple[str, tuple, MarkerSlots]] = {}
+        self._lock = threading.Lock()
+
+    def _compile(self, db: str) -> tuple[str, tuple, MarkerSlots]:
+        queryset = self._build(**self._markers).using(db)
+        query = queryset.query.chain(UpdateQuery)
+        query.add_update_values({self._field: F(self._field) + 1})
+        query.annotations = {}
+        sql, params = query.get_compiler(using=db).as_sql()
+        meta = queryset.model._meta
+        quote = connections[db].ops.quote_name
+        sql += (
+            f" RETURNING {quote(meta.pk.column)},"
+            f" {quote(meta.get_field(self._field).column)}"
+        )
+        return sql, tuple(params), MarkerSlots.of(params, self._markers)
+
+    def run(self, db: str = "default", **values: Any) -> list[tuple]:
+        statement = self._statements.get(db)
+        if statement is None:
+            with self._lock:
+                statement = self._statements.get(db) or self._compile(db)
+                self._statements[db] = statement
+        sql, params, slots = statement
+        with connections[db].cursor() as cursor:
+            cursor.execute(sql, slots.filled(params, values))
+            return cursor.fetchall()

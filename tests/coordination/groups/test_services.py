@@ -3,6 +3,7 @@
 from datetime import timedelta
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from coordination.groups.models import DeliveryStatus, GroupRun, RunStatus
@@ -15,6 +16,8 @@ from coordination.groups.services import (
     group_update,
     run_deadlines_sweep,
     run_delegate,
+    turn_tool_call_completed,
+    turn_tool_call_started,
 )
 from coordination.groups.tasks import group_sleeptime_sweep_task
 from pattern_site.kernel.agents.services import agent_update
@@ -571,3 +574,40 @@ def test_dynamic_capability_by_embedding_matches_meaning_not_words(
         actor=system, group=group, message="I am exhausted and want to lie down"
     )
     assert run.deliveries.get().agent.name == "Anchor"
+
+
+def test_a_turns_tool_events_follow_the_runs_sequence_until_its_delivery_ends(
+    make_group, agents, system
+):
+    """The site's turn posts its tool-call events on the run's sequence,
+    gapless after the service events; once the delivery (and so the run) has
+    ended, the next is refused with nothing written (no event, the sequence
+    unmoved)."""
+    group = make_group("round_robin", [("Pattern", "regular")])
+    run = group_message_route(actor=system, group=group, message="help")
+    delivery = take_one(agents["Pattern"])
+    with transaction.atomic():
+        started = turn_tool_call_started(
+            delivery=delivery, call_id="c1", fn_name="f", args={"a": 1}
+        )
+        completed = turn_tool_call_completed(
+            delivery=delivery, call_id="c1", result={"ok": True}
+        )
+    run.refresh_from_db()
+    seqs = list(run.events.order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, run.last_seq + 1))
+    assert (started.seq, completed.seq) == (run.last_seq - 1, run.last_seq)
+    assert run.events.get(seq=started.seq).data == {
+        "agent_id": agents["Pattern"].pk,
+        "call_id": "c1",
+        "fn_name": "f",
+        "args": {"a": 1},
+    }
+
+    delivery_fail(delivery=delivery, reason="gave up")
+    run.refresh_from_db()
+    last_seq, count = run.last_seq, run.events.count()
+    with transaction.atomic(), pytest.raises(Conflict, match="has ended"):
+        turn_tool_call_started(delivery=delivery, call_id="c2", fn_name="f", args={})
+    run.refresh_from_db()
+    assert (run.last_seq, run.events.count()) == (last_seq, count)

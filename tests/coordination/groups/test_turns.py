@@ -553,9 +553,10 @@ def test_a_right_taken_away_mid_turn_holds_for_the_next_call(
 # The loop's own queries for one step of ``core_memory_append`` (a tool that
 # writes, so the context is built again): model call, the step and its call
 # recorded, the tool, its result, both run events and the step's messages
-# (32 on SQLite: a query more is a regression to look at).  What the loop
-# queues (embedding, activity events) runs after it, not counted.
-QUERIES_PER_STEP = 33
+# (30 on SQLite and PostgreSQL: a query more is a regression to look at).
+# What the loop queues (embedding, activity events) runs after it, not
+# counted.
+QUERIES_PER_STEP = 31
 
 
 def test_a_steps_queries_stay_bounded_however_long_the_turn(
