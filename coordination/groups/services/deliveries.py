@@ -155,16 +155,20 @@ def _output_event(run: GroupRun, type_: str, data: dict[str, Any]) -> GroupRunEv
     event and the run's sequence go through statements built once: the
     site's own turn posts two events a step."""
     run.last_seq += 1
+    row_update(run, ("last_seq",))
+    return _event_insert(run.pk, run.last_seq, type_, data)
+
+
+def _event_insert(
+    run_id: int, seq: int, type_: str, data: dict[str, Any]
+) -> GroupRunEvent:
+    """The event numbered ``seq`` of a run whose sequence has moved to it;
+    the run's readers woken after commit."""
     event = GroupRunEvent(
-        run=run,
-        seq=run.last_seq,
-        type=type_,
-        data=data,
-        created_at=timezone.now(),
+        run_id=run_id, seq=seq, type=type_, data=data, created_at=timezone.now()
     )
     event.pk = row_insert(event)
-    row_update(run, ("last_seq",))
-    _wake_after_commit(run)
+    _wake_run_after_commit(run_id)
     return event
 
 
@@ -280,12 +284,7 @@ def _turn_output(
         # posted on the locked run, as an agent's program's output is.
         return _output_event(found.run, type_, data)
     ((run_id, seq),) = moved
-    event = GroupRunEvent(
-        run_id=run_id, seq=seq, type=type_, data=data, created_at=timezone.now()
-    )
-    event.pk = row_insert(event)
-    _wake_run_after_commit(run_id)
-    return event
+    return _event_insert(run_id, seq, type_, data)
 
 
 def turn_tool_call_started(

@@ -47,12 +47,16 @@ def _insert_columns(
 
 @functools.cache
 def _insert_statement(
-    model: type[Model], vendor: str
+    model: type[Model], vendor: str, rows: int = 1
 ) -> tuple[str, tuple[_Column, ...]]:
+    """INSERT of ``rows`` rows of every concrete field but the auto id,
+    returning the new ids where the database can."""
     conn = _connection()
     meta = model._meta
     names = tuple(f.name for f in meta.concrete_fields if not f.primary_key)
     sql, fields = _insert_columns(model, names, vendor)
+    row = sql[sql.index(" VALUES ") + len(" VALUES ") :]
+    sql += f", {row}" * (rows - 1)
     if conn.features.can_return_columns_from_insert:
         sql += f" RETURNING {conn.ops.quote_name(meta.pk.column)}"
     return sql, _columns(fields)
@@ -148,19 +152,6 @@ def row_insert(instance: Model) -> int:
         return conn.ops.last_insert_id(cursor, meta.db_table, meta.pk.column)
 
 
-@functools.cache
-def _insert_many_statement(
-    model: type[Model], count: int, vendor: str
-) -> tuple[str, tuple[_Column, ...]]:
-    conn = _connection()
-    meta = model._meta
-    names = tuple(f.name for f in meta.concrete_fields if not f.primary_key)
-    sql, fields = _insert_columns(model, names, vendor)
-    row = sql[sql.index(" VALUES ") + len(" VALUES ") :]
-    sql += f", {row}" * (count - 1)
-    return f"{sql} RETURNING {conn.ops.quote_name(meta.pk.column)}", _columns(fields)
-
-
 def instances_insert(instances: Sequence[Model]) -> None:
     """INSERT ``instances``, all of one model (every concrete field but the
     auto id, as it is: no field's ``pre_save``, so an ``auto_now`` field is
@@ -171,8 +162,8 @@ def instances_insert(instances: Sequence[Model]) -> None:
         for instance in instances:
             instance.pk = row_insert(instance)
     else:
-        sql, columns = _insert_many_statement(
-            type(instances[0]), len(instances), conn.vendor
+        sql, columns = _insert_statement(
+            type(instances[0]), conn.vendor, len(instances)
         )
         values = [v for i in instances for v in _prepared(i, columns, conn)]
         with conn.cursor() as cursor:
