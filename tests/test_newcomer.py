@@ -13,7 +13,7 @@ from tests.conftest import READY_SECONDS, REPO, free_port
 
 # `make run` serves the embedded default (SQLite) in a copy of its own,
 # whatever database this run's tests use.
-pytestmark = [pytest.mark.slow, pytest.mark.any_database]
+pytestmark = [pytest.mark.slow, pytest.mark.any_database("sqlite")]
 
 
 def _readme_run_command() -> str:
