@@ -22,6 +22,8 @@ from django.core.handlers.base import BaseHandler
 from django.http import FileResponse, HttpRequest, HttpResponseBase
 from django.urls import ResolverMatch, URLResolver, get_resolver, set_script_prefix
 
+from pattern_site.kernel.heap import heap_freeze, heap_freeze_if_grown
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pattern_site.settings.dev")
 django.setup(set_prefix=False)
 
@@ -170,3 +172,16 @@ async def application(scope: dict, receive: Any, send: Any) -> None:
         await mcp_app(scope, receive, send)
     else:
         await channels_app(scope, receive, send)
+
+
+def _heap_freeze_after_imports(**_kwargs: object) -> None:
+    # The first requests and sockets import what they need (the embedding
+    # model's libraries on a first search, the SDKs a tool uses): freeze
+    # those too, so that a collection inside a later request or a co-editing
+    # frame does not walk them.
+    heap_freeze_if_grown()
+
+
+signals.request_finished.connect(_heap_freeze_after_imports)
+# Everything the server holds once started lives as long as the process.
+heap_freeze()

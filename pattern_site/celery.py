@@ -4,14 +4,15 @@ Tasks live in ``tasks`` modules anywhere inside the project's apps (one per
 capability package), so discovery looks into every package of each app.
 """
 
-import gc
 import os
 import pkgutil
 from collections.abc import Iterator
 from pathlib import Path
 
 from celery import Celery
-from celery.signals import worker_process_init, worker_ready
+from celery.signals import task_postrun, worker_process_init, worker_ready
+
+from pattern_site.kernel.heap import heap_freeze, heap_freeze_if_grown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pattern_site.settings.dev")
 
@@ -41,11 +42,15 @@ app.autodiscover_tasks(lambda: list(_task_packages()))
 @worker_ready.connect
 @worker_process_init.connect
 def _heap_freeze(**_kwargs: object) -> None:
-    """Move what the process holds once started (Django, the apps, the
-    task registry: hundreds of thousands of objects) out of the
-    collector's reach: a full collection walks the whole heap, and one
-    falling inside a task (an agent's turn) costs that task tens of
-    milliseconds for objects that live as long as the process.  Runs in the
-    process that runs the tasks (the solo pool's own, each prefork child)."""
-    gc.collect()
-    gc.freeze()
+    """Freeze what the process holds once started (Django, the apps, the
+    task registry: hundreds of thousands of objects).  Runs in the process
+    that runs the tasks (the solo pool's own, each prefork child)."""
+    heap_freeze()
+
+
+@task_postrun.connect
+def _heap_freeze_after_imports(**_kwargs: object) -> None:
+    # A worker's first tasks import what they need (the embedding model's
+    # libraries, the LLM SDK's resources): freeze those too, so that a
+    # collection inside a later agent step does not walk them.
+    heap_freeze_if_grown()

@@ -1,0 +1,52 @@
+"""Freezing the long-lived heap: once at start, again only after imports."""
+
+import gc
+import sys
+import types
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from pattern_site.kernel.heap import heap_freeze, heap_freeze_if_grown
+
+
+@pytest.fixture
+def unfrozen_after() -> Iterator[None]:
+    yield
+    gc.unfreeze()
+
+
+@pytest.mark.usefixtures("unfrozen_after")
+def test_freezes_again_only_after_work_that_imported_a_module(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    heap_freeze()
+    frozen = gc.get_freeze_count()
+    made_since = [[index] for index in range(1000)]
+
+    heap_freeze_if_grown()
+    assert gc.get_freeze_count() == frozen, "nothing was imported: nothing frozen"
+
+    monkeypatch.setitem(sys.modules, "pattern_test_new", types.ModuleType("new"))
+    heap_freeze_if_grown()
+    assert gc.get_freeze_count() >= frozen + len(made_since)
+
+    frozen = gc.get_freeze_count()
+    heap_freeze_if_grown()
+    assert gc.get_freeze_count() == frozen, "that import is already frozen"
+
+
+class _Node:
+    def __init__(self) -> None:
+        self.me = self
+
+
+@pytest.mark.usefixtures("unfrozen_after")
+def test_garbage_is_collected_not_frozen() -> None:
+    # A cycle that is garbage at the freeze would never be freed if frozen.
+    node = _Node()
+    alive = weakref.ref(node)
+    del node
+    heap_freeze()
+    assert alive() is None
