@@ -8,10 +8,13 @@ import os
 import pkgutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from celery import Celery
 from celery.signals import task_postrun, worker_process_init, worker_ready
+from django.conf import settings
 
+from pattern_site.kernel.db.checkpoint import wal_checkpoint_if_written
 from pattern_site.kernel.heap import heap_freeze, heap_freeze_if_grown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pattern_site.settings.dev")
@@ -49,8 +52,12 @@ def _heap_freeze(**_kwargs: object) -> None:
 
 
 @task_postrun.connect
-def _heap_freeze_after_imports(**_kwargs: object) -> None:
+def _between_tasks(task: Any = None, **_kwargs: object) -> None:
+    """Work no task waits for, done after each in the worker process."""
+    if task is not None and task.request.is_eager:
+        return
     # A worker's first tasks import what they need (the embedding model's
     # libraries, the LLM SDK's resources): freeze those too, so that a
     # collection inside a later agent step does not walk them.
     heap_freeze_if_grown()
+    wal_checkpoint_if_written(min_changes=settings.WORKER_CHECKPOINT_CHANGES)

@@ -212,6 +212,10 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 4
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+# On SQLite, a worker copies the write-ahead log into the database after a
+# task that changed at least this many rows since the last copy, between
+# tasks rather than inside the commit that fills the log (0: SQLite alone).
+WORKER_CHECKPOINT_CHANGES = env.int("PATTERN_WORKER_CHECKPOINT_CHANGES", default=100)
 CELERY_IMPORTS = ["pattern_site.tasks"]
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "worker-heartbeat": {
