@@ -42,6 +42,7 @@ from memory.blocks.services.storage import (
     _burst_extend,
     _burst_version,
     _cache_on_commit,
+    _Latest,
     _lock,
     _locked_document,
     _snapshot_bytes,
@@ -172,6 +173,10 @@ def _block_change_locked(
         if joined is not None
         else None
     )
+    # The frontiers of the version before the one this change wrote: the
+    # burst's start, or the document's before this change (the latest
+    # version's, as every version stores its document's frontiers).
+    start = joined.start if update is not None else before_frontiers.encode()
     if update is None:
         update = _block_record(
             block=locked,
@@ -183,7 +188,10 @@ def _block_change_locked(
         )
     # A compaction wrote a new snapshot: its size is read on the next change.
     _cache_on_commit(
-        locked, doc, snapshot_bytes=snapshot if locked.snapshot_upto == upto else None
+        locked,
+        doc,
+        snapshot_bytes=snapshot if locked.snapshot_upto == upto else None,
+        latest=_Latest.written(update, start),
     )
     block_id, version = locked.pk, locked.version
     if not locked.log_count and block_history_fold_wanted(
