@@ -13,6 +13,7 @@ refuses a request that could never apply.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -48,7 +49,11 @@ from memory.blocks.services.storage import (
     _snapshot_bytes,
     log_entries_pruned,
 )
-from memory.blocks.sync.broadcast import block_broadcast
+from memory.blocks.sync.broadcast import (
+    block_broadcast,
+    block_relay_here,
+    block_rooms_rejoin,
+)
 from memory.blocks.tasks import block_history_fold_task
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.db.rows import row_is_locked
@@ -65,6 +70,7 @@ def _block_change(
     change_type: str = "edit",
     burst: bool = False,
     request: list[dict[str, Any]] | None = None,
+    relay_early: bool = False,
 ) -> BlockChange:
     """Apply ``change`` to the block's document as ``actor``; see module doc.
 
@@ -86,19 +92,53 @@ def _block_change(
     holds open for this change (``row_is_locked``), is not read again, and
     the change takes no savepoint of its own (two statements more): should
     it fail, the caller's whole transaction rolls back.
+
+    With ``relay_early`` (a live edit from a room, ``origin``) the block's
+    rooms in this process are sent the change as soon as it is accepted -
+    the right, the containers and the limits checked on the locked row -
+    while it is stored, so that the sender's peers do not wait for the
+    history's bookkeeping and the commit; the sender's ack still waits for
+    the commit.  Only in a transaction of the change's own (one the caller
+    holds may yet roll back); should the store fail after the relay, every
+    socket of those rooms is asked to join again
+    (``memory.blocks.sync.broadcast.block_rooms_rejoin``).
     """
-    with transaction.atomic(savepoint=not row_is_locked(block)):
-        return _block_change_locked(
-            block=block,
-            actor=actor,
-            summary=summary,
-            change=change,
-            access=access,
-            origin=origin,
-            change_type=change_type,
-            burst=burst,
-            request=request,
-        )
+    relay = (
+        _Relay()
+        if relay_early
+        and origin is not None
+        and not transaction.get_connection().in_atomic_block
+        else None
+    )
+    try:
+        with transaction.atomic(savepoint=not row_is_locked(block)):
+            return _block_change_locked(
+                block=block,
+                actor=actor,
+                summary=summary,
+                change=change,
+                access=access,
+                origin=origin,
+                change_type=change_type,
+                burst=burst,
+                request=request,
+                relay=relay,
+            )
+    except BaseException:
+        if relay is not None and relay.sent:
+            block_rooms_rejoin(
+                block_id=block.pk,
+                text="a change you were sent could not be stored; join again",
+            )
+        raise
+
+
+@dataclass
+class _Relay:
+    """A live edit to send to this process's rooms once it is accepted
+    (``_block_change``'s ``relay_early``); ``sent`` once it was."""
+
+    sent: bool = False
 
 
 def _block_change_locked(
@@ -112,6 +152,7 @@ def _block_change_locked(
     change_type: str,
     burst: bool,
     request: list[dict[str, Any]] | None,
+    relay: _Relay | None,
 ) -> BlockChange:
     locked = _lock(block)
     if access is None:
@@ -125,6 +166,7 @@ def _block_change_locked(
     if access == "read":
         block_require_access(actor=actor, block=locked, needed="append")
     doc = _locked_document(locked)
+    before_version = locked.version
     before = doc.oplog_vv
     before_frontiers = doc.oplog_frontiers
     needs_old = access == "append" or (
@@ -158,6 +200,16 @@ def _block_change_locked(
         shrinks=held < locked.size,
         snapshot=snapshot,
     )
+    # Accepted: what follows only stores it.  The version counter it will
+    # have is the row's next (_block_row_refresh moves it by one).
+    if relay is not None:
+        assert origin is not None
+        relay.sent = block_relay_here(
+            block_id=locked.pk,
+            updates=[data],
+            origin=origin,
+            version=before_version + 1,
+        )
     joined = (
         _burst_version(block=locked, actor=actor, summary=summary) if burst else None
     )
@@ -203,9 +255,16 @@ def _block_change_locked(
 
         transaction.on_commit(fold, robust=True)
 
+    assert relay is None or not relay.sent or version == before_version + 1
+    here = relay is None or not relay.sent
+
     def broadcast() -> None:  # a def: Django's robust on_commit logs __qualname__
         block_broadcast(
-            block_id=block_id, updates=[data], origin=origin, version=version
+            block_id=block_id,
+            updates=[data],
+            origin=origin,
+            version=version,
+            here=here,
         )
 
     transaction.on_commit(broadcast, robust=True)
