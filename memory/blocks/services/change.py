@@ -22,10 +22,12 @@ from loro import LoroDoc
 from memory.blocks import documents
 from memory.blocks.models import BlockApproval, MemoryBlock
 from memory.blocks.permissions import (
+    block_access_for_actor,
     block_access_now,
     block_approval_needed,
     block_change_check,
     block_require_access,
+    block_token_lock,
     read_only_binds,
 )
 from memory.blocks.selectors import block_document_load
@@ -133,6 +135,17 @@ def _block_change(
         raise
 
 
+def _lock_access_now(*, actor: Actor, block: MemoryBlock) -> tuple[MemoryBlock, str]:
+    """The block's locked row and the actor's right on it as the database
+    has it now (``block_access_now``): for an open socket's token, the lock
+    and the token's check in one statement."""
+    if actor.token_id is None or row_is_locked(block):
+        locked = _lock(block)
+        return locked, block_access_now(actor=actor, block=locked)
+    locked = block_token_lock(actor=actor, block=block)
+    return locked, block_access_for_actor(actor=actor, block=locked)
+
+
 @dataclass
 class _Relay:
     """A live edit to send to this process's rooms once it is accepted
@@ -154,15 +167,16 @@ def _block_change_locked(
     request: list[dict[str, Any]] | None,
     relay: _Relay | None,
 ) -> BlockChange:
-    locked = _lock(block)
     if access is None:
         # From the locked row, never ``block``: a caller (an open socket)
         # may hold it from before a permission, a share or its token changed.
-        access = block_access_now(actor=actor, block=locked)
+        locked, access = _lock_access_now(actor=actor, block=block)
         if request is not None and block_approval_needed(actor=actor, block=locked):
             return _approval_request(
                 actor=actor, block=locked, operations=request, summary=summary
             )
+    else:
+        locked = _lock(block)
     if access == "read":
         block_require_access(actor=actor, block=locked, needed="append")
     doc = _locked_document(locked)
