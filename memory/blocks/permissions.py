@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from django.db import DEFAULT_DB_ALIAS, connections
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from django.db.models.expressions import RawSQL
 
 from memory.blocks import documents
@@ -38,6 +38,7 @@ from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent, AgentToken, Constellation
 from pattern_site.kernel.agents.permissions import constellation_filter
 from pattern_site.kernel.db.compiled import CompiledQuery
+from pattern_site.kernel.db.rows import row_mark_locked
 from pattern_site.kernel.errors import AuthenticationFailed, NotFound, PermissionDenied
 
 Access = Literal["read", "append", "write"]
@@ -128,6 +129,11 @@ _TOKEN_LIVE_SHARE = CompiledQuery(
 )
 
 
+_TOKEN_DEAD = (
+    "the agent token this connection joined with is revoked, or its agent deactivated"
+)
+
+
 def block_access_now(*, actor: Actor, block: MemoryBlock) -> Access:
     """The actor's right on ``block`` (its row, locked by the write this
     decides) as the database has it now.
@@ -149,12 +155,61 @@ def block_access_now(*, actor: Actor, block: MemoryBlock) -> Access:
             ),
         )
         if row is None:
-            raise AuthenticationFailed(
-                "the agent token this connection joined with is revoked, or "
-                "its agent deactivated"
-            )
+            raise AuthenticationFailed(_TOKEN_DEAD)
         block.shared_access = row[0]
     return block_access_for_actor(actor=actor, block=block)
+
+
+# The locked row and the check of an open socket's token in one statement,
+# on the path of every stored live edit (see block_token_lock).
+_LOCKED_TOKEN_LIVE_SHARE = CompiledQuery(
+    lambda pk, token_id, agent_id: (
+        MemoryBlock.objects.select_for_update()
+        .filter(pk=RawSQL("%s", (pk,)))
+        .annotate(
+            token_live=Exists(
+                AgentToken.objects.filter(
+                    pk=token_id,
+                    agent_id=agent_id,
+                    revoked_at__isnull=True,
+                    agent__is_active=True,
+                )
+            ),
+            token_shared=Subquery(
+                BlockAttachment.objects.filter(block=OuterRef("pk"), agent_id=agent_id)
+                .order_by()
+                .values("access")[:1]
+            ),
+        )
+        .order_by()
+    ),
+    pk="\x00pk",
+    token_id=-730_311,
+    agent_id=-730_312,
+)
+
+
+def block_token_lock(*, actor: Actor, block: MemoryBlock) -> MemoryBlock:
+    """The block's row, locked for this transaction (as
+    ``pattern_site.kernel.db.rows.row_lock`` locks it), read in one
+    statement with the check :func:`block_access_now` makes of the token
+    ``actor`` is bound to: ``AuthenticationFailed`` when it died, else the
+    row carries the agent's share of the block for
+    :func:`block_access_for_actor`."""
+    assert actor.token_id is not None and actor.agent is not None
+    connection = connections[DEFAULT_DB_ALIAS]
+    locked = _LOCKED_TOKEN_LIVE_SHARE.first(
+        pk=MemoryBlock._meta.pk.get_db_prep_value(block.pk, connection),
+        token_id=actor.token_id,
+        agent_id=actor.agent.pk,
+    )
+    if locked is None:
+        raise NotFound(f"block {block.label!r} no longer exists")
+    row_mark_locked(locked)
+    if not locked.token_live:
+        raise AuthenticationFailed(_TOKEN_DEAD)
+    locked.shared_access = locked.token_shared
+    return locked
 
 
 def block_approval_needed(*, actor: Actor, block: MemoryBlock) -> bool:

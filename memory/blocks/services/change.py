@@ -13,6 +13,7 @@ refuses a request that could never apply.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -21,10 +22,12 @@ from loro import LoroDoc
 from memory.blocks import documents
 from memory.blocks.models import BlockApproval, MemoryBlock
 from memory.blocks.permissions import (
+    block_access_for_actor,
     block_access_now,
     block_approval_needed,
     block_change_check,
     block_require_access,
+    block_token_lock,
     read_only_binds,
 )
 from memory.blocks.selectors import block_document_load
@@ -42,12 +45,17 @@ from memory.blocks.services.storage import (
     _burst_extend,
     _burst_version,
     _cache_on_commit,
+    _Latest,
     _lock,
     _locked_document,
     _snapshot_bytes,
     log_entries_pruned,
 )
-from memory.blocks.sync.broadcast import block_broadcast
+from memory.blocks.sync.broadcast import (
+    block_broadcast,
+    block_relay_here,
+    block_rooms_rejoin,
+)
 from memory.blocks.tasks import block_history_fold_task
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.db.rows import row_is_locked
@@ -64,6 +72,7 @@ def _block_change(
     change_type: str = "edit",
     burst: bool = False,
     request: list[dict[str, Any]] | None = None,
+    relay_early: bool = False,
 ) -> BlockChange:
     """Apply ``change`` to the block's document as ``actor``; see module doc.
 
@@ -85,19 +94,64 @@ def _block_change(
     holds open for this change (``row_is_locked``), is not read again, and
     the change takes no savepoint of its own (two statements more): should
     it fail, the caller's whole transaction rolls back.
+
+    With ``relay_early`` (a live edit from a room, ``origin``) the block's
+    rooms in this process are sent the change as soon as it is accepted -
+    the right, the containers and the limits checked on the locked row -
+    while it is stored, so that the sender's peers do not wait for the
+    history's bookkeeping and the commit; the sender's ack still waits for
+    the commit.  Only in a transaction of the change's own (one the caller
+    holds may yet roll back); should the store fail after the relay, every
+    socket of those rooms is asked to join again
+    (``memory.blocks.sync.broadcast.block_rooms_rejoin``).
     """
-    with transaction.atomic(savepoint=not row_is_locked(block)):
-        return _block_change_locked(
-            block=block,
-            actor=actor,
-            summary=summary,
-            change=change,
-            access=access,
-            origin=origin,
-            change_type=change_type,
-            burst=burst,
-            request=request,
-        )
+    relay = (
+        _Relay()
+        if relay_early
+        and origin is not None
+        and not transaction.get_connection().in_atomic_block
+        else None
+    )
+    try:
+        with transaction.atomic(savepoint=not row_is_locked(block)):
+            return _block_change_locked(
+                block=block,
+                actor=actor,
+                summary=summary,
+                change=change,
+                access=access,
+                origin=origin,
+                change_type=change_type,
+                burst=burst,
+                request=request,
+                relay=relay,
+            )
+    except BaseException:
+        if relay is not None and relay.sent:
+            block_rooms_rejoin(
+                block_id=block.pk,
+                text="a change you were sent could not be stored; join again",
+            )
+        raise
+
+
+def _lock_access_now(*, actor: Actor, block: MemoryBlock) -> tuple[MemoryBlock, str]:
+    """The block's locked row and the actor's right on it as the database
+    has it now (``block_access_now``): for an open socket's token, the lock
+    and the token's check in one statement."""
+    if actor.token_id is None or row_is_locked(block):
+        locked = _lock(block)
+        return locked, block_access_now(actor=actor, block=locked)
+    locked = block_token_lock(actor=actor, block=block)
+    return locked, block_access_for_actor(actor=actor, block=locked)
+
+
+@dataclass
+class _Relay:
+    """A live edit to send to this process's rooms once it is accepted
+    (``_block_change``'s ``relay_early``); ``sent`` once it was."""
+
+    sent: bool = False
 
 
 def _block_change_locked(
@@ -111,19 +165,22 @@ def _block_change_locked(
     change_type: str,
     burst: bool,
     request: list[dict[str, Any]] | None,
+    relay: _Relay | None,
 ) -> BlockChange:
-    locked = _lock(block)
     if access is None:
         # From the locked row, never ``block``: a caller (an open socket)
         # may hold it from before a permission, a share or its token changed.
-        access = block_access_now(actor=actor, block=locked)
+        locked, access = _lock_access_now(actor=actor, block=block)
         if request is not None and block_approval_needed(actor=actor, block=locked):
             return _approval_request(
                 actor=actor, block=locked, operations=request, summary=summary
             )
+    else:
+        locked = _lock(block)
     if access == "read":
         block_require_access(actor=actor, block=locked, needed="append")
     doc = _locked_document(locked)
+    before_version = locked.version
     before = doc.oplog_vv
     before_frontiers = doc.oplog_frontiers
     needs_old = access == "append" or (
@@ -157,6 +214,16 @@ def _block_change_locked(
         shrinks=held < locked.size,
         snapshot=snapshot,
     )
+    # Accepted: what follows only stores it.  The version counter it will
+    # have is the row's next (_block_row_refresh moves it by one).
+    if relay is not None:
+        assert origin is not None
+        relay.sent = block_relay_here(
+            block_id=locked.pk,
+            updates=[data],
+            origin=origin,
+            version=before_version + 1,
+        )
     joined = (
         _burst_version(block=locked, actor=actor, summary=summary) if burst else None
     )
@@ -172,6 +239,10 @@ def _block_change_locked(
         if joined is not None
         else None
     )
+    # The frontiers of the version before the one this change wrote: the
+    # burst's start, or the document's before this change (the latest
+    # version's, as every version stores its document's frontiers).
+    start = joined.start if update is not None else before_frontiers.encode()
     if update is None:
         update = _block_record(
             block=locked,
@@ -183,7 +254,10 @@ def _block_change_locked(
         )
     # A compaction wrote a new snapshot: its size is read on the next change.
     _cache_on_commit(
-        locked, doc, snapshot_bytes=snapshot if locked.snapshot_upto == upto else None
+        locked,
+        doc,
+        snapshot_bytes=snapshot if locked.snapshot_upto == upto else None,
+        latest=_Latest.written(update, start),
     )
     block_id, version = locked.pk, locked.version
     if not locked.log_count and block_history_fold_wanted(
@@ -195,9 +269,16 @@ def _block_change_locked(
 
         transaction.on_commit(fold, robust=True)
 
+    assert relay is None or not relay.sent or version == before_version + 1
+    here = relay is None or not relay.sent
+
     def broadcast() -> None:  # a def: Django's robust on_commit logs __qualname__
         block_broadcast(
-            block_id=block_id, updates=[data], origin=origin, version=version
+            block_id=block_id,
+            updates=[data],
+            origin=origin,
+            version=version,
+            here=here,
         )
 
     transaction.on_commit(broadcast, robust=True)

@@ -72,6 +72,7 @@ def block_update_import(
         origin=origin,
         change_type="co-edit",
         burst=True,
+        relay_early=True,
     )
     return [result.data] if result.update is not None else []
 

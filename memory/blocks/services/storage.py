@@ -11,7 +11,7 @@ thresholds, and the entries a log block prunes moved to archival memory.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -95,14 +95,23 @@ def _snapshot_bytes(locked: MemoryBlock) -> int:
 
 
 def _cache_on_commit(
-    block: MemoryBlock, doc: LoroDoc, *, snapshot_bytes: int | None = None
+    block: MemoryBlock,
+    doc: LoroDoc,
+    *,
+    snapshot_bytes: int | None = None,
+    latest: _Latest | None = None,
 ) -> None:
     """Once committed, cache the document at the block's version and, when
-    given, the size of its snapshot at that version and ``snapshot_upto``."""
+    given, the size of its snapshot and the block's latest version (the one
+    this change wrote), both at that version and ``snapshot_upto``."""
     block_id, version, upto = block.pk, block.version, block.snapshot_upto
 
     def cache() -> None:
         doc_cache.put(block_id, version, doc)
+        if latest is not None:
+            if len(_latest_versions) >= _SNAPSHOT_SIZES_MAX:
+                _latest_versions.clear()
+            _latest_versions[block_id] = (version, upto, latest)
         if snapshot_bytes is None:
             return
         if len(_snapshot_sizes) >= _SNAPSHOT_SIZES_MAX:
@@ -190,6 +199,43 @@ def _block_row_refresh(
 
 
 @dataclass(frozen=True)
+class _Latest:
+    """What :func:`_burst_version` reads of a block's latest version: who
+    made it, with what summary and when, its stored bytes' length and the
+    frontiers of the version before it (None: it is the first)."""
+
+    version_id: int
+    actor_kind: str
+    actor_id: int | None
+    summary: str
+    created_at: datetime
+    stored: int
+    start: bytes | None
+
+    @classmethod
+    def written(cls, update: BlockUpdate, start: bytes | None) -> _Latest:
+        """The version a change just stored (``start``: the frontiers of the
+        version before it)."""
+        return cls(
+            update.pk,
+            update.actor_kind,
+            update.actor_id,
+            update.summary,
+            update.created_at,
+            len(update.data),
+            start,
+        )
+
+
+# block id -> (version, snapshot_upto, its latest version), as of a change
+# this process committed, used on the same terms as ``_snapshot_sizes``:
+# every write to a block's versions (a change, a fold of its history, a
+# compaction) moves the row's ``version`` or ``snapshot_upto``.  A burst of
+# live edits from one process reads its history only on its first edit.
+_latest_versions: dict[Any, tuple[int, int, _Latest]] = {}
+
+
+@dataclass(frozen=True)
 class _Burst:
     """The version a live edit may join: its id, its stored bytes' length and
     the frontiers of the version before it (None: it is the first)."""
@@ -219,28 +265,41 @@ def _burst_version(*, block: MemoryBlock, actor: Actor, summary: str) -> _Burst 
     actor made it with the same summary less than
     ``settings.MEMORY_HISTORY_BURST_SECONDS`` ago and its bytes are still in
     the log (a version folded into the snapshot cannot grow: the snapshot
-    would not hold the rest of the burst).  One query, for the last two
-    versions, on the path of every keystroke."""
+    would not hold the rest of the burst).  On the path of every keystroke:
+    at most one query, for the last two versions, and none while the block
+    is at the version this process's last change left it
+    (:func:`_latest_version`)."""
     window = timedelta(seconds=settings.MEMORY_HISTORY_BURST_SECONDS)
     now = timezone.now()
     # The locked row says when the block last changed: a quiet block needs
     # no look at its history.
     if not window or not block.log_count or now - block.updated_at > window:
         return None
+    latest = _latest_version(block)
+    if latest is None or (
+        latest.version_id <= block.snapshot_upto
+        or (latest.actor_kind, latest.actor_id) != (actor.kind, actor.id)
+        or latest.summary != _summary(summary)
+        or now - latest.created_at > window
+    ):
+        return None
+    return _Burst(latest.version_id, latest.stored, latest.start)
+
+
+def _latest_version(block: MemoryBlock) -> _Latest | None:
+    """The locked block's latest version: from the last change this process
+    committed when the row has not moved since, else read."""
+    entry = _latest_versions.get(block.pk)
+    if entry is not None and entry[:2] == (block.version, block.snapshot_upto):
+        return entry[2]
     rows = _LATEST_VERSIONS.rows(
         block_key=MemoryBlock._meta.pk.get_db_prep_value(block.pk, connection)
     )
     if not rows:
         return None
     pk, kind, actor_id, latest_summary, created_at, _, stored = rows[0]
-    if (
-        pk <= block.snapshot_upto
-        or (kind, actor_id) != (actor.kind, actor.id)
-        or latest_summary != _summary(summary)
-        or now - created_at > window
-    ):
-        return None
-    return _Burst(pk, stored or 0, bytes(rows[1][5]) if len(rows) > 1 else None)
+    start = bytes(rows[1][5]) if len(rows) > 1 else None
+    return _Latest(pk, kind, actor_id, latest_summary, created_at, stored or 0, start)
 
 
 # A burst's row is rewritten whole with each edit it takes in; past this

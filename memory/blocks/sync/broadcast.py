@@ -1,7 +1,9 @@
 """Fan a block's committed Loro updates out to every open editor.
 
 Services schedule :func:`block_broadcast` with ``transaction.on_commit`` after
-any change to a block.  Delivery has two legs:
+any change to a block; a live edit from a room reaches this process's rooms
+earlier, once accepted (:func:`block_relay_here`), and its commit's
+broadcast only the other processes.  Delivery has two legs:
 
 - In this process, the sync consumers of a block's room are peers of the room
   hub of their event loop (:func:`block_room_join`); while a room has peers
@@ -136,18 +138,49 @@ async def block_rights_unwatch(*, block_id: uuid.UUID | str, peer: RoomPeer) -> 
     await _RoomHub.current().leave(_key(block_id), peer, watch_only=True)
 
 
+def block_relay_here(
+    *, block_id: uuid.UUID | str, updates: list[bytes], origin: str, version: int
+) -> bool:
+    """Send a live edit accepted (and about to be stored) to the block's
+    rooms in this process now, without waiting for its commit: False when
+    no room here has the block open.  The commit's :func:`block_broadcast`
+    then reaches the other processes only (``here=False``); should the
+    change not be stored after all, :func:`block_rooms_rejoin` makes the
+    rooms whole again."""
+    key = _key(block_id)
+    hubs = _RoomHub.serving(key)
+    for hub in hubs:
+        hub.deliver_threadsafe(key, list(updates), origin, version)
+    return bool(hubs)
+
+
+def block_rooms_rejoin(*, block_id: uuid.UUID | str, text: str) -> None:
+    """Ask every socket of the block's rooms in this process, the sender
+    included, to join again (``RoomError`` ``rejoin_suggested``, which the
+    npm client follows): a change relayed by :func:`block_relay_here` that
+    was then not stored is in the clients' documents but not the block's,
+    and a rejoin sends the server what the client has that it lacks."""
+    key = _key(block_id)
+    for hub in _RoomHub.serving(key):
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            hub.loop.call_soon_threadsafe(hub.rejoin_start, key, text)
+
+
 def block_broadcast(
     *,
     block_id: uuid.UUID | str,
     updates: list[bytes],
     origin: str | None,
     version: int | None = None,
+    here: bool = True,
 ) -> None:
     """Send committed updates to every peer of the block, in any process.
 
     ``origin`` names the sender (e.g. a consumer's channel name) so it can
     skip its own echo; None for changes made outside any room.  ``version``
     is the block's version counter after the change (``RoomPeer.received``).
+    ``here=False``: this process's rooms were sent the change already
+    (:func:`block_relay_here`).
 
     Cheap in every process: local peers are reached through their hubs'
     loops without waiting; the channel-layer send runs on the ASGI server's
@@ -159,7 +192,7 @@ def block_broadcast(
         return
     updates = list(updates)
     key = _key(block_id)
-    for hub in _RoomHub.serving(key):
+    for hub in _RoomHub.serving(key) if here else ():
         hub.deliver_threadsafe(key, updates, origin, version)
     layer = get_channel_layer()
     if layer is None:
@@ -421,24 +454,33 @@ class _RoomHub:
                 continue
             break
         logger.warning("the channel layer is back; block rooms here resync")
-        for peers in list(self.rooms.values()):
-            for peer in list(peers):
-                frame = sp.encode(
-                    sp.RoomError(
-                        sp.CrdtType.LORO,
-                        peer.room_id,
-                        sp.RoomErrorCode.REJOIN_SUGGESTED,
-                        "changes from other servers may have been missed",
-                    )
-                )
-                if peer.held is not None:
-                    peer.held.append(frame)
-                    continue
-                try:
-                    await peer.send(frame)
-                except Exception:
-                    logger.exception("asking a socket of a block room to rejoin")
+        for key in list(self.rooms):
+            await self.rejoin(key, "changes from other servers may have been missed")
         self.revoke(None, None)
+
+    def rejoin_start(self, key: str, text: str) -> None:
+        task = self.loop.create_task(self.rejoin(key, text))
+        self.deliveries.add(task)  # the loop keeps only weak references
+        task.add_done_callback(self.deliveries.discard)
+
+    async def rejoin(self, key: str, text: str) -> None:
+        """Ask every peer of the block's room to join again (``text``: why)."""
+        for peer in list(self.rooms.get(key, ())):
+            frame = sp.encode(
+                sp.RoomError(
+                    sp.CrdtType.LORO,
+                    peer.room_id,
+                    sp.RoomErrorCode.REJOIN_SUGGESTED,
+                    text,
+                )
+            )
+            if peer.held is not None:
+                peer.held.append(frame)
+                continue
+            try:
+                await peer.send(frame)
+            except Exception:
+                logger.exception("asking a socket of a block room to rejoin")
 
     def revoke(self, key: str | None, agent_id: int | None) -> None:
         """Hold the frames of the matching peers now, and have each check

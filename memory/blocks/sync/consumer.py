@@ -4,10 +4,12 @@ One websocket multiplexes rooms.  A ``%LOR`` room is a memory block (room id
 = block id): the join is authorised by ``memory.blocks.permissions``, every
 update goes through ``memory.blocks.services.block_update_import`` (validated,
 stored with the actor in one transaction) and is acked only after that
-commit; the service's after-commit broadcast (``memory.blocks.sync.broadcast``)
-reaches every peer of the block in any process - this process's directly
-through the room hub, other processes' through the channel layer - and
-changes made through the API or the dashboard arrive the same way.  A
+commit; the service's broadcast (``memory.blocks.sync.broadcast``) reaches
+every peer of the block in any process - this process's directly through
+the room hub once the update is accepted, while it is stored (should the
+store fail, they are asked to join again), other processes' through the
+channel layer after the commit - and changes made through the API or the
+dashboard arrive after their commit the same way.  A
 ``%EPH`` room (same id) relays presence - cursors, selections, names,
 colours - between the peers of a block and stores nothing.
 

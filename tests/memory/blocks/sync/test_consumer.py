@@ -19,6 +19,7 @@ from memory.blocks.services import (
     block_share,
     block_unshare,
 )
+from memory.blocks.services import change as change_module
 from memory.blocks.services import sharing as block_sharing
 from memory.blocks.sync import consumer as consumer_module
 from memory.blocks.sync import protocol as sp
@@ -246,6 +247,57 @@ async def test_update_is_broadcast_to_other_peers_and_not_echoed(
     bob.doc.import_batch(list(relayed.updates))
     assert bob.text() == "hello from alice"
     assert await alice.nothing_more()
+
+
+async def test_a_relayed_update_that_fails_to_store_asks_every_socket_to_rejoin(
+    partner, block, monkeypatch
+):
+    room = str(block.pk)
+    alice = await Peer.open(user=partner, peer_id=71)
+    bob = await Peer.open(user=partner, peer_id=72)
+    await alice.join(room)
+    await bob.join(room)
+
+    def disk_full(**kwargs):
+        raise RuntimeError("database or disk is full")
+
+    monkeypatch.setattr(change_module, "_block_record", disk_full)
+    text = alice.doc.get_text("content")
+    before = alice.doc.oplog_vv
+    text.insert(text.len_unicode, " world")
+    alice.doc.commit()
+    update = alice.doc.export(loro.ExportMode.Updates(from_=before))
+    batch = sp.new_batch_id()
+    await alice.send(sp.DocUpdate(LOR, room, (update,), batch))
+
+    # The update passed every check, so bob was sent it while it was being
+    # stored; the store failed, so neither socket may keep its copy unsaid.
+    relayed = await bob.receive()
+    assert isinstance(relayed, sp.DocUpdate)
+    bob.doc.import_batch(list(relayed.updates))
+    rejoin = await bob.receive()
+    assert isinstance(rejoin, sp.RoomError)
+    assert rejoin.code == sp.RoomErrorCode.REJOIN_SUGGESTED
+    answers = [await alice.receive(), await alice.receive()]
+    assert sp.Ack(LOR, room, batch, sp.UpdateStatus.UNKNOWN) in answers
+    assert any(
+        isinstance(m, sp.RoomError) and m.code == sp.RoomErrorCode.REJOIN_SUGGESTED
+        for m in answers
+    )
+    assert await sync_to_async(_text)(block) == "hello"
+
+    # The rejoin hands the server what the client has and it lacks, as the
+    # npm client does on JoinResponseOk: the change is stored after all.
+    monkeypatch.undo()
+    joined = await bob.join(room)
+    assert isinstance(joined, sp.JoinResponseOk)
+    missing = bob.doc.export(
+        loro.ExportMode.Updates(from_=loro.VersionVector.decode(joined.version))
+    )
+    batch = sp.new_batch_id()
+    await bob.send(sp.DocUpdate(LOR, room, (missing,), batch))
+    assert await bob.receive() == sp.Ack(LOR, room, batch, sp.UpdateStatus.OK)
+    assert await sync_to_async(_text)(block) == "hello world"
 
 
 async def test_every_peer_gets_every_update_when_all_edit_at_once(partner, block):

@@ -8,6 +8,9 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.db import connection
+from django.db.models import F
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from loro import ExportMode, LoroDoc, LoroText
 
@@ -489,6 +492,35 @@ def test_another_actor_or_a_pause_starts_a_new_version(
     assert BlockUpdate.objects.filter(block=block).count() == start + 8
     doc_cache.clear()
     assert block_value(block=block) == "abcdefghij"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_burst_reads_its_history_once_and_again_after_another_change(
+    make_block, partner
+):
+    block = make_block(content="")
+    person = Actor.for_user(partner)
+    type_into(block, person, "ab")
+    start = BlockUpdate.objects.filter(block=block).count()
+
+    with CaptureQueriesContext(connection) as queries:
+        type_into(block, person, "cd")
+    assert not [
+        q for q in queries if q["sql"].startswith('SELECT "memory_blockupdate"')
+    ]
+    assert BlockUpdate.objects.filter(block=block).count() == start
+
+    # Another process's change moves the row's version: the latest version
+    # is read again, and here it says the burst paused.
+    BlockUpdate.objects.filter(block=block).update(
+        created_at=timezone.now() - timedelta(seconds=60)
+    )
+    MemoryBlock.objects.filter(pk=block.pk).update(version=F("version") + 1)
+    block.refresh_from_db()
+    type_into(block, person, "ef")
+    assert BlockUpdate.objects.filter(block=block).count() == start + 1
+    doc_cache.clear()
+    assert block_value(block=block) == "abcdef"
 
 
 def test_burst_versions_view_and_roll_back_to_the_burst_end(make_block, partner):
