@@ -155,22 +155,29 @@ def row_insert(instance: Model) -> int:
 def instances_insert(instances: Sequence[Model]) -> None:
     """INSERT ``instances``, all of one model (every concrete field but the
     auto id, as it is: no field's ``pre_save``, so an ``auto_now`` field is
-    set first), in one statement where the database returns the new ids;
-    each gets its id and is saved, as ``bulk_create`` leaves it."""
+    set first), in one statement where the database returns the new ids
+    (as many as the database's limit on parameters allows: one statement
+    per such batch); each gets its id and is saved, as ``bulk_create``
+    leaves it."""
+    if not instances:
+        return
     conn = _connection()
     if not conn.features.can_return_rows_from_bulk_insert:
         for instance in instances:
             instance.pk = row_insert(instance)
     else:
-        sql, columns = _insert_statement(
-            type(instances[0]), conn.vendor, len(instances)
-        )
-        values = [v for i in instances for v in _prepared(i, columns, conn)]
-        with conn.cursor() as cursor:
-            cursor.execute(sql, values)
-            ids = [row[0] for row in cursor.fetchall()]
-        for instance, pk in zip(instances, ids, strict=True):
-            instance.pk = pk
+        model = type(instances[0])
+        fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+        size = max(1, conn.ops.bulk_batch_size(fields, instances))
+        for start in range(0, len(instances), size):
+            batch = instances[start : start + size]
+            sql, columns = _insert_statement(model, conn.vendor, len(batch))
+            values = [v for i in batch for v in _prepared(i, columns, conn)]
+            with conn.cursor() as cursor:
+                cursor.execute(sql, values)
+                ids = [row[0] for row in cursor.fetchall()]
+            for instance, pk in zip(batch, ids, strict=True):
+                instance.pk = pk
     for instance in instances:
         instance._state.adding, instance._state.db = False, conn.alias
 
