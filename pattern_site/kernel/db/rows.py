@@ -78,21 +78,33 @@ _INTS = (
 )
 
 
+# Integer keys, which a foreign key to them prepares as they would (an
+# agent's or a constellation's id).
+_INT_KEYS = (models.AutoField, models.BigAutoField, models.SmallAutoField, *_INTS)
+
+
 # (attribute name, the type its values keep, the field)
 _Column = tuple[str, type | None, Field]
+
+
+def _kept(field: Field, ints: bool) -> type | None:
+    """The type whose values ``field`` prepares as they are, if any."""
+    kind = type(field)
+    if kind in _STRINGS:
+        return str
+    if not ints:
+        return None
+    if kind in _INTS:
+        return int
+    if kind is models.ForeignKey and type(field.target_field) in _INT_KEYS:
+        return int
+    return None
 
 
 def _columns(fields: list[Field]) -> tuple[_Column, ...]:
     ops = type(_connection().ops)
     ints = ops.adapt_integerfield_value is BaseOperations.adapt_integerfield_value
-    return tuple(
-        (
-            f.attname,
-            str if type(f) in _STRINGS else int if ints and type(f) in _INTS else None,
-            f,
-        )
-        for f in fields
-    )
+    return tuple((f.attname, _kept(f, ints), f) for f in fields)
 
 
 def _prepared(instance: Model, columns: tuple[_Column, ...], conn: Any) -> list[Any]:
