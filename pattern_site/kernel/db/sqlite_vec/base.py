@@ -33,6 +33,31 @@ def _write_lock(name: str) -> threading.Lock:
     return lock
 
 
+# Statements as Django wrote them (``%s``) -> as SQLite takes them (``?``).
+# Django converts each with a regular expression over the whole text on
+# every run; the hot paths run the same few statements (built once, see
+# pattern_site.kernel.db) thousands of times.  Bounded in entries and in
+# the length of what it keeps, so that statements with inlined values
+# cannot grow it.
+_CONVERTED: dict[str, str] = {}
+_CONVERTED_MAX = 1024
+_CONVERTED_LONGEST = 8192
+
+
+class CursorWrapper(sqlite_base.SQLiteCursorWrapper):
+    def convert_query(self, query: str, *, param_names: list[str] | None = None) -> str:
+        if param_names is not None:  # named parameters: Django's own way
+            return super().convert_query(query, param_names=param_names)  # type: ignore[no-any-return]
+        converted = _CONVERTED.get(query)
+        if converted is None:
+            converted = super().convert_query(query)
+            if len(query) <= _CONVERTED_LONGEST:
+                if len(_CONVERTED) >= _CONVERTED_MAX:
+                    _CONVERTED.clear()
+                _CONVERTED[query] = converted
+        return converted  # type: ignore[no-any-return]
+
+
 class DatabaseWrapper(sqlite_base.DatabaseWrapper):
     # The write lock this connection holds until its transaction ends (a
     # plain Lock, not an RLock: a connection shared between threads, as
@@ -48,6 +73,9 @@ class DatabaseWrapper(sqlite_base.DatabaseWrapper):
         finally:
             connection.enable_load_extension(False)
         return connection
+
+    def create_cursor(self, name: str | None = None) -> Any:
+        return self.connection.cursor(factory=CursorWrapper)
 
     def _start_transaction_under_autocommit(self) -> None:
         if (

@@ -1,14 +1,18 @@
-"""SQLite write transactions of one process queue on the engine's lock
-(``pattern_site.kernel.db.sqlite_vec.base``): held from ``BEGIN IMMEDIATE``
-to the transaction's end however it ends (commit, rollback, an error, a
-closed connection), so that it can never be left held; a writer that
-cannot get it in the busy timeout fails as SQLite would."""
+"""The SQLite engine (``pattern_site.kernel.db.sqlite_vec.base``).
+
+Write transactions of one process queue on the engine's lock: held from
+``BEGIN IMMEDIATE`` to the transaction's end however it ends (commit,
+rollback, an error, a closed connection), so that it can never be left
+held; a writer that cannot get it in the busy timeout fails as SQLite
+would.  Statements converted to SQLite's placeholders are remembered,
+the same as Django converts them, within bounds."""
 
 import threading
 
 import pytest
 from django.db import OperationalError, connection, transaction
 
+from pattern_site.kernel.db.sqlite_vec import base as engine
 from pattern_site.kernel.db.sqlite_vec.base import _write_lock
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db(transaction=True)]
@@ -115,3 +119,38 @@ def test_a_writer_that_waits_past_the_busy_timeout_fails_as_sqlite_would():
     assert not _lock().locked()
     with transaction.atomic():  # nothing left held
         pass
+
+
+def test_statements_convert_as_djangos_and_are_remembered_within_bounds(
+    monkeypatch,
+):
+    from django.db.backends.sqlite3.base import SQLiteCursorWrapper
+
+    monkeypatch.setattr(engine, "_CONVERTED", {})
+    monkeypatch.setattr(engine, "_CONVERTED_MAX", 3)
+    monkeypatch.setattr(engine, "_CONVERTED_LONGEST", 100)
+    with connection.cursor() as cursor:
+        wrapper = cursor.cursor
+        assert isinstance(wrapper, engine.CursorWrapper)
+        statements = [
+            "SELECT %s, '100%%', '%%s' WHERE x = %s",
+            "SELECT 1",
+            "UPDATE t SET a = %s",
+            "SELECT %s",
+        ]
+        for sql in statements:
+            expected = SQLiteCursorWrapper.convert_query(wrapper, sql)
+            assert wrapper.convert_query(sql) == expected
+            assert wrapper.convert_query(sql) == expected  # remembered
+            assert len(engine._CONVERTED) <= 3
+        long = "SELECT %s" + " " * 100
+        assert wrapper.convert_query(long) == "SELECT ?" + " " * 100
+        assert long not in engine._CONVERTED
+        names = ["a"]
+        assert wrapper.convert_query("SELECT %(a)s", param_names=names) == (
+            SQLiteCursorWrapper.convert_query(
+                wrapper, "SELECT %(a)s", param_names=names
+            )
+        )
+        cursor.execute("SELECT %s, %s", [1, "100%"])
+        assert cursor.fetchone() == (1, "100%")
