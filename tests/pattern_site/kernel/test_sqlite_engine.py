@@ -7,6 +7,7 @@ held; a writer that cannot get it in the busy timeout fails as SQLite
 would.  Statements converted to SQLite's placeholders are remembered,
 the same as Django converts them, within bounds."""
 
+import os
 import threading
 
 import pytest
@@ -50,6 +51,18 @@ def test_released_when_the_connection_closes_in_a_transaction():
     with transaction.atomic():  # the next transaction gets it
         assert _lock().locked()
     assert not _lock().locked()
+
+
+def test_a_forked_child_is_not_held_by_its_parents_lock():
+    # A fork while some thread of the parent writes: the child has no such
+    # thread, so the lock it inherited held would stall its every write.
+    with transaction.atomic():
+        assert _lock().locked()
+        pid = os.fork()
+        if pid == 0:  # the child
+            os._exit(0 if not _lock().locked() else 1)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_a_second_writer_waits_for_the_first_then_writes():

@@ -11,6 +11,7 @@ timeout): this lock only spares threads of one process that sleep.
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -23,6 +24,18 @@ import pattern_site.kernel.db.sqlite_vec  # noqa: F401  (swaps sqlite3 for sqlea
 # One lock per database file, for every connection of this process to it.
 _write_locks: dict[str, threading.Lock] = {}
 _write_locks_guard = threading.Lock()
+
+
+def _write_locks_forget() -> None:
+    """In a forked child: new locks.  A lock another thread of the parent
+    held at the fork is held for ever in the child, where that thread does
+    not exist to release it."""
+    global _write_locks_guard
+    _write_locks.clear()
+    _write_locks_guard = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_write_locks_forget)
 
 
 def _write_lock(name: str) -> threading.Lock:
