@@ -35,7 +35,7 @@ from activity.stream.recorder import recorder
 from activity.tasks import activity_events_store_task
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent, Constellation
-from pattern_site.kernel.db.rows import rows_add, rows_insert
+from pattern_site.kernel.db.rows import instances_insert, rows_add, rows_insert
 from pattern_site.kernel.errors import InvalidInput
 from pattern_site.kernel.realtime import group_for_constellation, publish_on_commit
 
@@ -187,7 +187,10 @@ def _hour_counts(events: list[ActivityEvent]) -> list[tuple[Any, ...]]:
 def activity_events_store(pending: list[PendingEvent]) -> list[ActivityEvent]:
     """Insert ``pending`` events with their keyword terms; then broadcast
     them.  Terms go in through one prepared statement run for every row:
-    model instances for them would cost more than the inserts."""
+    model instances for them would cost more than the inserts.  Everything
+    but the statements is worked out before the transaction begins, and
+    the events go in through a statement built once: the transaction holds
+    the database's one write lock, which the site's requests wait for."""
     events = [
         ActivityEvent(
             constellation_id=p.constellation_id,
@@ -205,15 +208,17 @@ def activity_events_store(pending: list[PendingEvent]) -> list[ActivityEvent]:
         )
         for p in pending
     ]
+    terms = [event_terms(event.text) for event in events]
+    counts = _hour_counts(events)
     with transaction.atomic():
-        ActivityEvent.objects.bulk_create(events)
+        instances_insert(events)
         rows = [
             (event.pk, event.constellation_id, term)
-            for event in events
-            for term in event_terms(event.text)
+            for event, words in zip(events, terms, strict=True)
+            for term in words
         ]
         rows_insert(ActivityTerm, TERM_COLUMNS, rows)
-        rows_add(ActivityHourCount, key=COUNT_KEY, field="n", rows=_hour_counts(events))
+        rows_add(ActivityHourCount, key=COUNT_KEY, field="n", rows=counts)
     _broadcast(events)
     return events
 

@@ -55,6 +55,21 @@ def test_an_append_reads_the_block_once_under_its_lock(agent_client, notes):
     assert response.json()["version_id"] is not None
 
 
+def test_an_append_is_four_statements_in_one_transaction(agent_client, notes):
+    # Up to its commit, the token, the block under its lock, the update row
+    # and the block row: nothing more (the activity event is handed over
+    # after commit, stored here at once since the tests store each event
+    # as it comes, by the worker in batches when served).
+    _append(agent_client, content="warm up")
+    with CaptureQueriesContext(connection) as queries:
+        response = _append(agent_client)
+    assert response.status_code == 200, response.content
+    sql = [q["sql"] for q in queries.captured_queries]
+    committed = sql[: next(i for i, s in enumerate(sql) if s.startswith("COMMIT"))]
+    statements = [s.split()[0] for s in committed if not s.startswith("BEGIN")]
+    assert statements == ["SELECT", "SELECT", "INSERT", "UPDATE"], sql
+
+
 def test_a_failed_change_of_a_locked_block_changes_nothing(agent_client, notes):
     created = notes.version
     response = _append(agent_client, content="")

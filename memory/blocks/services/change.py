@@ -92,8 +92,11 @@ def _block_change(
 
     A block the caller found under its row lock, in the transaction it
     holds open for this change (``row_is_locked``), is not read again, and
-    the change takes no savepoint of its own (two statements more): should
-    it fail, the caller's whole transaction rolls back.
+    the change opens no block of its own in that transaction (a savepoint
+    is two statements more): should it fail, the caller's whole
+    transaction rolls back, as a nested ``atomic(savepoint=False)`` would
+    have it, without that block's bookkeeping on the path of every tool
+    call.
 
     With ``relay_early`` (a live edit from a room, ``origin``) the block's
     rooms in this process are sent the change as soon as it is accepted -
@@ -112,20 +115,30 @@ def _block_change(
         and not transaction.get_connection().in_atomic_block
         else None
     )
+
+    def run() -> BlockChange:
+        return _block_change_locked(
+            block=block,
+            actor=actor,
+            summary=summary,
+            change=change,
+            access=access,
+            origin=origin,
+            change_type=change_type,
+            burst=burst,
+            request=request,
+            relay=relay,
+        )
+
+    if row_is_locked(block):  # in the caller's transaction: no early relay
+        try:
+            return run()
+        except BaseException:
+            transaction.set_rollback(True)
+            raise
     try:
-        with transaction.atomic(savepoint=not row_is_locked(block)):
-            return _block_change_locked(
-                block=block,
-                actor=actor,
-                summary=summary,
-                change=change,
-                access=access,
-                origin=origin,
-                change_type=change_type,
-                burst=burst,
-                request=request,
-                relay=relay,
-            )
+        with transaction.atomic():
+            return run()
     except BaseException:
         if relay is not None and relay.sent:
             block_rooms_rejoin(
@@ -152,6 +165,19 @@ class _Relay:
     (``_block_change``'s ``relay_early``); ``sent`` once it was."""
 
     sent: bool = False
+
+
+# What a change moves on the block's row, copied to the caller's instance
+# when it is not the locked one.
+_ROW_FIELDS_CHANGED = (
+    "rendered",
+    "size",
+    "updated_at",
+    "snapshot_upto",
+    "version",
+    "log_count",
+    "log_bytes",
+)
 
 
 def _block_change_locked(
@@ -285,20 +311,8 @@ def _block_change_locked(
     _block_event(actor=actor, block=locked, change_type=change_type, summary=summary)
     if pruned:
         log_entries_pruned(block=locked, entries=pruned)
-    block.__dict__.update(
-        {
-            k: getattr(locked, k)
-            for k in (
-                "rendered",
-                "size",
-                "updated_at",
-                "snapshot_upto",
-                "version",
-                "log_count",
-                "log_bytes",
-            )
-        }
-    )
+    if block is not locked:
+        block.__dict__.update({k: getattr(locked, k) for k in _ROW_FIELDS_CHANGED})
     return BlockChange(block=locked, update=update, data=data, pruned=pruned)
 
 

@@ -78,21 +78,33 @@ _INTS = (
 )
 
 
+# Integer keys, which a foreign key to them prepares as they would (an
+# agent's or a constellation's id).
+_INT_KEYS = (models.AutoField, models.BigAutoField, models.SmallAutoField, *_INTS)
+
+
 # (attribute name, the type its values keep, the field)
 _Column = tuple[str, type | None, Field]
+
+
+def _kept(field: Field, ints: bool) -> type | None:
+    """The type whose values ``field`` prepares as they are, if any."""
+    kind = type(field)
+    if kind in _STRINGS:
+        return str
+    if not ints:
+        return None
+    if kind in _INTS:
+        return int
+    if kind is models.ForeignKey and type(field.target_field) in _INT_KEYS:
+        return int
+    return None
 
 
 def _columns(fields: list[Field]) -> tuple[_Column, ...]:
     ops = type(_connection().ops)
     ints = ops.adapt_integerfield_value is BaseOperations.adapt_integerfield_value
-    return tuple(
-        (
-            f.attname,
-            str if type(f) in _STRINGS else int if ints and type(f) in _INTS else None,
-            f,
-        )
-        for f in fields
-    )
+    return tuple((f.attname, _kept(f, ints), f) for f in fields)
 
 
 def _prepared(instance: Model, columns: tuple[_Column, ...], conn: Any) -> list[Any]:
@@ -155,22 +167,29 @@ def row_insert(instance: Model) -> int:
 def instances_insert(instances: Sequence[Model]) -> None:
     """INSERT ``instances``, all of one model (every concrete field but the
     auto id, as it is: no field's ``pre_save``, so an ``auto_now`` field is
-    set first), in one statement where the database returns the new ids;
-    each gets its id and is saved, as ``bulk_create`` leaves it."""
+    set first), in one statement where the database returns the new ids
+    (as many as the database's limit on parameters allows: one statement
+    per such batch); each gets its id and is saved, as ``bulk_create``
+    leaves it."""
+    if not instances:
+        return
     conn = _connection()
     if not conn.features.can_return_rows_from_bulk_insert:
         for instance in instances:
             instance.pk = row_insert(instance)
     else:
-        sql, columns = _insert_statement(
-            type(instances[0]), conn.vendor, len(instances)
-        )
-        values = [v for i in instances for v in _prepared(i, columns, conn)]
-        with conn.cursor() as cursor:
-            cursor.execute(sql, values)
-            ids = [row[0] for row in cursor.fetchall()]
-        for instance, pk in zip(instances, ids, strict=True):
-            instance.pk = pk
+        model = type(instances[0])
+        fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+        size = max(1, conn.ops.bulk_batch_size(fields, instances))
+        for start in range(0, len(instances), size):
+            batch = instances[start : start + size]
+            sql, columns = _insert_statement(model, conn.vendor, len(batch))
+            values = [v for i in batch for v in _prepared(i, columns, conn)]
+            with conn.cursor() as cursor:
+                cursor.execute(sql, values)
+                ids = [row[0] for row in cursor.fetchall()]
+            for instance, pk in zip(batch, ids, strict=True):
+                instance.pk = pk
     for instance in instances:
         instance._state.adding, instance._state.db = False, conn.alias
 

@@ -6,10 +6,13 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
+from django.utils import timezone
 
 from activity.stream.models import ActivityEvent, ActivityTerm, EventType, Importance
 from activity.stream.recorder import recorder
 from activity.stream.services import (
+    PendingEvent,
+    activity_events_store,
     activity_flush,
     activity_record,
     activity_recording,
@@ -207,3 +210,37 @@ def test_clean_exit_stores_every_batched_event(transactional_db: None) -> None:
         timeout=READY_SECONDS,
     )
     assert ActivityEvent.objects.filter(agent=agent).count() == 5
+
+
+def test_a_batch_past_one_statements_parameters_stores_every_event(
+    agent: Any,
+) -> None:
+    # 11 columns an event: 300 events are more parameters than one SQLite
+    # statement takes (999), so the insert goes in several.
+    at = timezone.now()
+    pending = [
+        PendingEvent(
+            constellation_id=agent.constellation_id,
+            agent_id=agent.pk,
+            actor_user_id=None,
+            who=agent.name,
+            subject=agent.name,
+            event_type=EventType.MESSAGE_SENT,
+            details={"target": "Partner", "summary": f"word{n}"},
+            importance=Importance.LOW,
+            object_kind="",
+            object_id=None,
+            at=at,
+        )
+        for n in range(300)
+    ]
+    events = activity_events_store(pending)
+    assert len({e.pk for e in events}) == 300
+    stored = dict(ActivityEvent.objects.values_list("pk", "details__summary"))
+    assert [stored[e.pk] for e in events] == [f"word{n}" for n in range(300)]
+    terms = dict(
+        ActivityTerm.objects.filter(term__startswith="word").values_list(
+            "term", "event_id"
+        )
+    )
+    assert terms == {f"word{n}": e.pk for n, e in enumerate(events)}

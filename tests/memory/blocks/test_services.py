@@ -4,6 +4,7 @@ rollback, export/import."""
 import base64
 
 import pytest
+from django.db import transaction
 
 from memory.blocks import doc_cache, documents
 from memory.blocks.permissions import block_access_for_actor
@@ -11,6 +12,7 @@ from memory.blocks.selectors import (
     approval_get_for_decision,
     block_diff,
     block_document_load,
+    block_get_by_label_for_agent,
     block_get_for_actor,
     block_history,
     block_history_numbered,
@@ -636,3 +638,24 @@ def test_pruned_log_entries_move_into_the_owners_archival_memory(make_block, age
     assert moved.tags == ["tool_log", "log"]
     assert moved.source == "system"
     assert moved.metadata["block_id"] == str(log.pk)
+
+
+@pytest.mark.parametrize("locked", [True, False])
+def test_a_failed_change_in_a_callers_transaction_rolls_it_back(
+    make_block, agent, locked
+):
+    # A block read under its row lock in the caller's transaction is changed
+    # with no block of its own; either way, a change that fails leaves the
+    # caller's transaction to roll back (or, unlocked, its own savepoint).
+    make_block(label="tight", char_limit=10)
+    actor = Actor.for_agent(agent)
+    with transaction.atomic():
+        block = block_get_by_label_for_agent(agent=agent, label="tight", lock=locked)
+        with pytest.raises(LimitExceeded):
+            block_operate(
+                actor=actor,
+                block=block,
+                operations=[{"op": "append_text", "text": "far too long for it"}],
+            )
+        assert transaction.get_rollback() is locked
+    assert block_value(block=MemoryBlock.objects.get(pk=block.pk)) == ""
