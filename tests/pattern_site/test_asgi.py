@@ -1,10 +1,11 @@
 """HTTP over ASGI (what Daphne serves) through the project's handler."""
 
+import asyncio
 import json
 import threading
 
 import pytest
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from asgiref.testing import ApplicationCommunicator
 from django.conf import settings
 from django.core import signals
@@ -129,7 +130,41 @@ def _other_view(request):
     return HttpResponse("other")
 
 
-urlpatterns = [path("api/tools/context", _other_view)]
+def _loop_view(request):
+    # What a request's channel-layer send does (layer_send): await on the
+    # server's loop from the request's thread.
+    async def running_loop() -> int:
+        return id(asyncio.get_running_loop())
+
+    return HttpResponse(str(async_to_sync(running_loop)()))
+
+
+def _failing_view(request):
+    raise RuntimeError("boom")
+
+
+urlpatterns = [
+    path("api/tools/context", _other_view),
+    path("loop", _loop_view),
+    path("fails", _failing_view),
+]
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(ROOT_URLCONF=__name__)
+async def test_a_request_awaits_on_the_servers_loop_from_its_thread():
+    status, content = await _request("GET", "/loop")
+    assert status == 200
+    assert int(content) == id(asyncio.get_running_loop())
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(ROOT_URLCONF=__name__, DEBUG_PROPAGATE_EXCEPTIONS=False)
+async def test_an_exception_in_a_view_is_a_500_from_the_thread():
+    status, _ = await _request("GET", "/fails")
+    assert status == 500
+    status, _ = await _request("GET", "/loop")
+    assert status == 200
 
 
 def test_a_remembered_path_follows_a_new_root_urlconf():
