@@ -102,7 +102,6 @@ def _run_here(module: str) -> None:
         from pattern_site.asgi import django_asgi_app as handler
 
         handler.executor = _Here()
-        handler._respond_in_thread = handler._in_thread(handler._respond)
     elif module == "bench.http_floor":
         from bench import http_floor
 

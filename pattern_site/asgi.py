@@ -7,13 +7,15 @@ and stopping the MCP session manager, and sends HTTP requests for ``/mcp``
 to the MCP app.
 """
 
+import asyncio
+import contextvars
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import django
-from asgiref.sync import sync_to_async
+from asgiref.sync import SyncToAsync
 from django.conf import settings
 from django.core import signals
 from django.core.exceptions import RequestAborted
@@ -58,8 +60,6 @@ class SyncChainASGIHandler(ASGIHandler):
         self.executor = ThreadPoolExecutor(
             max_workers=settings.HTTP_THREADS, thread_name_prefix="http"
         )
-        # Made once: making one inspects the function, each request anew.
-        self._respond_in_thread = self._in_thread(self._respond)
         self._resolved: dict[tuple[URLResolver, str], ResolverMatch] = {}
 
     def resolve_request(self, request: HttpRequest) -> ResolverMatch:
@@ -95,18 +95,67 @@ class SyncChainASGIHandler(ASGIHandler):
         except RequestAborted:
             return
         try:
-            response = await self._respond_in_thread(scope, body_file)
+            response = await self._hop(self._respond, scope, body_file)
             try:
                 await self.send_response(response, send)
             finally:
                 if response.streaming and response.is_async:
-                    await self._in_thread(response.close)()
+                    await self._hop(response.close)
         finally:
             body_file.close()
 
-    def _in_thread(self, func: Any) -> Any:
-        """``func`` as a coroutine function run on one of the threads."""
-        return sync_to_async(func, thread_sensitive=False, executor=self.executor)
+    async def send_response(self, response: HttpResponseBase, send: Any) -> None:
+        """Django's, for an answer held whole that fits one chunk (a tool
+        call's): the same two messages, without the generic path's header
+        checks and chunking generator; anything else goes through Django's."""
+        if response.streaming:
+            await super().send_response(response, send)
+            return
+        content = response.content  # type: ignore[attr-defined]
+        if len(content) > self.chunk_size:
+            await super().send_response(response, send)
+            return
+        headers = [
+            (key.encode("ascii"), value.encode("latin1"))
+            for key, value in response.items()
+        ]
+        for cookie in response.cookies.values():
+            headers.append(
+                (b"Set-Cookie", cookie.output(header="").encode("ascii").strip())
+            )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": response.status_code,
+                "headers": headers,
+            }
+        )
+        await send({"type": "http.response.body", "body": content, "more_body": False})
+
+    async def _hop(self, func: Callable[..., Any], *args: Any) -> Any:
+        """``func(*args)`` on one of the threads, in a copy of this task's
+        context, as ``sync_to_async`` with our executor runs it - with what
+        ``async_to_sync`` needs inside it (this loop, to send on the channel
+        layer from the request) - but without its per-call machinery
+        (thread-sensitivity lookup, partials, the context copied back into
+        this task: nothing after the hop reads what the request set, a shield
+        and a concurrent future chained to an asyncio one), which was a good
+        part of a tool call's Python outside the tool: the thread settles an
+        asyncio future of this loop itself."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        tasks: list[asyncio.Task[Any]] = []
+        self.executor.submit(
+            _in_context, loop, future, tasks, contextvars.copy_context(), func, args
+        )
+        try:
+            return await future
+        except asyncio.CancelledError:
+            # As sync_to_async: a cancelled request cancels what the thread
+            # awaits on this loop (async_to_sync's task), then stops waiting.
+            for task in tasks:
+                task.cancel()
+            raise
 
     def _respond(self, scope: dict, body_file: Any) -> HttpResponseBase:
         set_script_prefix(get_script_prefix(scope))
@@ -126,6 +175,38 @@ class SyncChainASGIHandler(ASGIHandler):
         elif not response.streaming:
             response.close()
         return response
+
+
+def _in_context(
+    loop: asyncio.AbstractEventLoop,
+    future: "asyncio.Future[Any]",
+    tasks: list[asyncio.Task[Any]],
+    context: contextvars.Context,
+    func: Callable[..., Any],
+    args: tuple[Any, ...],
+) -> None:
+    # What asgiref's thread handler records for async_to_sync in the thread.
+    local = SyncToAsync.threadlocal
+    local.main_event_loop = loop
+    local.main_event_loop_pid = os.getpid()
+    local.task_context = tasks
+    try:
+        result = context.run(func, *args)
+    except BaseException as exc:  # the caller's to raise, as sync_to_async's
+        loop.call_soon_threadsafe(_settle, future, None, exc)
+    else:
+        loop.call_soon_threadsafe(_settle, future, result, None)
+
+
+def _settle(
+    future: "asyncio.Future[Any]", result: Any, exc: BaseException | None
+) -> None:
+    if future.cancelled():  # the request was cancelled meanwhile
+        return
+    if exc is None:
+        future.set_result(result)
+    else:
+        future.set_exception(exc)
 
 
 async def _replay(chunks: list[bytes]) -> AsyncIterator[bytes]:

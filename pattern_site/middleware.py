@@ -87,8 +87,16 @@ def agent_api_request(request: HttpRequest) -> bool:
     """Whether ``request`` is an agent's call of the tool API: under /api/
     with an ``Authorization: Bearer`` header, which authenticates it alone
     (``pattern_site.kernel.auth``: a bearer token is never joined by, nor
-    falls back to, a session)."""
-    return request.path.startswith(API_PREFIX) and request_bearer(request) is not None
+    falls back to, a session).  Asked by each browser-only middleware in
+    turn, answered once per request: neither the path nor the header
+    changes within one."""
+    try:
+        return request._agent_api_request  # type: ignore[attr-defined,no-any-return]
+    except AttributeError:
+        pass
+    agent = request.path.startswith(API_PREFIX) and request_bearer(request) is not None
+    request._agent_api_request = agent  # type: ignore[attr-defined]
+    return agent
 
 
 class _BrowserOnly(MiddlewareMixin):

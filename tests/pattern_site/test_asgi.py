@@ -1,10 +1,11 @@
 """HTTP over ASGI (what Daphne serves) through the project's handler."""
 
+import asyncio
 import json
 import threading
 
 import pytest
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from asgiref.testing import ApplicationCommunicator
 from django.conf import settings
 from django.core import signals
@@ -19,6 +20,12 @@ from pattern_site.kernel.actors import Actor
 
 
 async def _request(method: str, path: str, body: bytes = b"", headers=()) -> tuple:
+    start, bodies = await _exchange(method, path, body, headers)
+    return start["status"], b"".join(m.get("body", b"") for m in bodies)
+
+
+async def _exchange(method: str, path: str, body: bytes = b"", headers=()) -> tuple:
+    """The response's start message and its body messages."""
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -36,14 +43,14 @@ async def _request(method: str, path: str, body: bytes = b"", headers=()) -> tup
     app = ApplicationCommunicator(django_asgi_app, scope)
     await app.send_input({"type": "http.request", "body": body, "more_body": False})
     start = await app.receive_output(timeout=10)
-    content = b""
+    bodies = []
     while True:
         message = await app.receive_output(timeout=10)
-        content += message.get("body", b"")
+        bodies.append(message)
         if not message.get("more_body"):
             break
     await app.wait(timeout=10)
-    return start["status"], content
+    return start, bodies
 
 
 @pytest.mark.django_db(transaction=True)
@@ -129,7 +136,71 @@ def _other_view(request):
     return HttpResponse("other")
 
 
-urlpatterns = [path("api/tools/context", _other_view)]
+def _loop_view(request):
+    # What a request's channel-layer send does (layer_send): await on the
+    # server's loop from the request's thread.
+    async def running_loop() -> int:
+        return id(asyncio.get_running_loop())
+
+    return HttpResponse(str(async_to_sync(running_loop)()))
+
+
+def _answer_view(request, size):
+    response = HttpResponse(b"x" * size, status=201)
+    response["X-Answer"] = "yes"
+    response.set_cookie("flavour", "plain")
+    return response
+
+
+def _failing_view(request):
+    raise RuntimeError("boom")
+
+
+urlpatterns = [
+    path("api/tools/context", _other_view),
+    path("loop", _loop_view),
+    path("fails", _failing_view),
+    path("answer/<int:size>", _answer_view),
+]
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(ROOT_URLCONF=__name__)
+async def test_a_request_awaits_on_the_servers_loop_from_its_thread():
+    status, content = await _request("GET", "/loop")
+    assert status == 200
+    assert int(content) == id(asyncio.get_running_loop())
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(ROOT_URLCONF=__name__)
+@pytest.mark.parametrize(
+    "size", [0, 10, django_asgi_app.chunk_size, django_asgi_app.chunk_size * 2 + 1]
+)
+async def test_an_answer_is_sent_with_its_status_headers_cookies_and_body(size):
+    start, bodies = await _exchange("GET", f"/answer/{size}")
+    assert start["status"] == 201
+    headers = start["headers"]
+    assert (b"X-Answer", b"yes") in headers
+    assert (b"Content-Length", str(size).encode()) in headers
+    assert any(
+        key == b"Set-Cookie" and value.startswith(b"flavour=plain")
+        for key, value in headers
+    )
+    assert all(isinstance(k, bytes) and isinstance(v, bytes) for k, v in headers)
+    assert b"".join(m["body"] for m in bodies) == b"x" * size
+    # One message when the answer fits one chunk, as Django sends it.
+    assert len(bodies) == max(1, -(-size // django_asgi_app.chunk_size))
+    assert [m["more_body"] for m in bodies] == [True] * (len(bodies) - 1) + [False]
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(ROOT_URLCONF=__name__, DEBUG_PROPAGATE_EXCEPTIONS=False)
+async def test_an_exception_in_a_view_is_a_500_from_the_thread():
+    status, _ = await _request("GET", "/fails")
+    assert status == 500
+    status, _ = await _request("GET", "/loop")
+    assert status == 200
 
 
 def test_a_remembered_path_follows_a_new_root_urlconf():
