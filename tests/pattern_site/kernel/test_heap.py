@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from pattern_site.kernel import heap
 from pattern_site.kernel.heap import heap_freeze, heap_freeze_if_grown
 
 
@@ -21,6 +22,10 @@ def unfrozen_after() -> Iterator[None]:
 def test_freezes_again_only_after_work_that_imported_a_module(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The module table it watches is this test's own: other threads of the
+    # test process import modules whenever they like.
+    modules = dict(sys.modules)
+    monkeypatch.setattr(heap, "sys", types.SimpleNamespace(modules=modules))
     heap_freeze()
     frozen = gc.get_freeze_count()
     made_since = [[index] for index in range(1000)]
@@ -28,7 +33,7 @@ def test_freezes_again_only_after_work_that_imported_a_module(
     heap_freeze_if_grown()
     assert gc.get_freeze_count() == frozen, "nothing was imported: nothing frozen"
 
-    monkeypatch.setitem(sys.modules, "pattern_test_new", types.ModuleType("new"))
+    modules["pattern_test_new"] = types.ModuleType("new")
     heap_freeze_if_grown()
     assert gc.get_freeze_count() >= frozen + len(made_since)
 
