@@ -101,16 +101,18 @@ def block_access_for_actor(*, actor: Actor, block: MemoryBlock) -> Access:
     return access if _RANK[access] <= _RANK[limit] else limit
 
 
+def _token_live(token_id: int, agent_id: int) -> QuerySet[AgentToken]:
+    """The token, if it is still the live token of an active agent."""
+    return AgentToken.objects.filter(
+        pk=token_id, agent_id=agent_id, revoked_at__isnull=True, agent__is_active=True
+    )
+
+
 # Every stored live edit of an agent's socket runs this: compiled once (see
 # pattern_site.kernel.db.compiled); the block's key goes in prepared.
 _TOKEN_LIVE_SHARE = CompiledQuery(
     lambda token_id, agent_id, block_key: (
-        AgentToken.objects.filter(
-            pk=token_id,
-            agent_id=agent_id,
-            revoked_at__isnull=True,
-            agent__is_active=True,
-        )
+        _token_live(token_id, agent_id)
         .annotate(
             shared=Subquery(
                 BlockAttachment.objects.filter(
@@ -167,14 +169,7 @@ _LOCKED_TOKEN_LIVE_SHARE = CompiledQuery(
         MemoryBlock.objects.select_for_update()
         .filter(pk=RawSQL("%s", (pk,)))
         .annotate(
-            token_live=Exists(
-                AgentToken.objects.filter(
-                    pk=token_id,
-                    agent_id=agent_id,
-                    revoked_at__isnull=True,
-                    agent__is_active=True,
-                )
-            ),
+            token_live=Exists(_token_live(token_id, agent_id)),
             token_shared=Subquery(
                 BlockAttachment.objects.filter(block=OuterRef("pk"), agent_id=agent_id)
                 .order_by()

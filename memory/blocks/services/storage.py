@@ -94,6 +94,14 @@ def _snapshot_bytes(locked: MemoryBlock) -> int:
     return block_snapshot_size(block_id=locked.pk)
 
 
+def _remember(table: dict[Any, Any], block_id: Any, entry: Any) -> None:
+    """Keep ``entry`` for the block in one of the per-block tables, emptied
+    whole once it holds ``_SNAPSHOT_SIZES_MAX`` blocks."""
+    if len(table) >= _SNAPSHOT_SIZES_MAX:
+        table.clear()
+    table[block_id] = entry
+
+
 def _cache_on_commit(
     block: MemoryBlock,
     doc: LoroDoc,
@@ -109,14 +117,9 @@ def _cache_on_commit(
     def cache() -> None:
         doc_cache.put(block_id, version, doc)
         if latest is not None:
-            if len(_latest_versions) >= _SNAPSHOT_SIZES_MAX:
-                _latest_versions.clear()
-            _latest_versions[block_id] = (version, upto, latest)
-        if snapshot_bytes is None:
-            return
-        if len(_snapshot_sizes) >= _SNAPSHOT_SIZES_MAX:
-            _snapshot_sizes.clear()
-        _snapshot_sizes[block_id] = (version, upto, snapshot_bytes)
+            _remember(_latest_versions, block_id, (version, upto, latest))
+        if snapshot_bytes is not None:
+            _remember(_snapshot_sizes, block_id, (version, upto, snapshot_bytes))
 
     transaction.on_commit(cache)
 
