@@ -36,6 +36,7 @@ from memory.blocks.permissions import block_permission_label
 from memory.blocks.seen import blocks_seen_record_later
 from memory.blocks.selectors import block_list_for_agent, block_shared_from
 from memory.longterm.compose import (
+    MESSAGE_OVERHEAD_TOKENS,
     HeldRows,
     HistoryConfig,
     estimate_tokens,
@@ -369,6 +370,17 @@ def request_compose(
         messages += composed.messages
         built.metadata["history"] = composed.metadata
     return messages
+
+
+def request_tokens(built: BuiltContext) -> int:
+    """The tokens of the request ``request_compose`` made from ``built``
+    last, as counted while composing it: the system prompt and the history."""
+    history = built.metadata.get("history") or {}
+    return (
+        MESSAGE_OVERHEAD_TOKENS
+        + built.metadata["estimated_tokens"]
+        + history.get("history_tokens", 0)
+    )
 
 
 def context_build_for_actor(*, actor: Actor, args: ContextBuildIn) -> BuiltContext:

@@ -108,11 +108,19 @@ class ChatClient:
         self._client = _sdk_client(base_url, api_key or "none", timeout, max_retries)
 
     def _budget_check(
-        self, constellation_id: int, messages: list[dict[str, Any]]
+        self,
+        constellation_id: int,
+        messages: list[dict[str, Any]],
+        prompt_tokens: int | None = None,
     ) -> int:
-        """The prompt's token estimate; a call the day's budget cannot pay
-        for is refused before it is made."""
-        estimate = sum(message_tokens(m) for m in messages)
+        """The prompt's token estimate (``prompt_tokens`` when the caller
+        counted them); a call the day's budget cannot pay for is refused
+        before it is made."""
+        estimate = (
+            prompt_tokens
+            if prompt_tokens is not None
+            else sum(message_tokens(m) for m in messages)
+        )
         llm_budget_check(
             constellation_id=constellation_id, tokens=estimate + self.max_tokens
         )
@@ -167,6 +175,7 @@ class ChatClient:
         messages: list[dict[str, Any]],
         tools: Sequence[dict[str, Any]] | bytes = (),
         on_text: Callable[[str], None],
+        prompt_tokens: int | None = None,
     ) -> StepCompletion:
         """One answer streamed: ``on_text`` is called with each piece of
         text as it arrives (an exception it raises stops the stream and
@@ -177,8 +186,10 @@ class ChatClient:
 
         ``tools``: the functions, or their JSON array already encoded
         (``json_encode``), which a caller sending the same tools with
-        every request encodes once."""
-        estimate = self._budget_check(constellation_id, messages)
+        every request encodes once.  ``prompt_tokens``: the messages' count
+        when the caller has it (a turn's composer counts them as it fits
+        them to the model), instead of an estimate made here."""
+        estimate = self._budget_check(constellation_id, messages, prompt_tokens)
         head: dict[str, Any] = {
             "model": self.model,
             "max_tokens": self.max_tokens,

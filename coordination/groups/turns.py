@@ -82,6 +82,7 @@ from memory.context import (
     ToolRule,
     context_build,
     request_compose,
+    request_tokens,
     tool_rule_parse,
 )
 from memory.longterm.compose import HeldRows, HistoryConfig, history_config_for
@@ -591,6 +592,7 @@ def _model_step(
         messages=messages,
         tools=tools,
         on_text=stream.add,
+        prompt_tokens=request_tokens(state.built),
     )
     stream.flush()
     return step.text, step.tool_calls

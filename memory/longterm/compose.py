@@ -38,6 +38,7 @@ from memory.longterm.models import (
     MessageRole,
 )
 from pattern_site.kernel.agents.models import Constellation
+from pattern_site.kernel.db.compiled import CompiledQuery
 from pattern_site.kernel.errors import InvalidInput
 
 
@@ -206,8 +207,17 @@ class HistoryMessage:
         return out
 
     def tokens(self, count: Callable[[str], int]) -> int:
+        # A held row is counted again at each step of a turn: its count is
+        # kept with it, for the counter that made it.  (Written to the
+        # instance's dict, as ``functools.cached_property`` does, which a
+        # frozen dataclass allows.)
+        kept = self.__dict__.get("_counted")
+        if kept is not None and kept[0] is count:
+            return kept[1]  # type: ignore[no-any-return]
         calls = sum(count(c["name"]) + count(c["arguments"]) for c in self.tool_calls)
-        return MESSAGE_OVERHEAD_TOKENS + count(self.content) + calls
+        tokens = MESSAGE_OVERHEAD_TOKENS + count(self.content) + calls
+        self.__dict__["_counted"] = (count, tokens)
+        return tokens
 
 
 @dataclass
@@ -396,15 +406,30 @@ _ROW_FIELDS = (
 )
 
 
+def _messages(rows: Iterable[tuple]) -> list[HistoryMessage]:
+    return [
+        HistoryMessage(position, role, content, batch, tuple(calls), call_id, author)
+        for position, role, content, batch, calls, call_id, author in rows
+    ]
+
+
 def _rows_read(rows: Any, limit: int | None = None) -> list[HistoryMessage]:
     """``rows`` (a queryset of messages) newest first, at most ``limit``."""
     listed = rows.order_by("-position").values_list(*_ROW_FIELDS)
-    return [
-        HistoryMessage(position, role, content, batch, tuple(calls), call_id, author)
-        for position, role, content, batch, calls, call_id, author in (
-            listed if limit is None else listed[:limit]
-        )
-    ]
+    return _messages(listed if limit is None else listed[:limit])
+
+
+# Read at every step of a turn (what was appended since the held rows):
+# compiled once.
+_ROWS_AFTER = CompiledQuery(
+    lambda conversation_id, position: (
+        Message.objects.filter(conversation_id=conversation_id, position__gt=position)
+        .order_by("-position")
+        .values_list(*_ROW_FIELDS)
+    ),
+    conversation_id=-4_170_001,
+    position=4_170_002,
+)
 
 
 def _history_rows(
@@ -427,9 +452,9 @@ def _history_rows(
     before: int | None = None
     size = first
     if held is not None and held.rows:
-        held.rows[:0] = _rows_read(
-            Message.objects.filter(
-                conversation=conversation, position__gt=held.rows[0].position
+        held.rows[:0] = _messages(
+            _ROWS_AFTER.rows(
+                conversation_id=conversation.pk, position=held.rows[0].position
             )
         )
         yield from held.rows

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from activity.llm.client import LLMUnavailable, chat_client
+from activity.llm.client import LLMUnavailable, chat_client, estimate_tokens
 from activity.llm.models import LLMUsage
 from activity.llm.services import llm_usage_add
 from activity.stream.models import EventType, Importance
@@ -212,6 +212,35 @@ def test_a_streamed_answer_respects_the_budget(
     with pytest.raises(LimitExceeded, match="of its 500 LLM tokens"):
         _streamed(agent)
     assert llm.requests == []
+
+
+def test_a_callers_count_of_the_prompt_is_what_is_budgeted_and_charged(
+    agent: Any, llm: FakeLLM, settings: Any
+) -> None:
+    """A caller that counted its prompt (a turn's composer counts the
+    history as it fits it) passes the count: the budget check uses it, and
+    so does the charge when the provider reports no usage."""
+    settings.LLM_DAILY_TOKEN_BUDGET = 10_000
+    client = chat_client(model="agent-model")
+    assert client is not None
+    hello = [{"role": "user", "content": "hello"}]
+    with pytest.raises(LimitExceeded, match="of its 10000 LLM tokens"):
+        client.complete_step(
+            constellation_id=agent.constellation_id,
+            messages=hello,
+            on_text=lambda _: None,
+            prompt_tokens=20_000,
+        )
+    assert llm.requests == []
+
+    llm.answer_streamed(["Noted, thanks."], tokens=None)
+    client.complete_step(
+        constellation_id=agent.constellation_id,
+        messages=hello,
+        on_text=lambda _: None,
+        prompt_tokens=1_234,
+    )
+    assert LLMUsage.objects.get().tokens == 1_234 + estimate_tokens("Noted, thanks.")
 
 
 def test_streamed_answers_reuse_the_providers_connection(

@@ -14,6 +14,7 @@ from memory.longterm.compose import (
     HeldRows,
     HistoryMessage,
     ModelContextLimits,
+    TokenCounter,
     batches_compress,
     batches_newest_first,
     estimate_tokens,
@@ -191,6 +192,37 @@ def test_history_drops_the_oldest_whole_batches_and_crashed_turns(agent: Any):
         conversation=conversation, model_name="tiny-1", active_batch_id="big"
     )
     assert [m["role"] for m in active.messages] == ["user", "assistant", "assistant"]
+
+
+def test_held_rows_are_counted_once_and_only_new_rows_after(agent: Any):
+    """Each step of a turn composes the whole history again: a held row
+    keeps its count, so a composition counts only the rows new since, and
+    its total is a fresh composition's."""
+    conversation = conversation_start(agent=agent)
+    for i in range(3):
+        turn(conversation, f"t{i}")
+    counted: list[str] = []
+
+    def count(text: str) -> int:
+        counted.append(text)
+        return estimate_tokens(text)
+
+    counter, held = TokenCounter(count, "test"), HeldRows()
+
+    def compose(held: HeldRows | None) -> Any:
+        return history_compose(
+            conversation=conversation, model_name="m", counter=counter, held=held
+        )
+
+    compose(held)
+    assert "question t0 word word word word word " in counted
+    counted.clear()
+    turn(conversation, "t3")
+    conversation.refresh_from_db()
+    again = compose(held)
+    new = ["question t3 word word word word word ", "", "lookup", "{}"]
+    assert sorted(counted) == sorted([*new, "found", "answer t3"])
+    assert again.tokens == compose(None).tokens
 
 
 def test_held_rows_compose_as_a_fresh_read_and_read_only_what_is_new(agent: Any):
