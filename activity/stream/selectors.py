@@ -21,6 +21,7 @@ from activity.stream.permissions import activity_visible
 from activity.stream.services import event_terms, hour_of
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent, Constellation
+from pattern_site.kernel.db.compiled import CompiledQuery
 from pattern_site.kernel.errors import InvalidInput
 
 MAX_PAGE = 200
@@ -144,19 +145,53 @@ def _every_word(
     return list(ids.order_by("-event_id").values_list("event_id", flat=True)[:limit])
 
 
-def recent_activity_for_agent(*, agent: Agent, limit: int) -> list[ActivityEvent]:
-    """The newest events of ``agent``'s constellation that others caused:
-    its own actions are left out, except what it flagged as notable."""
+def _recent_for_agent(agent: Agent, limit: int) -> QuerySet[ActivityEvent]:
     own_noise = Q(agent=agent, actor_user__isnull=True) & ~Q(
         event_type=EventType.NOTABLE
     )
-    return list(
+    return (
         ActivityEvent.objects.filter(
             activity_visible(Actor.for_agent(agent)),
             constellation_id=agent.constellation_id,
         )
         .exclude(own_noise)
         .order_by("-created_at", "-id")[:limit]
+    )
+
+
+# Read at the start of every turn of an agent's loop, where building the
+# query (a subquery per kind of object an event is about) cost a hundred
+# times running it: compiled once per limit.  An agent's rights over
+# events are conditions on its id, its constellation and its ref alone
+# (each kind's readable ids are subqueries of those), so the statement
+# built for a marker agent is every agent's, and the rights are still
+# decided by the database at each read.  A kind whose rule used anything
+# else would leave its marker out of the statement, which fails to compile.
+_AGENT_MARKER, _CONSTELLATION_MARKER = -8_100_001, -8_100_002
+_RECENT_FOR_AGENT: dict[int, CompiledQuery] = {}
+
+
+def _recent_for_agent_compiled(limit: int) -> CompiledQuery:
+    compiled = _RECENT_FOR_AGENT.get(limit)
+    if compiled is None:
+        compiled = _RECENT_FOR_AGENT[limit] = CompiledQuery(
+            lambda agent_id, constellation_id, ref: _recent_for_agent(
+                Agent(pk=agent_id, constellation_id=constellation_id), limit
+            ),
+            agent_id=_AGENT_MARKER,
+            constellation_id=_CONSTELLATION_MARKER,
+            ref=Actor.for_agent(Agent(pk=_AGENT_MARKER)).ref,
+        )
+    return compiled
+
+
+def recent_activity_for_agent(*, agent: Agent, limit: int) -> list[ActivityEvent]:
+    """The newest events of ``agent``'s constellation that others caused:
+    its own actions are left out, except what it flagged as notable."""
+    return _recent_for_agent_compiled(limit).all(
+        agent_id=agent.pk,
+        constellation_id=agent.constellation_id,
+        ref=Actor.for_agent(agent).ref,
     )
 
 

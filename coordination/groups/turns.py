@@ -625,7 +625,10 @@ def agent_turn_run(*, delivery: RunDelivery) -> Answer:
     # Every request of the turn sends the same functions: encoded once.
     functions = tool_registry().tool_functions()
     tools = json_encode(functions) if functions else b""
-    answer = _run_calls(_resume(state, stream), state=state, stream=stream, text="")
+    # A turn's calls are recorded with the step that asked for them (in one
+    # transaction): a turn without a step has none to resume.
+    resumed = _resume(state, stream) if turn.steps else []
+    answer = _run_calls(resumed, state=state, stream=stream, text="")
     while answer is None:
         if turn.steps >= config.max_steps:
             raise TurnEnded(

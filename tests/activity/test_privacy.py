@@ -8,6 +8,7 @@ import pytest
 from django.test import Client
 
 from activity.stream.context import recent_activity_render
+from activity.stream.selectors import _recent_for_agent, recent_activity_for_agent
 from coordination.work.services import handoff_create, task_create
 from memory.longterm.services import conversation_start, messages_append
 from pattern_site.kernel.actors import Actor
@@ -101,3 +102,19 @@ def _task_id() -> int:
     from coordination.work.models import Task
 
     return Task.objects.get().pk
+
+
+@pytest.mark.usefixtures("private_events")
+def test_each_agents_context_reads_what_the_rule_built_for_it_gives(
+    agent: Any, flux: Any, anchor: Any
+) -> None:
+    """The context's read is one statement for every agent: each gets the
+    events the visibility rule built for that agent gives, no more."""
+    seen = {}
+    for who in (agent, flux, anchor):
+        events = recent_activity_for_agent(agent=who, limit=50)
+        assert events == list(_recent_for_agent(who, 50))
+        seen[who.name] = {e.text for e in events if "surprise" in e.text}
+    assert any("venue" in t for t in seen["Flux"])
+    assert not any("venue" in t for t in seen["Anchor"])
+    assert not any("plan the surprise" in t for t in seen["Entropy"])
