@@ -10,6 +10,7 @@ to the MCP app.
 import asyncio
 import contextvars
 import os
+import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -60,6 +61,7 @@ class SyncChainASGIHandler(ASGIHandler):
         self.executor = ThreadPoolExecutor(
             max_workers=settings.HTTP_THREADS, thread_name_prefix="http"
         )
+        self.loop_wait_seconds = settings.HTTP_LOOP_WAIT_MS / 1000
         self._resolved: dict[tuple[URLResolver, str], ResolverMatch] = {}
 
     def resolve_request(self, request: HttpRequest) -> ResolverMatch:
@@ -140,14 +142,30 @@ class SyncChainASGIHandler(ASGIHandler):
         (thread-sensitivity lookup, partials, the context copied back into
         this task: nothing after the hop reads what the request set, a shield
         and a concurrent future chained to an asyncio one), which was a good
-        part of a tool call's Python outside the tool: the thread settles an
-        asyncio future of this loop itself."""
+        part of a tool call's Python outside the tool.
+
+        The loop first waits in place, up to ``PATTERN_HTTP_LOOP_WAIT_MS``,
+        for the thread to finish.  A request is Python, and one process runs
+        Python on one thread at a time: while the thread runs, the loop
+        could only take the GIL from it, and the two trade it at every
+        statement the SQLite driver runs and every socket call the loop
+        makes (at concurrency 8, ~25 context switches and a third more CPU
+        per request than at 1).  Waiting, the loop lets the request run
+        alone and then reads and answers what came meanwhile in one go.  A
+        request still running after the wait, or that needs the loop itself
+        (``async_to_sync``), is awaited as before, so a slow request holds
+        the loop and the others back by that much and never longer."""
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        hop = _Hop(loop)
         tasks: list[asyncio.Task[Any]] = []
         self.executor.submit(
-            _in_context, loop, future, tasks, contextvars.copy_context(), func, args
+            _in_context, hop, tasks, contextvars.copy_context(), func, args
         )
+        if self.loop_wait_seconds > 0:
+            hop.awake.acquire(timeout=self.loop_wait_seconds)
+        future = hop.awaited()
+        if future is None:  # finished while the loop waited
+            return hop.outcome()
         try:
             return await future
         except asyncio.CancelledError:
@@ -177,9 +195,80 @@ class SyncChainASGIHandler(ASGIHandler):
         return response
 
 
+class _Hop:
+    """One call's trip to a thread and back: the loop waits on ``awake``
+    (released when the call finishes, or when it needs the loop) and, if
+    the call is still running then, awaits a future the thread settles.
+
+    The thread sees it as its server's loop (``SyncToAsync.threadlocal``):
+    ``async_to_sync`` schedules its work through
+    :meth:`call_soon_threadsafe`, which wakes the loop first."""
+
+    __slots__ = (
+        "_done",
+        "_exc",
+        "_future",
+        "_mutex",
+        "_result",
+        "_woken",
+        "awake",
+        "loop",
+    )
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.awake = threading.Lock()
+        self.awake.acquire()
+        self._mutex = threading.Lock()
+        self._woken = False
+        self._done = False
+        self._result: Any = None
+        self._exc: BaseException | None = None
+        self._future: asyncio.Future[Any] | None = None
+
+    def awaited(self) -> "asyncio.Future[Any] | None":
+        """In the loop, once done waiting: None if the call finished, else
+        the future its thread will settle."""
+        with self._mutex:
+            if self._done:
+                return None
+            self._future = self.loop.create_future()
+            return self._future
+
+    def outcome(self) -> Any:
+        if self._exc is not None:
+            raise self._exc
+        return self._result
+
+    def finish(self, result: Any, exc: BaseException | None) -> None:
+        """In the thread: hand the outcome to the loop, waiting or not."""
+        with self._mutex:
+            self._result, self._exc, self._done = result, exc, True
+            future = self._future
+        if future is None:
+            self._wake()
+        else:
+            self.loop.call_soon_threadsafe(_settle, future, result, exc)
+
+    def _wake(self) -> None:
+        with self._mutex:
+            if self._woken:
+                return
+            self._woken = True
+        self.awake.release()
+
+    def call_soon_threadsafe(self, callback: Callable[..., Any], *args: Any) -> Any:
+        # async_to_sync in the thread: it waits on the loop, which must not
+        # be waiting on it.
+        self._wake()
+        return self.loop.call_soon_threadsafe(callback, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loop, name)
+
+
 def _in_context(
-    loop: asyncio.AbstractEventLoop,
-    future: "asyncio.Future[Any]",
+    hop: _Hop,
     tasks: list[asyncio.Task[Any]],
     context: contextvars.Context,
     func: Callable[..., Any],
@@ -187,15 +276,17 @@ def _in_context(
 ) -> None:
     # What asgiref's thread handler records for async_to_sync in the thread.
     local = SyncToAsync.threadlocal
-    local.main_event_loop = loop
+    local.main_event_loop = hop
     local.main_event_loop_pid = os.getpid()
     local.task_context = tasks
     try:
         result = context.run(func, *args)
     except BaseException as exc:  # the caller's to raise, as sync_to_async's
-        loop.call_soon_threadsafe(_settle, future, None, exc)
+        local.main_event_loop = hop.loop  # the thread keeps no answer alive
+        hop.finish(None, exc)
     else:
-        loop.call_soon_threadsafe(_settle, future, result, None)
+        local.main_event_loop = hop.loop
+        hop.finish(result, None)
 
 
 def _settle(

@@ -142,6 +142,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 # Threads serving HTTP requests under Daphne (pattern_site/asgi.py); each
 # keeps its own database connection.
 HTTP_THREADS = env.int("PATTERN_HTTP_THREADS", default=4)
+# How long (ms) the event loop waits in place for a request on those threads
+# before it goes on serving other sockets beside it (pattern_site/asgi.py,
+# SyncChainASGIHandler._hop); 0: it never waits in place.
+HTTP_LOOP_WAIT_MS = env.float("PATTERN_HTTP_LOOP_WAIT_MS", default=10.0)
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("PATTERN_CONN_MAX_AGE", default=600)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # PostgreSQL: each process keeps a psycopg connection pool (Django's

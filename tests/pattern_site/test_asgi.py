@@ -156,11 +156,28 @@ def _failing_view(request):
     raise RuntimeError("boom")
 
 
+_waiting = threading.Event()
+_released = threading.Event()
+
+
+def _waiting_view(request):
+    # Holds its thread until another request comes through.
+    _waiting.set()
+    return HttpResponse(str(_released.wait(timeout=10)))
+
+
+def _releasing_view(request):
+    _released.set()
+    return HttpResponse("released")
+
+
 urlpatterns = [
     path("api/tools/context", _other_view),
     path("loop", _loop_view),
     path("fails", _failing_view),
     path("answer/<int:size>", _answer_view),
+    path("waiting", _waiting_view),
+    path("releasing", _releasing_view),
 ]
 
 
@@ -201,6 +218,41 @@ async def test_an_exception_in_a_view_is_a_500_from_the_thread():
     assert status == 500
     status, _ = await _request("GET", "/loop")
     assert status == 200
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(ROOT_URLCONF=__name__)
+async def test_a_request_past_the_loops_wait_does_not_hold_the_next_back():
+    _waiting.clear()
+    _released.clear()
+    waiting = asyncio.ensure_future(_request("GET", "/waiting"))
+    assert await asyncio.to_thread(_waiting.wait, 10)
+    releasing = await _request("GET", "/releasing")
+    assert releasing == (200, b"released")
+    assert await waiting == (200, b"True")
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(ROOT_URLCONF=__name__)
+async def test_a_request_that_needs_the_loop_wakes_it_from_its_wait(monkeypatch):
+    monkeypatch.setattr(django_asgi_app, "loop_wait_seconds", 30)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    status, content = await _request("GET", "/loop")
+    assert (status, int(content)) == (200, id(loop))
+    # Well within the 30 s the loop would otherwise wait in place.
+    assert loop.time() - started < 5
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(ROOT_URLCONF=__name__)
+async def test_a_request_finished_within_the_loops_wait_answers_as_before(
+    monkeypatch,
+):
+    monkeypatch.setattr(django_asgi_app, "loop_wait_seconds", 30)
+    assert await _request("GET", "/answer/3") == (201, b"xxx")
+    status, _ = await _request("GET", "/fails")
+    assert status == 500
 
 
 def test_a_remembered_path_follows_a_new_root_urlconf():
