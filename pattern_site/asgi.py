@@ -62,6 +62,8 @@ class SyncChainASGIHandler(ASGIHandler):
             max_workers=settings.HTTP_THREADS, thread_name_prefix="http"
         )
         self.loop_wait_seconds = settings.HTTP_LOOP_WAIT_MS / 1000
+        # Requests handed to the threads and not yet answered.
+        self._running = 0
         self._resolved: dict[tuple[URLResolver, str], ResolverMatch] = {}
 
     def resolve_request(self, request: HttpRequest) -> ResolverMatch:
@@ -153,27 +155,37 @@ class SyncChainASGIHandler(ASGIHandler):
         per request than at 1).  Waiting, the loop lets the request run
         alone and then reads and answers what came meanwhile in one go.  A
         request still running after the wait, or that needs the loop itself
-        (``async_to_sync``), is awaited as before, so a slow request holds
-        the loop and the others back by that much and never longer."""
+        (``async_to_sync``), is awaited as before.  The loop waits in place
+        only while no other request is running on the threads: a slow
+        request holds the loop back once by the wait, and the requests that
+        come while it runs (searches that embed, calls waiting on a lock)
+        start beside it at once, as they did without the wait."""
         loop = asyncio.get_running_loop()
         hop = _Hop(loop)
         tasks: list[asyncio.Task[Any]] = []
-        self.executor.submit(
-            _in_context, hop, tasks, contextvars.copy_context(), func, args
-        )
-        if self.loop_wait_seconds > 0:
-            hop.awake.acquire(timeout=self.loop_wait_seconds)
-        future = hop.awaited()
-        if future is None:  # finished while the loop waited
-            return hop.outcome()
+        alone = self._running == 0
+        self._running += 1
         try:
-            return await future
-        except asyncio.CancelledError:
-            # As sync_to_async: a cancelled request cancels what the thread
-            # awaits on this loop (async_to_sync's task), then stops waiting.
-            for task in tasks:
-                task.cancel()
-            raise
+            self.executor.submit(
+                _in_context, hop, tasks, contextvars.copy_context(), func, args
+            )
+            if alone and self.loop_wait_seconds > 0:
+                hop.awake.acquire(timeout=self.loop_wait_seconds)
+            future = hop.awaited()
+            if future is None:  # finished while the loop waited
+                return hop.outcome()
+            try:
+                return await future
+            except asyncio.CancelledError:
+                # As sync_to_async: a cancelled request cancels what the
+                # thread awaits on this loop (async_to_sync's task), then
+                # stops waiting.
+                for task in tasks:
+                    task.cancel()
+                raise
+        finally:
+            # Counted on the loop only (here, before and after the hop).
+            self._running -= 1
 
     def _respond(self, scope: dict, body_file: Any) -> HttpResponseBase:
         set_script_prefix(get_script_prefix(scope))

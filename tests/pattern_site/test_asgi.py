@@ -171,6 +171,17 @@ def _releasing_view(request):
     return HttpResponse("released")
 
 
+_server_loop: list[asyncio.AbstractEventLoop] = []
+
+
+def _loop_needing_view(request):
+    # Needs the loop to run a callback (not through async_to_sync, which
+    # would wake a loop waiting in place): answers whether it ran in time.
+    ran = threading.Event()
+    _server_loop[0].call_soon_threadsafe(ran.set)
+    return HttpResponse(str(ran.wait(timeout=10)))
+
+
 urlpatterns = [
     path("api/tools/context", _other_view),
     path("loop", _loop_view),
@@ -178,6 +189,7 @@ urlpatterns = [
     path("answer/<int:size>", _answer_view),
     path("waiting", _waiting_view),
     path("releasing", _releasing_view),
+    path("loop-needing", _loop_needing_view),
 ]
 
 
@@ -229,6 +241,24 @@ async def test_a_request_past_the_loops_wait_does_not_hold_the_next_back():
     assert await asyncio.to_thread(_waiting.wait, 10)
     releasing = await _request("GET", "/releasing")
     assert releasing == (200, b"released")
+    assert await waiting == (200, b"True")
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(ROOT_URLCONF=__name__)
+async def test_the_loop_waits_in_place_only_while_no_other_request_runs(
+    monkeypatch,
+):
+    """A request that comes while another runs on the threads starts beside
+    it and the loop goes on: it does not wait in place for the newcomer."""
+    _waiting.clear()
+    _released.clear()
+    _server_loop[:] = [asyncio.get_running_loop()]
+    waiting = asyncio.ensure_future(_request("GET", "/waiting"))
+    assert await asyncio.to_thread(_waiting.wait, 10)
+    monkeypatch.setattr(django_asgi_app, "loop_wait_seconds", 30)
+    assert await _request("GET", "/loop-needing") == (200, b"True")
+    _released.set()
     assert await waiting == (200, b"True")
 
 
