@@ -54,9 +54,17 @@ def group_for_inbox(agent_id: int) -> str:
     return f"inbox.{agent_id}"
 
 
+def block_hex(block_id: uuid.UUID | str) -> str:
+    """A memory block's id in one spelling (32 hex digits), from its UUID
+    or any string form of it."""
+    if type(block_id) is uuid.UUID:
+        return block_id.hex
+    return uuid.UUID(str(block_id)).hex
+
+
 def group_for_block(block_id: uuid.UUID | str) -> str:
     """A memory block's room in other processes (ASCII, under 100 chars)."""
-    return f"block.{uuid.UUID(str(block_id)).hex}"
+    return f"block.{block_hex(block_id)}"
 
 
 def publish_on_commit(group: str, event: Event | Callable[[], Event]) -> None:

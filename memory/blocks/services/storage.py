@@ -32,7 +32,7 @@ from memory.blocks.services.rules import _summary
 from memory.longterm.models import ArchivalSource
 from memory.longterm.services import archival_entry_create
 from pattern_site.kernel.actors import Actor
-from pattern_site.kernel.db.compiled import CompiledQuery
+from pattern_site.kernel.db.compiled import CompiledQuery, model_new
 from pattern_site.kernel.db.rows import (
     row_insert,
     row_is_locked,
@@ -42,6 +42,11 @@ from pattern_site.kernel.db.rows import (
 )
 from pattern_site.kernel.errors import NotFound
 
+# What a locked block's row is read without: a change writes its content
+# (``rendered``) without reading it first, and no write needs the others.
+# Read on first use should a caller want one.
+_LOCK_DEFERRED = ("rendered", "description", "created_at")
+
 
 def _lock(block: MemoryBlock) -> MemoryBlock:
     """The block's row, locked for this transaction (SQLite: the IMMEDIATE
@@ -49,7 +54,7 @@ def _lock(block: MemoryBlock) -> MemoryBlock:
     when the caller read it under the lock in this transaction."""
     if row_is_locked(block):
         return block
-    locked = row_lock(MemoryBlock, block.pk)
+    locked = row_lock(MemoryBlock, block.pk, defer=_LOCK_DEFERRED)
     if locked is None:
         raise NotFound(f"block {block.label!r} no longer exists")
     return locked
@@ -139,19 +144,23 @@ def _block_record(
         block.log_count + 1 >= settings.MEMORY_COMPACT_UPDATES
         or block.log_bytes + len(data) >= settings.MEMORY_COMPACT_BYTES
     )
-    update = BlockUpdate(
-        block=block,
-        # Folded into the snapshot right away: no need to store it twice.
-        data=b"" if compact else data,
-        frontiers=doc.oplog_frontiers.encode(),
-        actor_kind=actor.kind,
-        actor_id=actor.id,
-        actor_name=actor.display_name[:150],
-        summary=_summary(summary),
-        size=len(rendered),
-    )
     # No full_clean: every field comes from server code, cut to its length.
-    update.created_at = timezone.now()
+    update = model_new(
+        BlockUpdate,
+        {
+            "id": None,
+            "block_id": block.pk,
+            # Folded into the snapshot right away: no need to store it twice.
+            "data": b"" if compact else data,
+            "frontiers": doc.oplog_frontiers.encode(),
+            "actor_kind": actor.kind,
+            "actor_id": actor.id,
+            "actor_name": actor.display_name[:150],
+            "summary": _summary(summary),
+            "size": len(rendered),
+            "created_at": timezone.now(),
+        },
+    )
     update.pk = row_insert(update)
     _block_row_refresh(
         block=block,

@@ -54,7 +54,7 @@ from memory.blocks import doc_cache
 from memory.blocks.sync import protocol as sp
 from pattern_site.kernel import rights
 from pattern_site.kernel.layer_send import layer_send
-from pattern_site.kernel.realtime import group_for_block
+from pattern_site.kernel.realtime import block_hex, group_for_block
 
 logger = logging.getLogger(__name__)
 
@@ -121,21 +121,21 @@ def _peers_sent(peers: list[RoomPeer], version: int) -> None:
 async def block_room_join(*, block_id: uuid.UUID | str, peer: RoomPeer) -> None:
     """Add ``peer`` to the block's room in this process; from now on every
     committed change of the block reaches it (held until ``peer.open()``)."""
-    await _RoomHub.current().join(_key(block_id), peer)
+    await _RoomHub.current().join(block_hex(block_id), peer)
 
 
 async def block_room_leave(*, block_id: uuid.UUID | str, peer: RoomPeer) -> None:
-    await _RoomHub.current().leave(_key(block_id), peer)
+    await _RoomHub.current().leave(block_hex(block_id), peer)
 
 
 async def block_rights_watch(*, block_id: uuid.UUID | str, peer: RoomPeer) -> None:
     """Have ``peer`` check its rights whenever the block's are revoked,
     without being sent the block's updates (a presence room's socket)."""
-    await _RoomHub.current().join(_key(block_id), peer, watch_only=True)
+    await _RoomHub.current().join(block_hex(block_id), peer, watch_only=True)
 
 
 async def block_rights_unwatch(*, block_id: uuid.UUID | str, peer: RoomPeer) -> None:
-    await _RoomHub.current().leave(_key(block_id), peer, watch_only=True)
+    await _RoomHub.current().leave(block_hex(block_id), peer, watch_only=True)
 
 
 def block_relay_here(
@@ -147,7 +147,7 @@ def block_relay_here(
     then reaches the other processes only (``here=False``); should the
     change not be stored after all, :func:`block_rooms_rejoin` makes the
     rooms whole again."""
-    key = _key(block_id)
+    key = block_hex(block_id)
     hubs = _RoomHub.serving(key)
     for hub in hubs:
         hub.deliver_threadsafe(key, list(updates), origin, version)
@@ -160,7 +160,7 @@ def block_rooms_rejoin(*, block_id: uuid.UUID | str, text: str) -> None:
     npm client follows): a change relayed by :func:`block_relay_here` that
     was then not stored is in the clients' documents but not the block's,
     and a rejoin sends the server what the client has that it lacks."""
-    key = _key(block_id)
+    key = block_hex(block_id)
     for hub in _RoomHub.serving(key):
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
             hub.loop.call_soon_threadsafe(hub.rejoin_start, key, text)
@@ -191,7 +191,7 @@ def block_broadcast(
     if not updates:
         return
     updates = list(updates)
-    key = _key(block_id)
+    key = block_hex(block_id)
     for hub in _RoomHub.serving(key) if here else ():
         hub.deliver_threadsafe(key, updates, origin, version)
     layer = get_channel_layer()
@@ -221,10 +221,6 @@ def block_broadcast(
             type(exc).__name__,
             exc,
         )
-
-
-def _key(block_id: uuid.UUID | str) -> str:
-    return uuid.UUID(str(block_id)).hex
 
 
 def _reaches_other_processes(layer: BaseChannelLayer | None) -> bool:
@@ -427,7 +423,7 @@ class _RoomHub:
                 and message.get("process") != _process_mark()
             ):
                 await self.deliver(
-                    _key(message["block_id"]),
+                    block_hex(message["block_id"]),
                     list(message["updates"]),
                     message.get("origin"),
                     message.get("version"),

@@ -21,6 +21,7 @@ its value already prepared (``field.get_db_prep_value``).
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -129,14 +130,17 @@ def model_from_db(
     without ``Model.__init__`` when that would only store each value: on
     the tool API's hot path (token, block) its argument handling, per-field
     ``setattr`` and init signals were a good part of reading a row.  Any
-    other case (deferred fields, init signal receivers, a model's own
-    ``__init__``) goes through ``from_db``."""
+    other case (init signal receivers, a model's own ``__init__``) goes
+    through ``from_db``."""
     names = _PLAIN.get(model, _UNSEEN)
     if names is _UNSEEN:
         names = _PLAIN[model] = _plain_attnames(model)
     if (
         names is None
-        or len(field_names) != len(names)
+        or (
+            len(field_names) != len(names)
+            and not _attname_set(names).issuperset(field_names)
+        )
         or (pre_init.receivers and pre_init.has_listeners(model))
         or (post_init.receivers and post_init.has_listeners(model))
     ):
@@ -145,7 +149,41 @@ def model_from_db(
     state = obj._state = ModelState()
     state.adding = False
     state.db = db
-    obj.__dict__.update(zip(names, values, strict=True))
+    # A deferred field is left out of ``__dict__``, as ``Model.__init__``
+    # leaves it: its descriptor reads it on first use.
+    obj.__dict__.update(
+        zip(
+            names if len(field_names) == len(names) else field_names,
+            values,
+            strict=True,
+        )
+    )
+    return obj
+
+
+@functools.cache
+def _attname_set(names: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(names)
+
+
+def model_new(model: type[Model], values: dict[str, Any]) -> Model:
+    """A new instance of ``model`` (not saved) holding ``values``, which name
+    every concrete field by attribute name: ``model(**values)`` without
+    ``Model.__init__`` when that would only store each value (as
+    :func:`model_from_db`), for the rows a hot write path inserts."""
+    names = _PLAIN.get(model, _UNSEEN)
+    if names is _UNSEEN:
+        names = _PLAIN[model] = _plain_attnames(model)
+    if (
+        names is None
+        or values.keys() != _attname_set(names)
+        or (pre_init.receivers and pre_init.has_listeners(model))
+        or (post_init.receivers and post_init.has_listeners(model))
+    ):
+        return model(**values)
+    obj = model.__new__(model)
+    obj._state = ModelState()
+    obj.__dict__.update(values)
     return obj
 
 
@@ -174,6 +212,56 @@ def _populate_shared(
     populator.local_setter(obj, related)
     if related is not None:
         populator.remote_setter(related, obj)
+
+
+def statement_run(
+    conn: Any, sql: str, params: list[Any], fetch: str | None = None
+) -> Any:
+    """Run one statement of a hot path on ``conn``: the rows ``fetch``
+    (``"fetchone"``, ``"fetchall"``) reads, or without it the rows changed.
+
+    In a transaction, every statement run here goes through one database
+    cursor of that transaction (:func:`_transaction_cursor`) inside Django's
+    database error translation, instead of a new ``CursorWrapper`` per
+    statement: on the block write path Django's cursor and its per-statement
+    wrappers cost more Python than the statement.  Whenever Django's
+    wrappers do more than translate errors (queries logged, as
+    ``assertNumQueries`` and ``DEBUG`` log them; execute wrappers; a
+    transaction that must roll back, which Django refuses to run; a
+    connection shared between threads), or outside a transaction, the
+    statement goes through Django's cursor as any other."""
+    cursor = _transaction_cursor(conn)
+    if cursor is None:
+        with conn.cursor() as cursor:
+            cursor.execute(sql, params)
+            return getattr(cursor, fetch)() if fetch else cursor.rowcount
+    with conn.wrap_database_errors:
+        cursor.execute(sql, params)
+        return getattr(cursor, fetch)() if fetch else cursor.rowcount
+
+
+def _transaction_cursor(conn: Any) -> Any:
+    """The database cursor of ``conn``'s current transaction (made on first
+    use), or None when a statement must go through Django's cursor (see
+    :func:`statement_run`).  A transaction is told apart from the next by
+    its list of on-commit callbacks, which Django replaces whenever one
+    ends (``pattern_site.kernel.db.rows.row_is_locked`` relies on the same;
+    a savepoint's rollback replaces it too, which costs a new cursor)."""
+    if (
+        not conn.in_atomic_block
+        or conn.needs_rollback
+        or conn.execute_wrappers
+        or conn.queries_logged
+        or conn.allow_thread_sharing
+    ):
+        return None
+    held = conn.__dict__.get("_transaction_cursor")
+    if held is not None and held[0] is conn.run_on_commit:
+        return held[1]
+    with conn.wrap_database_errors:
+        cursor = conn.create_cursor()
+    conn._transaction_cursor = (conn.run_on_commit, cursor)
+    return cursor
 
 
 @dataclass(frozen=True)
@@ -274,9 +362,7 @@ class CompiledQuery:
     def _execute(self, db: str, values: dict[str, Any], fetch: str) -> Any:
         st = self._statement(db)
         params = st.slots.filled(st.params, values)
-        with connections[db].cursor() as cursor:
-            cursor.execute(st.sql, params)
-            return st, getattr(cursor, fetch)()
+        return st, statement_run(connections[db], st.sql, params, fetch)
 
     def first(self, db: str = "default", **values: Any) -> Any:
         """The first row as a model instance (related rows attached), or None."""

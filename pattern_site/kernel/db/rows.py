@@ -6,7 +6,8 @@ its own, ``memory.search``) and migrations is here or in this package.
 The ORM's statement building costs more than these statements on the block
 write path, so they are built once per model, fields and database vendor,
 with each field's own conversion (``get_db_prep_save``), and run through
-Django's connection (its transaction, its cursor wrapper).
+Django's connection (its transaction; in a transaction, one cursor of it:
+``compiled.statement_run``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections, models
@@ -22,7 +24,7 @@ from django.db.models import F, Field, Model, QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.sql import UpdateQuery
 
-from pattern_site.kernel.db.compiled import CompiledQuery, MarkerSlots
+from pattern_site.kernel.db.compiled import CompiledQuery, MarkerSlots, statement_run
 
 
 def _connection() -> Any:
@@ -83,15 +85,19 @@ _INTS = (
 _INT_KEYS = (models.AutoField, models.BigAutoField, models.SmallAutoField, *_INTS)
 
 
-# (attribute name, the type its values keep, the field)
-_Column = tuple[str, type | None, Field]
+# (attribute name, the type its values keep, how other values are prepared)
+_Column = tuple[str, type | None, Callable[[Any, Any], Any]]
 
 
-def _kept(field: Field, ints: bool) -> type | None:
-    """The type whose values ``field`` prepares as they are, if any."""
+def _kept(field: Field, ints: bool, blobs: bool) -> type | None:
+    """The type whose values ``field`` prepares as they are, if any (bytes
+    where the driver's ``Binary``, which binary fields wrap their values in,
+    is a plain view of them: SQLite's)."""
     kind = type(field)
     if kind in _STRINGS:
         return str
+    if blobs and kind is models.BinaryField:
+        return bytes
     if not ints:
         return None
     if kind in _INTS:
@@ -101,10 +107,28 @@ def _kept(field: Field, ints: bool) -> type | None:
     return None
 
 
+def _preparer(field: Field) -> Callable[[Any, Any], Any]:
+    """How ``field`` prepares a value for the database: its
+    ``get_db_prep_save``, except that for an aware datetime a Django
+    ``DateTimeField`` comes down to the backend's adaptation (the field's
+    own steps only check for naive values and convert other types)."""
+    if type(field) is not models.DateTimeField:
+        return field.get_db_prep_save
+
+    def prepare(value: Any, conn: Any) -> Any:
+        if type(value) is datetime and value.tzinfo is not None:
+            return conn.ops.adapt_datetimefield_value(value)
+        return field.get_db_prep_save(value, conn)
+
+    return prepare
+
+
 def _columns(fields: list[Field]) -> tuple[_Column, ...]:
-    ops = type(_connection().ops)
+    conn = _connection()
+    ops = type(conn.ops)
     ints = ops.adapt_integerfield_value is BaseOperations.adapt_integerfield_value
-    return tuple((f.attname, _kept(f, ints), f) for f in fields)
+    blobs = conn.Database.Binary is memoryview
+    return tuple((f.attname, _kept(f, ints, blobs), _preparer(f)) for f in fields)
 
 
 def _prepared(instance: Model, columns: tuple[_Column, ...], conn: Any) -> list[Any]:
@@ -112,10 +136,10 @@ def _prepared(instance: Model, columns: tuple[_Column, ...], conn: Any) -> list[
     database by its field, except the strings and ints that preparation
     would give back as they are: a hot write's values cost no calls."""
     values = []
-    for attname, kept, field in columns:
+    for attname, kept, prepare in columns:
         value = getattr(instance, attname)
         if type(value) is not kept:
-            value = field.get_db_prep_save(value, conn)
+            value = prepare(value, conn)
         values.append(value)
     return values
 
@@ -156,10 +180,10 @@ def row_insert(instance: Model) -> int:
     conn = _connection()
     sql, columns = _insert_statement(type(instance), conn.vendor)
     values = _prepared(instance, columns, conn)
+    if conn.features.can_return_columns_from_insert:
+        return statement_run(conn, sql, values, "fetchone")[0]
     with conn.cursor() as cursor:
         cursor.execute(sql, values)
-        if conn.features.can_return_columns_from_insert:
-            return cursor.fetchone()[0]
         meta = instance._meta
         return conn.ops.last_insert_id(cursor, meta.db_table, meta.pk.column)
 
@@ -247,9 +271,7 @@ def row_update(instance: Model, names: tuple[str, ...]) -> int:
     sql, columns = _update_statement(type(instance), names, conn.vendor)
     values = _prepared(instance, columns, conn)
     values.append(instance._meta.pk.get_db_prep_value(instance.pk, conn))
-    with conn.cursor() as cursor:
-        cursor.execute(sql, values)
-        return cursor.rowcount
+    return statement_run(conn, sql, values)  # type: ignore[no-any-return]
 
 
 def rows_set_in_range(
@@ -267,8 +289,7 @@ def rows_set_in_range(
     conn = _connection()
     sql, target, parent_field = _range_statement(model, parent, field, conn.vendor)
     key = parent_field.target_field.get_db_prep_value(parent_id, conn)
-    with conn.cursor() as cursor:
-        cursor.execute(sql, [target.get_db_prep_save(value, conn), key, after, upto])
+    statement_run(conn, sql, [target.get_db_prep_save(value, conn), key, after, upto])
 
 
 @functools.cache
@@ -291,9 +312,9 @@ def row_field_size(model: type[Model], *, key: str, value: Any, field: str) -> i
     bytes."""
     conn = _connection()
     sql, key_field = _size_statement(model, key, field, conn.vendor)
-    with conn.cursor() as cursor:
-        cursor.execute(sql, [key_field.get_db_prep_value(value, conn)])
-        row = cursor.fetchone()
+    row = statement_run(
+        conn, sql, [key_field.get_db_prep_value(value, conn)], "fetchone"
+    )
     return (row[0] or 0) if row else 0
 
 
@@ -310,23 +331,31 @@ def rows_fetch(queryset: Any) -> list[tuple]:
 
 
 @functools.cache
-def locked_row_query(model: type[Model]) -> CompiledQuery:
+def locked_row_query(model: type[Model], defer: tuple[str, ...] = ()) -> CompiledQuery:
     """``model``'s row by primary key, locked for the transaction (SQLite:
     the IMMEDIATE transaction's write lock; PostgreSQL: ``FOR UPDATE``),
-    compiled once.  The key goes in already prepared for the database."""
+    without the fields ``defer``, compiled once.  The key goes in already
+    prepared for the database."""
     return CompiledQuery(
         lambda pk: (
-            model.objects.select_for_update().filter(pk=RawSQL("%s", (pk,))).order_by()
+            model.objects.select_for_update()
+            .defer(*defer)
+            .filter(pk=RawSQL("%s", (pk,)))
+            .order_by()
         ),
         pk="\x00pk",
     )
 
 
-def row_lock(model: type[Model], pk: Any) -> Any:
+def row_lock(model: type[Model], pk: Any, *, defer: tuple[str, ...] = ()) -> Any:
     """The locked row of ``model`` with key ``pk``, or None; marked as
-    locked (:func:`row_is_locked`)."""
+    locked (:func:`row_is_locked`).  Fields in ``defer`` are not read: the
+    instance reads one when it is first used, as Django's deferred fields
+    do."""
     conn = _connection()
-    row = locked_row_query(model).first(pk=model._meta.pk.get_db_prep_value(pk, conn))
+    row = locked_row_query(model, defer).first(
+        pk=model._meta.pk.get_db_prep_value(pk, conn)
+    )
     return row if row is None else row_mark_locked(row)
 
 
