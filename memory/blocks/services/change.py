@@ -12,6 +12,7 @@ refuses a request that could never apply.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,7 @@ from memory.blocks.services.storage import (
     _block_record,
     _burst_extend,
     _burst_version,
+    _cache_committed,
     _cache_on_commit,
     _Latest,
     _lock,
@@ -178,6 +180,7 @@ _ROW_FIELDS_CHANGED = (
     "log_count",
     "log_bytes",
 )
+_row_fields_changed = operator.attrgetter(*_ROW_FIELDS_CHANGED)
 
 
 def _block_change_locked(
@@ -279,26 +282,18 @@ def _block_change_locked(
             rendered=rendered,
         )
     # A compaction wrote a new snapshot: its size is read on the next change.
-    _cache_on_commit(
+    cache = _cache_committed(
         locked,
         doc,
         snapshot_bytes=snapshot if locked.snapshot_upto == upto else None,
         latest=_Latest.written(update, start),
     )
     block_id, version = locked.pk, locked.version
-    if not locked.log_count and block_history_fold_wanted(
-        block=locked, now=update.created_at
-    ):
-        # Just compacted, and its history is well past its window.
-        def fold() -> None:
-            block_history_fold_task.delay(str(block_id))
-
-        transaction.on_commit(fold, robust=True)
-
     assert relay is None or not relay.sent or version == before_version + 1
     here = relay is None or not relay.sent
 
-    def broadcast() -> None:  # a def: Django's robust on_commit logs __qualname__
+    def committed() -> None:  # a def: Django's robust on_commit logs __qualname__
+        cache()
         block_broadcast(
             block_id=block_id,
             updates=[data],
@@ -307,12 +302,22 @@ def _block_change_locked(
             here=here,
         )
 
-    transaction.on_commit(broadcast, robust=True)
+    # One hook for both: each costs its registration and its run.
+    transaction.on_commit(committed, robust=True)
+    if not locked.log_count and block_history_fold_wanted(
+        block=locked, now=update.created_at
+    ):
+        # Just compacted, and its history is well past its window.
+        def fold() -> None:
+            block_history_fold_task.delay(str(block_id))
+
+        transaction.on_commit(fold, robust=True)
     _block_event(actor=actor, block=locked, change_type=change_type, summary=summary)
     if pruned:
         log_entries_pruned(block=locked, entries=pruned)
     if block is not locked:
-        block.__dict__.update({k: getattr(locked, k) for k in _ROW_FIELDS_CHANGED})
+        moved = _row_fields_changed(locked)
+        block.__dict__.update(zip(_ROW_FIELDS_CHANGED, moved, strict=True))
     return BlockChange(block=locked, update=update, data=data, pruned=pruned)
 
 

@@ -10,6 +10,7 @@ thresholds, and the entries a log block prunes moved to archival memory.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -107,16 +108,22 @@ def _remember(table: dict[Any, Any], block_id: Any, entry: Any) -> None:
     table[block_id] = entry
 
 
-def _cache_on_commit(
+def _cache_on_commit(block: MemoryBlock, doc: LoroDoc) -> None:
+    """Once committed, cache the document at the block's version."""
+    transaction.on_commit(_cache_committed(block, doc))
+
+
+def _cache_committed(
     block: MemoryBlock,
     doc: LoroDoc,
     *,
     snapshot_bytes: int | None = None,
     latest: _Latest | None = None,
-) -> None:
-    """Once committed, cache the document at the block's version and, when
-    given, the size of its snapshot and the block's latest version (the one
-    this change wrote), both at that version and ``snapshot_upto``."""
+) -> Callable[[], None]:
+    """What to run once the change is committed: cache the document at the
+    block's version and, when given, the size of its snapshot and the
+    block's latest version (the one this change wrote), both at that version
+    and ``snapshot_upto``."""
     block_id, version, upto = block.pk, block.version, block.snapshot_upto
 
     def cache() -> None:
@@ -126,7 +133,7 @@ def _cache_on_commit(
         if snapshot_bytes is not None:
             _remember(_snapshot_sizes, block_id, (version, upto, snapshot_bytes))
 
-    transaction.on_commit(cache)
+    return cache
 
 
 def _block_record(

@@ -135,12 +135,14 @@ def model_from_db(
     names = _PLAIN.get(model, _UNSEEN)
     if names is _UNSEEN:
         names = _PLAIN[model] = _plain_attnames(model)
+    if names is not None and len(field_names) != len(names):
+        # Deferred fields are left out of ``__dict__``, as ``Model.__init__``
+        # leaves them: their descriptors read them on first use.
+        names = tuple(field_names)
+        if not _attname_set(_PLAIN[model]).issuperset(names):
+            names = None
     if (
         names is None
-        or (
-            len(field_names) != len(names)
-            and not _attname_set(names).issuperset(field_names)
-        )
         or (pre_init.receivers and pre_init.has_listeners(model))
         or (post_init.receivers and post_init.has_listeners(model))
     ):
@@ -149,15 +151,7 @@ def model_from_db(
     state = obj._state = ModelState()
     state.adding = False
     state.db = db
-    # A deferred field is left out of ``__dict__``, as ``Model.__init__``
-    # leaves it: its descriptor reads it on first use.
-    obj.__dict__.update(
-        zip(
-            names if len(field_names) == len(names) else field_names,
-            values,
-            strict=True,
-        )
-    )
+    obj.__dict__.update(zip(names, values, strict=True))
     return obj
 
 

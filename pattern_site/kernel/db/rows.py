@@ -13,8 +13,11 @@ Django's connection (its transaction; in a transaction, one cursor of it:
 from __future__ import annotations
 
 import functools
+import operator
 import threading
+import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -50,7 +53,7 @@ def _insert_columns(
 @functools.cache
 def _insert_statement(
     model: type[Model], vendor: str, rows: int = 1
-) -> tuple[str, tuple[_Column, ...]]:
+) -> tuple[str, _Columns]:
     """INSERT of ``rows`` rows of every concrete field but the auto id,
     returning the new ids where the database can."""
     conn = _connection()
@@ -85,8 +88,18 @@ _INTS = (
 _INT_KEYS = (models.AutoField, models.BigAutoField, models.SmallAutoField, *_INTS)
 
 
-# (attribute name, the type its values keep, how other values are prepared)
-_Column = tuple[str, type | None, Callable[[Any, Any], Any]]
+# (the type its values keep, how other values are prepared), per column
+_Kind = tuple[type | None, Callable[[Any, Any], Any]]
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """The columns of a statement built once: ``values`` reads their
+    attributes off an instance in one call (deferred fields included, as
+    ``getattr`` would), ``kinds`` says how each value is prepared."""
+
+    values: Callable[[Model], tuple[Any, ...]]
+    kinds: tuple[_Kind, ...]
 
 
 def _kept(field: Field, ints: bool, blobs: bool) -> type | None:
@@ -109,51 +122,71 @@ def _kept(field: Field, ints: bool, blobs: bool) -> type | None:
 
 def _preparer(field: Field) -> Callable[[Any, Any], Any]:
     """How ``field`` prepares a value for the database: its
-    ``get_db_prep_save``, except that for an aware datetime a Django
-    ``DateTimeField`` comes down to the backend's adaptation (the field's
-    own steps only check for naive values and convert other types)."""
-    if type(field) is not models.DateTimeField:
+    ``get_db_prep_save``, except for the values whose preparation comes
+    down to one step: an aware datetime of a Django ``DateTimeField`` (the
+    backend's adaptation; the field's own steps only check for naive values
+    and convert other types), and a UUID of a ``UUIDField``, or of a foreign
+    key to one, where the database has no UUID type (its hex digits)."""
+    kind = type(field)
+    target = field.target_field if kind is models.ForeignKey else field
+    if type(target) is models.UUIDField:
+
+        def prepare(value: Any, conn: Any) -> Any:
+            if type(value) is uuid.UUID and not conn.features.has_native_uuid_field:
+                return value.hex
+            return field.get_db_prep_save(value, conn)
+
+        return prepare
+    if kind is not models.DateTimeField:
         return field.get_db_prep_save
 
-    def prepare(value: Any, conn: Any) -> Any:
+    def prepare_datetime(value: Any, conn: Any) -> Any:
         if type(value) is datetime and value.tzinfo is not None:
             return conn.ops.adapt_datetimefield_value(value)
         return field.get_db_prep_save(value, conn)
 
-    return prepare
+    return prepare_datetime
 
 
-def _columns(fields: list[Field]) -> tuple[_Column, ...]:
+def _columns(fields: list[Field]) -> _Columns:
     conn = _connection()
     ops = type(conn.ops)
     ints = ops.adapt_integerfield_value is BaseOperations.adapt_integerfield_value
     blobs = conn.Database.Binary is memoryview
-    return tuple((f.attname, _kept(f, ints, blobs), _preparer(f)) for f in fields)
+    names = [f.attname for f in fields]
+    values = (
+        operator.attrgetter(*names)
+        if len(names) > 1
+        else lambda instance: (getattr(instance, names[0]),)
+    )
+    kinds = tuple((_kept(f, ints, blobs), _preparer(f)) for f in fields)
+    return _Columns(values, kinds)
 
 
-def _prepared(instance: Model, columns: tuple[_Column, ...], conn: Any) -> list[Any]:
+def _prepared(instance: Model, columns: _Columns, conn: Any) -> list[Any]:
     """The values of ``columns`` of ``instance``, each prepared for the
     database by its field, except the strings and ints that preparation
-    would give back as they are: a hot write's values cost no calls."""
-    values = []
-    for attname, kept, prepare in columns:
-        value = getattr(instance, attname)
+    would give back as they are: a hot write's values cost few calls."""
+    values = list(columns.values(instance))
+    for i, (kept, prepare) in enumerate(columns.kinds):
+        value = values[i]
         if type(value) is not kept:
-            value = prepare(value, conn)
-        values.append(value)
+            values[i] = prepare(value, conn)
     return values
 
 
 @functools.cache
 def _update_statement(
     model: type[Model], names: tuple[str, ...], vendor: str
-) -> tuple[str, tuple[_Column, ...]]:
+) -> tuple[str, _Columns]:
+    """UPDATE of the named fields of ``model``'s row by key; its columns
+    are those fields' and then the key's."""
     meta = model._meta
     fields = [meta.get_field(name) for name in names]
     quote = _connection().ops.quote_name
     sets = ", ".join(f"{quote(f.column)} = %s" for f in fields)
     sql = f"UPDATE {quote(meta.db_table)} SET {sets} WHERE {quote(meta.pk.column)} = %s"
-    return sql, _columns(fields)
+    return sql, _columns([*fields, meta.pk])
 
 
 @functools.cache
@@ -269,9 +302,7 @@ def row_update(instance: Model, names: tuple[str, ...]) -> int:
     number of rows changed (0 or 1)."""
     conn = _connection()
     sql, columns = _update_statement(type(instance), names, conn.vendor)
-    values = _prepared(instance, columns, conn)
-    values.append(instance._meta.pk.get_db_prep_value(instance.pk, conn))
-    return statement_run(conn, sql, values)  # type: ignore[no-any-return]
+    return statement_run(conn, sql, _prepared(instance, columns, conn))  # type: ignore[no-any-return]
 
 
 def rows_set_in_range(
@@ -356,10 +387,12 @@ def row_lock(model: type[Model], pk: Any, *, defer: tuple[str, ...] = ()) -> Any
     row = locked_row_query(model, defer).first(
         pk=model._meta.pk.get_db_prep_value(pk, conn)
     )
-    return row if row is None else row_mark_locked(row)
+    if row is not None:
+        row._state.locked_in = _transaction_key(conn)
+    return row
 
 
-def _transaction_key() -> object | None:
+def _transaction_key(conn: Any) -> object | None:
     """An object that stays the same while the connection's current
     transaction lasts and is never the same once it has ended, or None
     outside a transaction.  Django (5.2 internals) gives the connection a
@@ -367,7 +400,6 @@ def _transaction_key() -> object | None:
     back, and when a savepoint rolls back (where this key ends too early,
     which costs a read, never a missed lock); a key holds its list, so a
     later list cannot reuse its identity."""
-    conn = _connection()
     return conn.run_on_commit if conn.in_atomic_block else None
 
 
@@ -375,7 +407,7 @@ def row_mark_locked(instance: Model) -> Model:
     """Mark ``instance``, just read under its row lock (a query with
     ``select_for_update``; on SQLite any read in the IMMEDIATE transaction),
     as locked for the rest of the current transaction; returns it."""
-    instance._state.locked_in = _transaction_key()  # type: ignore[attr-defined]
+    instance._state.locked_in = _transaction_key(_connection())  # type: ignore[attr-defined]
     return instance
 
 
@@ -384,7 +416,7 @@ def row_is_locked(instance: Model) -> bool:
     now running (:func:`row_mark_locked`), so that a write may use it as the
     locked row without reading it again."""
     key = getattr(instance._state, "locked_in", None)
-    return key is not None and key is _transaction_key()
+    return key is not None and key is _transaction_key(_connection())
 
 
 class CompiledIncrement:
