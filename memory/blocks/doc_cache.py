@@ -25,6 +25,7 @@ many rooms are open.
 from __future__ import annotations
 
 import threading
+import uuid
 from collections import OrderedDict
 from typing import Any
 
@@ -37,8 +38,17 @@ _entries: OrderedDict[Any, tuple[int, LoroDoc]] = OrderedDict()
 _pinned: dict[Any, int] = {}
 
 
+def block_key(block_id: Any) -> Any:
+    """The key of a block in this cache and in other per-block tables of
+    the process: a UUID's integer, whose hash and equality are the
+    interpreter's (a UUID's own are Python methods, run several times on
+    the path of every change); any other id as it is."""
+    return block_id.int if type(block_id) is uuid.UUID else block_id
+
+
 def take(block_id: Any, version: int) -> LoroDoc | None:
     """Remove and return the cached document if it is at ``version``."""
+    block_id = block_key(block_id)
     with _lock:
         entry = _entries.pop(block_id, None)
     if entry is None or entry[0] != version:
@@ -48,6 +58,7 @@ def take(block_id: Any, version: int) -> LoroDoc | None:
 
 def fork(block_id: Any, version: int) -> LoroDoc | None:
     """A private copy of the cached document if it is at ``version``."""
+    block_id = block_key(block_id)
     with _lock:
         entry = _entries.get(block_id)
         if entry is None or entry[0] != version:
@@ -61,6 +72,7 @@ def history(block_id: Any) -> LoroDoc | None:
     its past only (operations, versions it holds): the caller must neither
     change it nor read its current content, which a writer may be
     changing."""
+    block_id = block_key(block_id)
     with _lock:
         entry = _entries.get(block_id)
     return None if entry is None else entry[1]
@@ -71,6 +83,7 @@ def put(block_id: Any, version: int, doc: LoroDoc) -> None:
 
     The caller gives up ``doc``: it must not change it afterwards.
     """
+    block_id = block_key(block_id)
     size = settings.MEMORY_DOCUMENT_CACHE_SIZE
     if size <= 0:
         return
@@ -93,12 +106,14 @@ def put(block_id: Any, version: int, doc: LoroDoc) -> None:
 
 def pin(block_id: Any) -> None:
     """Keep the block's document cached beyond the size (an open room)."""
+    block_id = block_key(block_id)
     with _lock:
         _pinned[block_id] = _pinned.get(block_id, 0) + 1
 
 
 def unpin(block_id: Any) -> None:
     """Undo one :func:`pin`; the document is evicted as usual again."""
+    block_id = block_key(block_id)
     with _lock:
         count = _pinned.pop(block_id, 0) - 1
         if count > 0:
@@ -106,6 +121,7 @@ def unpin(block_id: Any) -> None:
 
 
 def discard(block_id: Any) -> None:
+    block_id = block_key(block_id)
     with _lock:
         _entries.pop(block_id, None)
 

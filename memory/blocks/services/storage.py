@@ -94,18 +94,19 @@ _SNAPSHOT_SIZES_MAX = 10_000
 def _snapshot_bytes(locked: MemoryBlock) -> int:
     """Bytes in the locked block's snapshot: from the last change this
     process committed when the row has not moved since, else read."""
-    entry = _snapshot_sizes.get(locked.pk)
+    entry = _snapshot_sizes.get(doc_cache.block_key(locked.pk))
     if entry is not None and entry[:2] == (locked.version, locked.snapshot_upto):
         return entry[2]
     return block_snapshot_size(block_id=locked.pk)
 
 
 def _remember(table: dict[Any, Any], block_id: Any, entry: Any) -> None:
-    """Keep ``entry`` for the block in one of the per-block tables, emptied
-    whole once it holds ``_SNAPSHOT_SIZES_MAX`` blocks."""
+    """Keep ``entry`` for the block in one of the per-block tables (keyed
+    as the document cache keys blocks), emptied whole once it holds
+    ``_SNAPSHOT_SIZES_MAX`` blocks."""
     if len(table) >= _SNAPSHOT_SIZES_MAX:
         table.clear()
-    table[block_id] = entry
+    table[doc_cache.block_key(block_id)] = entry
 
 
 def _cache_on_commit(block: MemoryBlock, doc: LoroDoc) -> None:
@@ -308,7 +309,7 @@ def _burst_version(*, block: MemoryBlock, actor: Actor, summary: str) -> _Burst 
 def _latest_version(block: MemoryBlock) -> _Latest | None:
     """The locked block's latest version: from the last change this process
     committed when the row has not moved since, else read."""
-    entry = _latest_versions.get(block.pk)
+    entry = _latest_versions.get(doc_cache.block_key(block.pk))
     if entry is not None and entry[:2] == (block.version, block.snapshot_upto):
         return entry[2]
     rows = _LATEST_VERSIONS.rows(

@@ -141,11 +141,24 @@ def _preparer(field: Field) -> Callable[[Any, Any], Any]:
         return field.get_db_prep_save
 
     def prepare_datetime(value: Any, conn: Any) -> Any:
-        if type(value) is datetime and value.tzinfo is not None:
-            return conn.ops.adapt_datetimefield_value(value)
-        return field.get_db_prep_save(value, conn)
+        if type(value) is not datetime or value.tzinfo is None:
+            return field.get_db_prep_save(value, conn)
+        # A change stores its one moment twice (the update row's creation,
+        # the block's last change): the last one prepared is kept, held so
+        # that its identity cannot be reused.
+        last = _last_moment[0]
+        if last[0] is value and last[1] is conn:
+            return last[2]
+        prepared = conn.ops.adapt_datetimefield_value(value)
+        _last_moment[0] = (value, conn, prepared)
+        return prepared
 
     return prepare_datetime
+
+
+# [(datetime, connection, its preparation for that connection)]: the last
+# aware datetime prepared (see _preparer).
+_last_moment: list[tuple[Any, Any, Any]] = [(None, None, None)]
 
 
 def _columns(fields: list[Field]) -> _Columns:

@@ -142,7 +142,14 @@ class DatabaseWrapper(sqlite_base.DatabaseWrapper):
 
     def _commit(self) -> None:
         try:
-            super()._commit()
+            if self.connection is not None and not self.queries_logged:
+                # Django's own ``_commit`` without its logging of the
+                # statement (a generator context manager per commit), which
+                # only does anything when queries are logged.
+                with self.wrap_database_errors:
+                    self.connection.commit()
+            else:
+                super()._commit()
         finally:
             self._write_lock_release()
 
