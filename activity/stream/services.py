@@ -35,6 +35,7 @@ from activity.stream.recorder import recorder
 from activity.tasks import activity_events_store_task
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents.models import Agent, Constellation
+from pattern_site.kernel.db.compiled import model_new
 from pattern_site.kernel.db.rows import instances_insert, rows_add, rows_insert
 from pattern_site.kernel.errors import InvalidInput
 from pattern_site.kernel.realtime import group_for_constellation, publish_on_commit
@@ -192,19 +193,26 @@ def activity_events_store(pending: list[PendingEvent]) -> list[ActivityEvent]:
     the events go in through a statement built once: the transaction holds
     the database's one write lock, which the site's requests wait for."""
     events = [
-        ActivityEvent(
-            constellation_id=p.constellation_id,
-            agent_id=p.agent_id,
-            actor_user_id=p.actor_user_id,
-            event_type=p.event_type,
-            details=p.details,
-            importance=p.importance,
-            object_kind=p.object_kind,
-            object_id=p.object_id,
-            text=event_line(
-                who=p.who, subject=p.subject, event_type=p.event_type, details=p.details
-            )[:500],
-            created_at=p.at,
+        model_new(
+            ActivityEvent,
+            {
+                "id": None,
+                "constellation_id": p.constellation_id,
+                "agent_id": p.agent_id,
+                "actor_user_id": p.actor_user_id,
+                "event_type": p.event_type,
+                "details": p.details,
+                "importance": p.importance,
+                "object_kind": p.object_kind,
+                "object_id": p.object_id,
+                "text": event_line(
+                    who=p.who,
+                    subject=p.subject,
+                    event_type=p.event_type,
+                    details=p.details,
+                )[:500],
+                "created_at": p.at,
+            },
         )
         for p in pending
     ]
