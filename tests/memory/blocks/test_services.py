@@ -311,6 +311,29 @@ def test_a_write_bound_to_a_token_checks_it_is_still_live(
     assert block_value(block=block) == "kept more"
 
 
+def test_a_change_s_block_holds_the_content_stored_even_when_unchanged(
+    make_block, agent
+):
+    block = make_block(label="notes", content="kept")
+    stale = MemoryBlock.objects.get(pk=block.pk)
+    block_operate(actor=Actor.system(), block=block, operations=APPEND)
+
+    # The caller's copy predates the append: the change reads the row.
+    same = block_operate(
+        actor=Actor.system(),
+        block=stale,
+        operations=[{"op": "set_text", "text": "kept more"}],
+    )
+    assert same.status == "unchanged"
+    assert same.block.rendered == "kept more"
+    assert same.block.description == block.description
+
+    changed = block_operate(actor=Actor.system(), block=stale, operations=APPEND)
+    assert changed.status == "applied"
+    assert changed.block.rendered == stale.rendered == "kept more more"
+    assert changed.block.created_at == block.created_at
+
+
 # --- limits and log blocks ----------
 
 

@@ -200,7 +200,7 @@ def test_an_instance_is_the_one_django_builds_without_its_init(constellation):
     assert Agent.objects.get(pk=flux.pk).name == "Flux II"
 
 
-def test_an_init_signal_receiver_or_a_deferred_field_gets_django_s_init(
+def test_an_init_signal_receiver_gets_django_s_init_a_deferred_field_loads_on_use(
     constellation,
 ):
     agent_create(constellation=constellation, name="Flux")
