@@ -231,7 +231,16 @@ def statement_run(
             return getattr(cursor, fetch)() if fetch else cursor.rowcount
     with conn.wrap_database_errors:
         cursor.execute(sql, params)
-        return getattr(cursor, fetch)() if fetch else cursor.rowcount
+        if not fetch:
+            return cursor.rowcount
+        # Every row is read, even for one: the cursor outlives the
+        # statement, and SQLite keeps a statement with rows left unread
+        # (and its read of the database) open until the cursor runs
+        # another or is closed.
+        rows = cursor.fetchall()
+    if fetch == "fetchall":
+        return rows
+    return rows[0] if rows else None
 
 
 def _transaction_cursor(conn: Any) -> Any:

@@ -58,3 +58,15 @@ def test_a_locked_row_s_deferred_field_loads_on_first_use(agent):
         assert "name" in locked.get_deferred_fields()
         assert locked.constellation_id == agent.constellation_id
         assert locked.name == agent.name
+
+
+def test_one_row_of_several_is_the_first(constellation):
+    for name in ("Flux", "Anchor"):
+        Agent.objects.create(constellation=constellation, name=name)
+    table = connection.ops.quote_name(Agent._meta.db_table)
+    with transaction.atomic():
+        first = statement_run(
+            connection, f"SELECT name FROM {table} ORDER BY name", [], "fetchone"
+        )
+        assert first == ("Anchor",)
+        assert statement_run(connection, "SELECT 1", [], "fetchone") == (1,)
