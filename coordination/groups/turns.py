@@ -598,6 +598,22 @@ def _model_step(
     return step.text, step.tool_calls
 
 
+# The registry's functions as a request's JSON, by the tools' names.
+_TOOLS_ENCODED: dict[tuple[str, ...], bytes] = {}
+
+
+def _tools_encoded(functions: list[dict[str, Any]]) -> bytes:
+    """``functions`` encoded once for every request of every turn (tens of
+    kilobytes).  The registry makes a tool's function once and never
+    changes it (``tool_functions``), so the names say what an encoding
+    holds."""
+    names = tuple(f["function"]["name"] for f in functions)
+    encoded = _TOOLS_ENCODED.get(names)
+    if encoded is None:
+        encoded = _TOOLS_ENCODED[names] = json_encode(functions) if functions else b""
+    return encoded
+
+
 def agent_turn_run(*, delivery: RunDelivery) -> Answer:
     """Run (or resume) the delivery's turn until it exits; the answer, or
     ``TurnEnded`` with the reason it could not give one."""
@@ -622,9 +638,7 @@ def agent_turn_run(*, delivery: RunDelivery) -> Answer:
     )
     deadline = turn.started_at.timestamp() + config.timeout_seconds
     stream = Stream(delivery)
-    # Every request of the turn sends the same functions: encoded once.
-    functions = tool_registry().tool_functions()
-    tools = json_encode(functions) if functions else b""
+    tools = _tools_encoded(tool_registry().tool_functions())
     # A turn's calls are recorded with the step that asked for them (in one
     # transaction): a turn without a step has none to resume.
     resumed = _resume(state, stream) if turn.steps else []
