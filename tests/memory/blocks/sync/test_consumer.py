@@ -35,7 +35,7 @@ from pattern_site.kernel.realtime import (
     CLOSE_TOO_MANY,
     CLOSE_UNAUTHENTICATED,
 )
-from tests.conftest import daphne, sync_url
+from tests.conftest import READY_SECONDS, daphne, sync_url
 from tests.factories import AgentFactory, ConstellationFactory
 from tests.wsclient import WebSocket
 
@@ -57,6 +57,23 @@ def _stored_updates(block) -> int:
     return BlockUpdate.objects.filter(block=block).count()
 
 
+# The sockets the test opened through ``Peer.open``.
+_opened: list[WebsocketCommunicator] = []
+
+
+@pytest.fixture(autouse=True)
+async def _peers_closed():
+    """Each socket a test opened is closed, and its consumer done, before
+    the test's rows are deleted: work a consumer still has in a database
+    thread after a join (looks, liveness) would otherwise run beside the
+    truncation, which PostgreSQL may then find deadlocked with it."""
+    yield
+    while _opened:
+        communicator = _opened.pop()
+        if not communicator.future.done():
+            await communicator.disconnect(timeout=READY_SECONDS)
+
+
 class Peer:
     """One websocket speaking the protocol, with a Loro document of its own."""
 
@@ -72,6 +89,7 @@ class Peer:
         )
         if user is not None:
             communicator.scope["actor"] = Actor.for_user(user)
+        _opened.append(communicator)
         connected, _ = await communicator.connect()
         assert connected
         return cls(communicator, peer_id)
