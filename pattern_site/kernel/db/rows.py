@@ -400,9 +400,7 @@ def row_lock(model: type[Model], pk: Any, *, defer: tuple[str, ...] = ()) -> Any
     row = locked_row_query(model, defer).first(
         pk=model._meta.pk.get_db_prep_value(pk, conn)
     )
-    if row is not None:
-        row._state.locked_in = _transaction_key(conn)
-    return row
+    return row if row is None else row_mark_locked(row)
 
 
 def _transaction_key(conn: Any) -> object | None:
