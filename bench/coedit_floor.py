@@ -4,7 +4,8 @@ An ASGI app for ``bench/coedit.py`` that speaks just enough of the Loro
 Syncing Protocol (``memory.blocks.sync.protocol``) for the real
 loro-websocket clients: a join is answered at once (write access, an empty
 document's version), an update frame is acked at once and its bytes relayed
-as they came to the other sockets of the room, kept in memory.  No database,
+as they came to the other sockets of the room, kept in memory, its binary
+frames written as ours are (``pattern_site.kernel.frames``).  No database,
 no document, no checks: what is left of a fan-out's latency is the cost of
 the server stack itself, which no work taken off our frame path can go
 below.
@@ -31,6 +32,7 @@ from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from memory.blocks.sync import protocol as sp
+from pattern_site.kernel.frames import frame_send, frame_writer, with_frame_writers
 
 _EMPTY_VERSION = loro.LoroDoc().oplog_vv.encode()
 # The sockets of each room, by (crdt, room id).
@@ -40,6 +42,7 @@ _rooms: dict[tuple[str, str], set[FloorConsumer]] = {}
 class FloorConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
         self.joined: set[tuple[str, str]] = set()
+        self.frame_writer = frame_writer(self.scope)
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
@@ -49,6 +52,10 @@ class FloorConsumer(AsyncWebsocketConsumer):
     async def dispatch(self, message: dict[str, Any]) -> None:
         # As ours does: no per-message database clean-up (a thread hop).
         await getattr(self, get_handler_name(message))(message)
+
+    async def send_frame(self, frame: bytes) -> None:
+        # As ours does: straight to the connection where Daphne allows it.
+        await frame_send(self.frame_writer, self.base_send, frame)
 
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None
@@ -64,8 +71,8 @@ class FloorConsumer(AsyncWebsocketConsumer):
                 key = (message.crdt, message.room_id)
                 _rooms.setdefault(key, set()).add(self)
                 self.joined.add(key)
-                await self.send(
-                    bytes_data=sp.encode(
+                await self.send_frame(
+                    sp.encode(
                         sp.JoinResponseOk(
                             message.crdt,
                             message.room_id,
@@ -76,8 +83,8 @@ class FloorConsumer(AsyncWebsocketConsumer):
                 )
             case sp.DocUpdate():
                 key = (message.crdt, message.room_id)
-                await self.send(
-                    bytes_data=sp.encode(
+                await self.send_frame(
+                    sp.encode(
                         sp.Ack(
                             message.crdt,
                             message.room_id,
@@ -88,7 +95,7 @@ class FloorConsumer(AsyncWebsocketConsumer):
                 )
                 for peer in list(_rooms.get(key, ())):
                     if peer is not self:
-                        await peer.send(bytes_data=frame)
+                        await peer.send_frame(frame)
 
 
-application = FloorConsumer.as_asgi()
+application = with_frame_writers(FloorConsumer.as_asgi())

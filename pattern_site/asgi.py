@@ -322,13 +322,16 @@ django_asgi_app = SyncChainASGIHandler()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from pattern_site.kernel.auth import websocket_auth  # noqa: E402
+from pattern_site.kernel.frames import with_frame_writers  # noqa: E402
 from pattern_site.mcp.http import McpHttpApp  # noqa: E402
 from pattern_site.routing import websocket_urlpatterns  # noqa: E402
 
 channels_app = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": websocket_auth(URLRouter(websocket_urlpatterns)),
+        "websocket": with_frame_writers(
+            websocket_auth(URLRouter(websocket_urlpatterns))
+        ),
     }
 )
 

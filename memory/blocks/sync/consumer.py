@@ -122,6 +122,7 @@ from pattern_site.kernel.errors import (
     NotFound,
     PermissionDenied,
 )
+from pattern_site.kernel.frames import frame_send, frame_writer
 from pattern_site.kernel.realtime import (
     CLOSE_IDLE,
     CLOSE_TOO_MANY,
@@ -354,6 +355,7 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
 
     async def connect(self) -> None:
         self.rooms: dict[tuple[sp.CrdtType, str], _Room] = {}
+        self.frame_writer = frame_writer(self.scope)
         self.fragments = sp.FragmentAssembler(
             timeout=self.fragment_timeout,
             max_total_size=settings.PATTERN_SYNC_MAX_UPDATE_BYTES,
@@ -463,9 +465,10 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         await self._send_frame(sp.encode(message))
 
     async def _send_frame(self, frame: bytes) -> None:
-        # Straight to the server (what ``self.send`` comes down to): a
-        # relayed change calls this once per socket of the room.
-        await self.base_send({"type": "websocket.send", "bytes": frame})
+        # Straight to the connection where the server allows it, else to
+        # the server (what ``self.send`` comes down to): a relayed change
+        # calls this once per socket of the room.
+        await frame_send(self.frame_writer, self.base_send, frame)
 
     async def _ack(
         self, message: Any, batch_id: bytes, status: sp.UpdateStatus
