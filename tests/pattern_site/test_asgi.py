@@ -292,3 +292,53 @@ def test_a_remembered_path_follows_a_new_root_urlconf():
         assert match.func is _other_view
     match, _ = _resolved("/api/tools/context")
     assert match.func is not _other_view
+
+
+class _Server:
+    def protocol_connected(self, protocol: object) -> None:
+        pass
+
+
+class _Channel:
+    """What a Twisted request asks of its HTTP channel."""
+
+    transport = None
+
+    def __init__(self) -> None:
+        self.factory = type("Factory", (), {"server": _Server()})()
+
+    def getPeer(self) -> tuple:
+        return ("127.0.0.1", 50000)
+
+    def getHost(self) -> tuple:
+        return ("127.0.0.1", 8000)
+
+
+@pytest.mark.parametrize(
+    "content_type, body",
+    [
+        (b"application/x-www-form-urlencoded", b"name=value&other=1"),
+        (
+            b"multipart/form-data; boundary=xyz",
+            b'--xyz\r\nContent-Disposition: form-data; name="file";'
+            b' filename="a.txt"\r\nContent-Type: text/plain\r\n\r\n'
+            + b"x" * 10_000
+            + b"\r\n--xyz--\r\n",
+        ),
+    ],
+)
+def test_daphne_hands_form_bodies_on_without_parsing_them(content_type, body):
+    # Served by Daphne, the application gets the raw body; Twisted's own
+    # parse of it (run on the event loop) is never read.
+    from io import BytesIO
+
+    from daphne.http_protocol import WebRequest
+
+    request = WebRequest(_Channel())
+    request.process = lambda: None  # Daphne's: hands the body to the app
+    request.requestHeaders.setRawHeaders(b"content-type", [content_type])
+    request.content = BytesIO(body)
+    request.content.seek(0, 2)
+    request.requestReceived(b"POST", b"/upload", b"HTTP/1.1")
+    assert request.args == {}
+    assert request.content.read() == body
