@@ -5,7 +5,7 @@ Syncing Protocol (``memory.blocks.sync.protocol``) for the real
 loro-websocket clients: a join is answered at once (write access, an empty
 document's version), an update frame is acked at once and its bytes relayed
 as they came to the other sockets of the room, kept in memory, its binary
-frames written as ours are (``pattern_site.kernel.frames``).  No database,
+frames written as ours are (``pattern_site.kernel.daphne_server``).  No database,
 no document, no checks: what is left of a fan-out's latency is the cost of
 the server stack itself, which no work taken off our frame path can go
 below.
@@ -32,7 +32,11 @@ from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from memory.blocks.sync import protocol as sp
-from pattern_site.kernel.frames import frame_send, frame_writer, with_frame_writers
+from pattern_site.kernel.daphne_server import (
+    frame_send,
+    frame_writer,
+    with_frame_writers,
+)
 
 _EMPTY_VERSION = loro.LoroDoc().oplog_vv.encode()
 # The sockets of each room, by (crdt, room id).

@@ -29,7 +29,10 @@ from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 
 from pattern_site.kernel.agents.services import agent_token_actor
+from pattern_site.kernel.daphne_server import daphne_bodies_unparsed
 from pattern_site.kernel.errors import AuthenticationFailed
+
+daphne_bodies_unparsed()  # as pattern_site.asgi has Daphne serve ours
 
 TABLE = "bench_http_floor"
 _executor = ThreadPoolExecutor(max_workers=settings.HTTP_THREADS)

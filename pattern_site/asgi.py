@@ -9,7 +9,6 @@ to the MCP app.
 
 import asyncio
 import contextvars
-import functools
 import os
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -18,7 +17,6 @@ from typing import Any
 
 import django
 from asgiref.sync import SyncToAsync
-from daphne.http_protocol import WebRequest
 from django.conf import settings
 from django.core import signals
 from django.core.exceptions import RequestAborted
@@ -27,34 +25,14 @@ from django.core.handlers.base import BaseHandler
 from django.http import FileResponse, HttpRequest, HttpResponseBase
 from django.urls import ResolverMatch, URLResolver, get_resolver, set_script_prefix
 
+from pattern_site.kernel.daphne_server import daphne_bodies_unparsed
 from pattern_site.kernel.heap import heap_freeze, heap_freeze_if_grown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pattern_site.settings.dev")
 django.setup(set_prefix=False)
 
 
-def _daphne_leaves_bodies_unparsed() -> None:
-    """Have Twisted leave request bodies to the application.
-
-    Twisted's request parses a form body (urlencoded or multipart) into
-    ``request.args``, on the event loop, before Daphne hands the raw body
-    to the application, which never reads ``args``: a 5 MB upload held
-    every socket of the process for ~170 ms, and reading any POST's
-    Content-Type through the email package costs ~50 us."""
-    if getattr(WebRequest, "bodies_unparsed", False):
-        return
-    init = WebRequest.__init__
-
-    @functools.wraps(init)
-    def __init__(self: WebRequest, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("parsePOSTFormSubmission", False)
-        init(self, *args, **kwargs)
-
-    WebRequest.__init__ = __init__  # type: ignore[method-assign]
-    WebRequest.bodies_unparsed = True  # type: ignore[attr-defined]
-
-
-_daphne_leaves_bodies_unparsed()
+daphne_bodies_unparsed()
 
 
 # The most argument-free paths SyncChainASGIHandler remembers the view of:
@@ -348,7 +326,7 @@ django_asgi_app = SyncChainASGIHandler()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from pattern_site.kernel.auth import websocket_auth  # noqa: E402
-from pattern_site.kernel.frames import with_frame_writers  # noqa: E402
+from pattern_site.kernel.daphne_server import with_frame_writers  # noqa: E402
 from pattern_site.mcp.http import McpHttpApp  # noqa: E402
 from pattern_site.routing import websocket_urlpatterns  # noqa: E402
 

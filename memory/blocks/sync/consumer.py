@@ -113,6 +113,7 @@ from pattern_site.kernel.agents.services import (
     agent_token_actor_recheck,
 )
 from pattern_site.kernel.agents.watch import token_unwatch, token_watch
+from pattern_site.kernel.daphne_server import frame_send, frame_writer
 from pattern_site.kernel.errors import (
     ApplicationError,
     AuthenticationFailed,
@@ -122,7 +123,6 @@ from pattern_site.kernel.errors import (
     NotFound,
     PermissionDenied,
 )
-from pattern_site.kernel.frames import frame_send, frame_writer
 from pattern_site.kernel.realtime import (
     CLOSE_IDLE,
     CLOSE_TOO_MANY,

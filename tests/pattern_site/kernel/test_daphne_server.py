@@ -1,21 +1,25 @@
-"""Frames written straight to a Daphne connection: a real Daphne protocol
-on a real Twisted TCP connection over a socket pair, with a reactor that
-records when Twisted is asked to write later."""
+"""How Daphne serves this project: frames written straight to a connection
+(a real Daphne protocol on a real Twisted TCP connection over a socket
+pair, with a reactor that records when Twisted is asked to write later),
+and request bodies handed on unparsed."""
 
 import asyncio
 import socket
 from collections.abc import Iterator
 from functools import partial
+from io import BytesIO
 from typing import Any
 
 import pytest
 from autobahn.twisted.websocket import WebSocketServerFactory
+from daphne.http_protocol import WebRequest
 from daphne.ws_protocol import WebSocketProtocol
 from twisted.internet import address, tcp
 
-from pattern_site.kernel.frames import (
+from pattern_site.kernel.daphne_server import (
     SCOPE_KEY,
     FrameWriter,
+    daphne_bodies_unparsed,
     frame_send,
     frame_writer,
     with_frame_writers,
@@ -182,3 +186,50 @@ def test_only_daphne_websockets_get_a_writer_in_their_scope(wired):
 
 async def _handle_reply(protocol: WebSocketProtocol, message: dict) -> None:
     """Stands for ``daphne.server.Server.handle_reply``."""
+
+
+class _Server:
+    def protocol_connected(self, protocol: object) -> None:
+        pass
+
+
+class _Channel:
+    """What a Twisted request asks of its HTTP channel."""
+
+    transport = None
+
+    def __init__(self) -> None:
+        self.factory = type("Factory", (), {"server": _Server()})()
+
+    def getPeer(self) -> tuple:
+        return ("127.0.0.1", 50000)
+
+    def getHost(self) -> tuple:
+        return ("127.0.0.1", 8000)
+
+
+@pytest.mark.parametrize(
+    "content_type, body",
+    [
+        (b"application/x-www-form-urlencoded", b"name=value&other=1"),
+        (
+            b"multipart/form-data; boundary=xyz",
+            b'--xyz\r\nContent-Disposition: form-data; name="file";'
+            b' filename="a.txt"\r\nContent-Type: text/plain\r\n\r\n'
+            + b"x" * 10_000
+            + b"\r\n--xyz--\r\n",
+        ),
+    ],
+)
+def test_daphne_hands_form_bodies_on_without_parsing_them(content_type, body):
+    # Served by Daphne, the application gets the raw body; Twisted's own
+    # parse of it (run on the event loop) is never read.
+    daphne_bodies_unparsed()
+    request = WebRequest(_Channel())
+    request.process = lambda: None  # Daphne's: hands the body to the app
+    request.requestHeaders.setRawHeaders(b"content-type", [content_type])
+    request.content = BytesIO(body)
+    request.content.seek(0, 2)
+    request.requestReceived(b"POST", b"/upload", b"HTTP/1.1")
+    assert request.args == {}
+    assert request.content.read() == body
