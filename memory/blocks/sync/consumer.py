@@ -801,7 +801,7 @@ class BlockSyncConsumer(AsyncWebsocketConsumer):
         self, room: _Room, updates: list[bytes], batch_id: bytes
     ) -> None:
         for frame in sp.doc_update_frames(room.crdt, room.room_id, updates, batch_id):
-            await self.send(bytes_data=frame)
+            await self._send_frame(frame)
 
     # --- fragments -------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from pattern_site.asgi import application
 from pattern_site.kernel.actors import Actor
 from pattern_site.kernel.agents import services as agent_services
 from pattern_site.kernel.agents.services import agent_token_issue, agent_token_revoke
+from pattern_site.kernel.daphne_server import SCOPE_KEY
 from pattern_site.kernel.realtime import (
     CLOSE_IDLE,
     CLOSE_TOO_MANY,
@@ -83,10 +84,12 @@ class Peer:
         self.doc.peer_id = peer_id
 
     @classmethod
-    async def open(cls, *, user=None, peer_id=1, app=None, headers=None):
+    async def open(cls, *, user=None, peer_id=1, app=None, headers=None, writer=None):
         communicator = WebsocketCommunicator(
             app or BlockSyncConsumer.as_asgi(), "/ws/sync/", headers=headers or []
         )
+        if writer is not None:
+            communicator.scope[SCOPE_KEY] = writer
         if user is not None:
             communicator.scope["actor"] = Actor.for_user(user)
         _opened.append(communicator)
@@ -265,6 +268,51 @@ async def test_update_is_broadcast_to_other_peers_and_not_echoed(
     bob.doc.import_batch(list(relayed.updates))
     assert bob.text() == "hello from alice"
     assert await alice.nothing_more()
+
+
+class _RecordingWriter:
+    """Stands for a Daphne connection's ``FrameWriter``: keeps the frames it
+    is given, or declines them all (``covers=False``), as a closing
+    socket's does."""
+
+    def __init__(self, *, covers: bool = True) -> None:
+        self.covers = covers
+        self.frames: list[bytes] = []
+
+    def write(self, payload: bytes) -> bool:
+        if self.covers:
+            self.frames.append(payload)
+        return self.covers
+
+
+async def test_a_sockets_binary_frames_go_through_its_frame_writer(
+    partner, agent_token, block
+):
+    alice = await Peer.open(user=partner, peer_id=11)
+    writer = _RecordingWriter()
+    bob = await Peer.open(peer_id=12, writer=writer)
+    await alice.join(str(block.pk))
+    await bob.send(sp.JoinRequest(LOR, str(block.pk), agent_token.raw.encode(), b""))
+    # Text frames (ping / pong) still go through ASGI, after what came first.
+    assert await bob.nothing_more()
+    joined, backfill = (sp.decode(frame) for frame in writer.frames)
+    assert isinstance(joined, sp.JoinResponseOk)
+    bob.doc.import_batch(list(backfill.updates))
+    ack = await alice.edit(str(block.pk), " from alice")
+    assert ack.status == sp.UpdateStatus.OK
+    assert await bob.nothing_more()
+    relayed = sp.decode(writer.frames[-1])
+    assert isinstance(relayed, sp.DocUpdate)
+    bob.doc.import_batch(list(relayed.updates))
+    assert bob.text() == "hello from alice"
+
+
+async def test_frames_a_writer_declines_go_through_asgi(partner, block):
+    writer = _RecordingWriter(covers=False)
+    peer = await Peer.open(user=partner, writer=writer)
+    assert isinstance(await peer.join(str(block.pk)), sp.JoinResponseOk)
+    assert peer.text() == "hello"
+    assert writer.frames == []
 
 
 async def test_a_relayed_update_that_fails_to_store_asks_every_socket_to_rejoin(
