@@ -67,6 +67,7 @@ class FrameWriter:
         if (
             isinstance(transport, tcp.Connection)
             and transport.connected
+            and not transport.disconnecting
             and not transport.dataBuffer
             and getattr(transport, "_tempDataBuffer", None) == []
         ):

@@ -233,3 +233,11 @@ def test_daphne_hands_form_bodies_on_without_parsing_them(content_type, body):
     request.requestReceived(b"POST", b"/upload", b"HTTP/1.1")
     assert request.args == {}
     assert request.content.read() == body
+
+
+def test_a_connection_being_closed_gets_its_frame_through_twisted(wired):
+    # Twisted flushes what it holds, then closes: nothing is sent beside it.
+    protocol, connection, _client_end = wired
+    connection.disconnecting = True
+    assert FrameWriter(protocol).write(b"late")
+    assert connection._tempDataBuffer == [b"\x82\x04late"]
