@@ -148,11 +148,11 @@ def main() -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="make bench-quick: 4 and 16 clients, 60 turns, 1 s sustained",
+        help="make bench-quick: 4, 16 and 64 clients, 60 turns, 1 s sustained",
     )
     args = parser.parse_args()
     if args.quick:
-        args.clients, args.edits, args.seconds, args.warmup = [4, 16], 60, 1.0, 10
+        args.clients, args.edits, args.seconds, args.warmup = [4, 16, 64], 60, 1.0, 10
     if not (REPO / "node_modules" / "loro-websocket").is_dir():
         raise SystemExit("run `make assets` first (npm ci)")
 
