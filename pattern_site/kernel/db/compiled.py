@@ -123,6 +123,31 @@ def _plain_attnames(model: type[Model]) -> tuple[str, ...] | None:
     return names
 
 
+def _plain_names(model: type[Model]) -> tuple[str, ...] | None:
+    """``model``'s attribute names (``_plain_attnames``) when an instance of
+    it may be built now without ``Model.__init__``; None when it may not,
+    or while an init signal has a receiver for it."""
+    names = _PLAIN.get(model, _UNSEEN)
+    if names is _UNSEEN:
+        names = _PLAIN[model] = _plain_attnames(model)
+    if (
+        names is None
+        or (pre_init.receivers and pre_init.has_listeners(model))
+        or (post_init.receivers and post_init.has_listeners(model))
+    ):
+        return None
+    return names
+
+
+def _bare(model: type[Model], values: Any) -> Model:
+    """An instance of ``model`` holding ``values`` (attribute name, value)
+    in its ``__dict__``, built without ``Model.__init__``."""
+    obj = model.__new__(model)
+    obj._state = ModelState()
+    obj.__dict__.update(values)
+    return obj
+
+
 def model_from_db(
     model: type[Model], db: str, field_names: list[str], values: Any
 ) -> Model:
@@ -132,26 +157,18 @@ def model_from_db(
     ``setattr`` and init signals were a good part of reading a row.  Any
     other case (init signal receivers, a model's own ``__init__``) goes
     through ``from_db``."""
-    names = _PLAIN.get(model, _UNSEEN)
-    if names is _UNSEEN:
-        names = _PLAIN[model] = _plain_attnames(model)
+    names = _plain_names(model)
     if names is not None and len(field_names) != len(names):
         # Deferred fields are left out of ``__dict__``, as ``Model.__init__``
         # leaves them: their descriptors read them on first use.
-        names = tuple(field_names)
-        if not _attname_set(_PLAIN[model]).issuperset(names):
-            names = None
-    if (
-        names is None
-        or (pre_init.receivers and pre_init.has_listeners(model))
-        or (post_init.receivers and post_init.has_listeners(model))
-    ):
+        names = (
+            tuple(field_names) if _attname_set(names).issuperset(field_names) else None
+        )
+    if names is None:
         return model.from_db(db, field_names, values)
-    obj = model.__new__(model)
-    state = obj._state = ModelState()
-    state.adding = False
-    state.db = db
-    obj.__dict__.update(zip(names, values, strict=True))
+    obj = _bare(model, zip(names, values, strict=True))
+    obj._state.adding = False
+    obj._state.db = db
     return obj
 
 
@@ -165,20 +182,10 @@ def model_new(model: type[Model], values: dict[str, Any]) -> Model:
     every concrete field by attribute name: ``model(**values)`` without
     ``Model.__init__`` when that would only store each value (as
     :func:`model_from_db`), for the rows a hot write path inserts."""
-    names = _PLAIN.get(model, _UNSEEN)
-    if names is _UNSEEN:
-        names = _PLAIN[model] = _plain_attnames(model)
-    if (
-        names is None
-        or values.keys() != _attname_set(names)
-        or (pre_init.receivers and pre_init.has_listeners(model))
-        or (post_init.receivers and post_init.has_listeners(model))
-    ):
+    names = _plain_names(model)
+    if names is None or values.keys() != _attname_set(names):
         return model(**values)
-    obj = model.__new__(model)
-    obj._state = ModelState()
-    obj.__dict__.update(values)
-    return obj
+    return _bare(model, values)
 
 
 def _populate_shared(
@@ -246,10 +253,8 @@ def statement_run(
 def _transaction_cursor(conn: Any) -> Any:
     """The database cursor of ``conn``'s current transaction (made on first
     use), or None when a statement must go through Django's cursor (see
-    :func:`statement_run`).  A transaction is told apart from the next by
-    its list of on-commit callbacks, which Django replaces whenever one
-    ends (``pattern_site.kernel.db.rows.row_is_locked`` relies on the same;
-    a savepoint's rollback replaces it too, which costs a new cursor)."""
+    :func:`statement_run`); the transaction is told apart from the next by
+    :func:`transaction_key`."""
     if (
         not conn.in_atomic_block
         or conn.needs_rollback
@@ -258,13 +263,25 @@ def _transaction_cursor(conn: Any) -> Any:
         or conn.allow_thread_sharing
     ):
         return None
+    key = transaction_key(conn)
     held = conn.__dict__.get("_transaction_cursor")
-    if held is not None and held[0] is conn.run_on_commit:
+    if held is not None and held[0] is key:
         return held[1]
     with conn.wrap_database_errors:
         cursor = conn.create_cursor()
-    conn._transaction_cursor = (conn.run_on_commit, cursor)
+    conn._transaction_cursor = (key, cursor)
     return cursor
+
+
+def transaction_key(conn: Any) -> object | None:
+    """An object that stays the same while the connection's current
+    transaction lasts and is never the same once it has ended, or None
+    outside a transaction.  Django (5.2 internals) gives the connection a
+    new list of on-commit callbacks whenever a transaction commits or rolls
+    back, and when a savepoint rolls back (where this key ends too early,
+    which costs a new cursor or a read, never a stale one); a key holds its
+    list, so a later list cannot reuse its identity."""
+    return conn.run_on_commit if conn.in_atomic_block else None
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,12 @@ from django.db.models import F, Field, Model, QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.sql import UpdateQuery
 
-from pattern_site.kernel.db.compiled import CompiledQuery, MarkerSlots, statement_run
+from pattern_site.kernel.db.compiled import (
+    CompiledQuery,
+    MarkerSlots,
+    statement_run,
+    transaction_key,
+)
 
 
 def _connection() -> Any:
@@ -403,22 +408,11 @@ def row_lock(model: type[Model], pk: Any, *, defer: tuple[str, ...] = ()) -> Any
     return row if row is None else row_mark_locked(row)
 
 
-def _transaction_key(conn: Any) -> object | None:
-    """An object that stays the same while the connection's current
-    transaction lasts and is never the same once it has ended, or None
-    outside a transaction.  Django (5.2 internals) gives the connection a
-    new list of on-commit callbacks whenever a transaction commits or rolls
-    back, and when a savepoint rolls back (where this key ends too early,
-    which costs a read, never a missed lock); a key holds its list, so a
-    later list cannot reuse its identity."""
-    return conn.run_on_commit if conn.in_atomic_block else None
-
-
 def row_mark_locked(instance: Model) -> Model:
     """Mark ``instance``, just read under its row lock (a query with
     ``select_for_update``; on SQLite any read in the IMMEDIATE transaction),
     as locked for the rest of the current transaction; returns it."""
-    instance._state.locked_in = _transaction_key(_connection())  # type: ignore[attr-defined]
+    instance._state.locked_in = transaction_key(_connection())  # type: ignore[attr-defined]
     return instance
 
 
@@ -427,7 +421,7 @@ def row_is_locked(instance: Model) -> bool:
     now running (:func:`row_mark_locked`), so that a write may use it as the
     locked row without reading it again."""
     key = getattr(instance._state, "locked_in", None)
-    return key is not None and key is _transaction_key(_connection())
+    return key is not None and key is transaction_key(_connection())
 
 
 class CompiledIncrement:
